@@ -1,0 +1,152 @@
+"""matrix.toml: what to run, validated once so nothing later has to second-guess it.
+
+Every mistake is reported as one `ConfigError` naming the file and the dotted key, so the CLI
+can print one line and exit 2 instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+
+# Names end up in cell ids, URLs, HTML anchors, file names and container names: keep them tame.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=80)]
+ParamValue = int | float | str | bool
+
+
+class ConfigError(Exception):
+    """A bad input file, with the key that is wrong."""
+
+    def __init__(self, path: Path | str, key: str, message: str):
+        self.path, self.key, self.message = Path(path), key, message
+        super().__init__(f"{path}: {key}: {message}" if key else f"{path}: {message}")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tolerance(Strict):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class Profile(Strict):
+    """How an engine should build the model. Engine-neutral; each engine maps it to its knobs."""
+
+    precision: Literal["fp32", "fp16"] = "fp32"
+    optimization: Literal["on", "off"] = "on"
+    # Op types (e.g. "Softmax") or layer-name globs held in FP32 inside an FP16 build.
+    keep_fp32: tuple[str, ...] = ()
+    # Test the harness itself: make the cell crash, hang, raise or return NaN on purpose.
+    inject: Literal["crash", "hang", "raise", "nan"] | None = None
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _keep_fp32_needs_fp16(self) -> Profile:
+        if self.keep_fp32 and self.precision != "fp16":
+            raise ValueError("keep_fp32 only makes sense with precision = 'fp16'")
+        return self
+
+
+class CaseEntry(Strict):
+    profiles: tuple[Name, ...] = Field(min_length=1)
+    # Axes: every combination of values becomes its own row (e.g. batch = [1, 4]).
+    params: dict[Name, list[ParamValue]] | None = None
+    # Fixed keyword arguments for the case's build function (e.g. a checkpoint directory).
+    options: dict[Name, Any] = {}
+    tolerances: dict[Name, Tolerance] = {}
+    # Bring-your-own-model cases: an ONNX file plus inputs, optionally expected outputs.
+    onnx: str | None = None
+    inputs: str | None = None
+    expected: str | None = None
+
+    @model_validator(mode="after")
+    def _onnx_case_is_complete(self) -> CaseEntry:
+        if self.onnx and not self.inputs:
+            raise ValueError("an ONNX-file case needs 'inputs' (an .npz file) beside 'onnx'")
+        if (self.inputs or self.expected) and not self.onnx:
+            raise ValueError("'inputs' and 'expected' belong to ONNX-file cases: give 'onnx' too")
+        return self
+
+
+class RunSettings(Strict):
+    environments: tuple[Name, ...] = Field(min_length=1)
+    cases_dir: str = "cases"
+    images_dir: str = "images"
+    cache_dir: str = ".trtmatrix-cache"
+    reports_dir: str = "reports"
+    timeout_s: float = Field(default=900, gt=0)
+    jobs: int = Field(default=1, ge=1)
+
+
+class MatrixConfig(Strict):
+    run: RunSettings
+    profiles: dict[Name, Profile] = Field(min_length=1)
+    tolerances: dict[Literal["fp32", "fp16"], Tolerance]
+    cases: dict[Name, CaseEntry] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _profiles_exist(self) -> MatrixConfig:
+        for case_name, entry in self.cases.items():
+            for i, profile in enumerate(entry.profiles):
+                if profile not in self.profiles:
+                    raise _KeyedError(f"cases.{case_name}.profiles.{i}", f"unknown profile {profile!r}")
+            for profile in entry.tolerances:
+                if profile not in entry.profiles:
+                    raise _KeyedError(f"cases.{case_name}.tolerances.{profile}",
+                                      "tolerance for a profile this case does not run")
+        for precision in ("fp32", "fp16"):
+            if precision not in self.tolerances:
+                raise _KeyedError(f"tolerances.{precision}", "missing default tolerance")
+        return self
+
+    def tolerance(self, case: str, profile: str) -> Tolerance:
+        entry = self.cases[case]
+        return entry.tolerances.get(profile) or self.tolerances[self.profiles[profile].precision]
+
+
+class _KeyedError(ValueError):
+    """A cross-field error that knows its own key (pydantic would only know the model)."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(message)
+
+
+def _first_error(path: Path, exc: ValidationError) -> ConfigError:
+    err = exc.errors()[0]
+    cause = err.get("ctx", {}).get("error")
+    if isinstance(cause, _KeyedError):
+        return ConfigError(path, cause.key, str(cause))
+    key = ".".join(str(part) for part in err["loc"])
+    message = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "string_pattern_mismatch":
+        message = f"{err['input']!r} is not a valid name (letters, digits, _ . + -; starts with a letter or digit)"
+    return ConfigError(path, key, message)
+
+
+def read_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(path, "", "file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(path, "", f"not valid TOML: {exc}") from None
+
+
+def validate(model: type[BaseModel], data: dict, path: Path):
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(path, exc) from None
+
+
+def load_config(path: Path | str) -> MatrixConfig:
+    path = Path(path)
+    return validate(MatrixConfig, read_toml(path), path)

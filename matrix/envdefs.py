@@ -1,0 +1,72 @@
+"""Environment definitions: one TOML file per environment under images/.
+
+A definition says which engine and version an environment is meant to provide and how to get
+it (pinned pip requirements for a virtualenv, or a container image / Dockerfile). The version
+written here is only what we asked for: cells record the version the worker reports inside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .config import ConfigError, Name, Strict, read_toml, validate
+
+
+class EnvDef(Strict):
+    name: Name
+    engine: Literal["onnxruntime", "tensorrt"]
+    version: str = Field(min_length=1)
+    backend: Literal["venv", "docker"]
+    gpu: bool = False
+    # venv backend
+    requirements: tuple[str, ...] = ()
+    python: str | None = None
+    # docker backend
+    image: str | None = None
+    dockerfile: str | None = None
+    build_args: dict[str, str] = {}
+    # Where the engine/version/image mapping comes from (release notes, index page).
+    source: str = ""
+    description: str = ""
+    path: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _backend_fields(self) -> EnvDef:
+        if self.backend == "venv" and not self.requirements:
+            raise ValueError("a venv environment needs 'requirements' (pinned pip specifiers)")
+        if self.backend == "docker" and not (self.image or self.dockerfile):
+            raise ValueError("a docker environment needs 'image' or 'dockerfile'")
+        return self
+
+    def definition_hash(self) -> str:
+        """Changes whenever the definition does; part of every cell's content key."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_envdef(path: Path) -> EnvDef:
+    data = read_toml(path)
+    data.setdefault("name", path.stem)
+    if data["name"] != path.stem:
+        raise ConfigError(path, "name", f"must match the file name {path.stem!r}")
+    return validate(EnvDef, {**data, "path": path}, path)
+
+
+def load_envdefs(images_dir: Path, names: tuple[str, ...], config_path: Path) -> list[EnvDef]:
+    envs = []
+    for i, name in enumerate(names):
+        path = images_dir / f"{name}.toml"
+        if not path.is_file():
+            raise ConfigError(config_path, f"run.environments.{i}",
+                              f"no environment definition {path} for {name!r}")
+        envs.append(load_envdef(path))
+    return envs
+
+
+def available_envdefs(images_dir: Path) -> list[EnvDef]:
+    return [load_envdef(p) for p in sorted(images_dir.glob("*.toml"))]

@@ -1,0 +1,36 @@
+"""One record per cell: the row format of results.parquet / results.jsonl (see README)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+COLUMNS = [
+    "run_id", "cell_id", "row_id", "case", "params", "profile", "precision", "env", "engine",
+    "engine_version", "status", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
+    "mismatch_frac", "nan_count", "inf_count", "atol", "rtol", "build_s", "infer_ms", "error",
+    "log_tail", "host", "gpu", "python_version", "content_key", "reused", "outputs",
+]
+METRICS = ["max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count"]
+LOG_TAIL_LINES = 40
+HOST = socket.gethostname()
+
+
+def log_tail(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+def empty_record(**fields) -> dict:
+    record = dict.fromkeys(COLUMNS)
+    record.update(host=HOST, reused=False, outputs="[]")
+    record.update(fields)
+    return record
+
+
+def outputs_json(per_output: list) -> str:
+    return json.dumps([m.to_dict() for m in per_output])

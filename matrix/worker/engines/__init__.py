@@ -1,0 +1,16 @@
+"""One module per engine, each with `version()`, `device()` and `run(...)`; imported lazily so
+an environment only needs the engine it runs."""
+
+import importlib
+
+MODULES = {"onnxruntime": "onnxruntime_engine"}
+
+
+class Unsupported(Exception):
+    """The engine cannot run this profile on this model: the cell is 'skipped', with this reason."""
+
+
+def load_engine(name):
+    if name not in MODULES:
+        raise ValueError("unknown engine {!r}; known: {}".format(name, ", ".join(sorted(MODULES))))
+    return importlib.import_module("." + MODULES[name], __name__)
