@@ -58,3 +58,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     console.print(f"{len(frame)} cells: {summary_line(frame)}")
     console.print(f"report: {run_dir / REPORT}")
     typer.echo(str(run_dir))
+
+
+if __name__ == "__main__":
+    app()

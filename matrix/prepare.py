@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     module = module.float().eval()
     names = list(inputs)
     args = tuple(inputs.values())
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         torch.onnx.export(
             module, args, str(out / MODEL),
             input_names=names,
@@ -81,6 +83,8 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
                    "dynamic_axes": case.export.dynamic_axes},
         "torch": torch.__version__,
         "reference": "PyTorch float64",
+        # Exporter warnings (tracer, deprecation) belong with the case, not on the terminal.
+        "export_warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
     }
 
 

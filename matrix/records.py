@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 
@@ -17,9 +18,13 @@ LOG_TAIL_LINES = 40
 HOST = socket.gethostname()
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def log_tail(path: Path) -> str:
+    """The end of a cell's log, without the colour codes engines put in their own logging."""
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        lines = ANSI_ESCAPE.sub("", path.read_text(errors="replace")).splitlines()
     except OSError:
         return ""
     return "\n".join(lines[-LOG_TAIL_LINES:])

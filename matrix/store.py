@@ -21,6 +21,7 @@ PARQUET, JSONL, REPORT = "results.parquet", "results.jsonl", "report.html"
 def to_frame(records: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
     frame["params"] = frame["params"].map(lambda p: json.dumps(p or {}, sort_keys=True))
+    frame = frame.astype({"nan_count": "Int64", "inf_count": "Int64", "reused": bool})
     return frame
 
 

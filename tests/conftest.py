@@ -1,0 +1,78 @@
+"""Shared fixtures: matrix files written on the fly against the repo's real images/ and cases/,
+and one cache per test session so the uv virtualenvs are created once (by the code under test)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture
+def write_matrix(tmp_path, cache_dir):
+    """Write a matrix.toml whose [run] table points at the repo; `body` adds the rest."""
+
+    def write(body: str, environments=("ort-1.17", "ort-1.32"), cases_dir=REPO / "cases",
+              timeout_s: float = 120, name: str = "matrix.toml") -> Path:
+        envs = ", ".join(f'"{e}"' for e in environments)
+        head = textwrap.dedent(f"""\
+            [run]
+            environments = [{envs}]
+            cases_dir = "{cases_dir}"
+            images_dir = "{REPO / 'images'}"
+            cache_dir = "{cache_dir}"
+            reports_dir = "{tmp_path / 'reports'}"
+            timeout_s = {timeout_s}
+
+            [tolerances.fp32]
+            atol = 1e-4
+            rtol = 1e-3
+
+            [tolerances.fp16]
+            atol = 1e-2
+            rtol = 1e-2
+            """)
+        path = tmp_path / name
+        path.write_text(head + "\n" + textwrap.dedent(body))
+        return path
+
+    return write
+
+
+def make_tiny_model(directory: Path, seed: int = 0) -> tuple[Path, Path]:
+    """y = tanh(x @ W + b): small enough for dozens of cells, real enough for every engine."""
+    rng = np.random.default_rng(seed)
+    weight = rng.standard_normal((16, 8)).astype(np.float32)
+    bias = rng.standard_normal(8).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"], name="matmul"),
+         helper.make_node("Add", ["h", "b"], ["z"], name="add"),
+         helper.make_node("Tanh", ["z"], ["y"], name="tanh")],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+        [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "b")],
+    )
+    # IR 8 / opset 17: old enough for onnxruntime 1.17.
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    model_path, inputs_path = directory / "tiny.onnx", directory / "tiny_inputs.npz"
+    onnx.save(model, model_path)
+    np.savez(inputs_path, x=rng.standard_normal((4, 16)).astype(np.float32))
+    return model_path, inputs_path
+
+
+@pytest.fixture
+def tiny_model(tmp_path) -> tuple[Path, Path]:
+    return make_tiny_model(tmp_path)

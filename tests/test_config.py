@@ -1,0 +1,83 @@
+"""Bad input gets one message naming the file and the key, and exit status 2 from the CLI."""
+
+import subprocess
+import sys
+
+import pytest
+
+from matrix.config import ConfigError
+from matrix.plan import build_plan
+
+GOOD_CASE = """
+[profiles.fp32]
+precision = "fp32"
+
+[cases.gemm_mha_fp16]
+profiles = ["fp32"]
+"""
+
+
+def error_for(write_matrix, body, **kw) -> ConfigError:
+    path = write_matrix(body, **kw)
+    with pytest.raises(ConfigError) as info:
+        build_plan(path)
+    assert info.value.path == path or info.value.path.suffix == ".py"
+    return info.value
+
+
+def test_unknown_profile_names_the_key(write_matrix):
+    err = error_for(write_matrix, GOOD_CASE.replace('profiles = ["fp32"]', 'profiles = ["fp32", "fp64"]'))
+    assert err.key == "cases.gemm_mha_fp16.profiles.1"
+    assert "fp64" in err.message
+
+
+def test_shell_metacharacters_in_environment_names_are_rejected(write_matrix):
+    err = error_for(write_matrix, GOOD_CASE, environments=("ort-1.17; rm -rf /",))
+    assert err.key == "run.environments.0"
+    assert "not a valid name" in err.message
+
+
+def test_environment_without_definition(write_matrix):
+    err = error_for(write_matrix, GOOD_CASE, environments=("ort-1.17", "ort-0.1"))
+    assert err.key == "run.environments.1"
+    assert "ort-0.1.toml" in err.message
+
+
+def test_negative_tolerance(write_matrix):
+    err = error_for(write_matrix, GOOD_CASE + "\n[cases.gemm_mha_fp16.tolerances.fp32]\natol = -1\nrtol = 0\n")
+    assert err.key == "cases.gemm_mha_fp16.tolerances.fp32.atol"
+
+
+def test_unknown_key_is_reported(write_matrix):
+    err = error_for(write_matrix, GOOD_CASE.replace('precision = "fp32"', 'precison = "fp32"'))
+    assert err.key == "profiles.fp32.precison"
+
+
+def test_case_not_found(write_matrix):
+    err = error_for(write_matrix, GOOD_CASE.replace("gemm_mha_fp16", "no_such_case"))
+    assert err.key == "cases.no_such_case"
+
+
+def test_unknown_case_parameter(write_matrix):
+    err = error_for(write_matrix, GOOD_CASE + "params = { heads = [2] }\n")
+    assert err.key == "cases.gemm_mha_fp16.params"
+
+
+def test_broken_case_file_names_the_file(write_matrix, tmp_path):
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "broken.py").write_text("import torch\n\nraise RuntimeError('no good')\n")
+    err = error_for(write_matrix, GOOD_CASE, cases_dir=cases)
+    assert err.path == cases / "broken.py"
+    assert err.key == "line 3" and "no good" in err.message
+
+
+def test_cli_prints_one_line_and_exits_2(write_matrix, tmp_path):
+    path = write_matrix(GOOD_CASE.replace('precision = "fp32"', 'precision = "fp8"'))
+    proc = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "--config", str(path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0
+    assert str(path) in proc.stderr and "profiles.fp32.precision" in proc.stderr
+    assert not (tmp_path / "reports").exists(), "a bad config must not leave a half-written run"

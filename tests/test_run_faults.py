@@ -1,0 +1,152 @@
+"""A real run through real onnxruntime virtualenvs: failures stay in their cells, numbers are right.
+
+The venvs are created by the code under test (uv), once per test session.
+"""
+
+import json
+
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+from onnx import numpy_helper
+
+from matrix.gpus import host_gpus
+from matrix.plan import build_plan
+from matrix.run import MatrixRun
+from matrix.store import JSONL, PARQUET, REPORT
+
+REQUIRED_COLUMNS = {
+    "run_id", "cell_id", "case", "params", "profile", "env", "engine", "engine_version", "status",
+    "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "atol", "rtol", "build_s",
+    "infer_ms", "error", "log_tail", "host", "gpu",
+}
+
+FAULTS = """
+[profiles.fp32]
+precision = "fp32"
+[profiles.fp16]
+precision = "fp16"
+[profiles.crash]
+inject = "crash"
+[profiles.hang]
+inject = "hang"
+[profiles.nan]
+inject = "nan"
+[profiles.raise]
+inject = "raise"
+
+[cases.tiny]
+onnx = "{model}"
+inputs = "{inputs}"
+expected = "{expected}"
+profiles = ["crash", "fp32", "hang", "nan", "raise", "fp16"]
+
+[cases.tiny.tolerances.fp16]
+atol = 1e-7
+rtol = 0.0
+"""
+
+
+@pytest.fixture(scope="module")
+def fault_run(tmp_path_factory, cache_dir):
+    from conftest import REPO, make_tiny_model
+
+    home = tmp_path_factory.mktemp("faults")
+    model, inputs = make_tiny_model(home)
+    expected = home / "expected.npz"
+    np.savez(expected, y=independent_reference(model, inputs))  # the float64 truth, given as outputs
+    config = home / "matrix.toml"
+    config.write_text(f"""
+[run]
+environments = ["ort-1.17", "ort-1.32", "trt-8.6"]
+images_dir = "{REPO / 'images'}"
+cache_dir = "{cache_dir}"
+reports_dir = "{home / 'reports'}"
+timeout_s = 6
+[tolerances.fp32]
+atol = 1e-4
+rtol = 1e-3
+[tolerances.fp16]
+atol = 1e-2
+rtol = 1e-2
+""" + FAULTS.format(model=model, inputs=inputs, expected=expected))
+    events = []
+    run_dir = MatrixRun(build_plan(config), on_event=events.append).execute()
+    return config, model, inputs, run_dir, pd.read_parquet(run_dir / PARQUET), events
+
+
+def cell(frame, profile, env):
+    rows = frame[(frame.profile == profile) & (frame.env == env)]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def independent_reference(model_path, inputs_path):
+    model = onnx.load(model_path)
+    weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    x = np.load(inputs_path)["x"].astype(np.float64)
+    return np.tanh(x @ weights["W"] + weights["b"])
+
+
+@pytest.mark.parametrize("env,version", [("ort-1.17", "1.17.3"), ("ort-1.32", "1.32.0")])
+def test_every_failure_stays_in_its_cell(fault_run, env, version):
+    _, _, _, _, frame, _ = fault_run
+    ok = cell(frame, "fp32", env)
+    assert ok.status == "pass" and ok.engine_version == version  # reported from inside the venv
+    crash = cell(frame, "crash", env)
+    assert crash.status == "crash" and "SIGSEGV" in crash.error
+    assert "Fatal Python error" in crash.log_tail  # faulthandler's dump is kept with the cell
+    hang = cell(frame, "hang", env)
+    assert hang.status == "timeout" and "6s" in hang.error
+    nan = cell(frame, "nan", env)
+    assert nan.status == "fail" and nan.nan_count == 32
+    raised = cell(frame, "raise", env)
+    assert raised.status == "error" and "injected failure" in raised.error
+    assert "Traceback" in raised.log_tail
+
+
+@pytest.mark.parametrize("env", ["ort-1.17", "ort-1.32"])
+def test_metrics_match_an_independent_computation(fault_run, env):
+    _, model, inputs, run_dir, frame, _ = fault_run
+    expected = independent_reference(model, inputs)
+    for profile in ("fp32", "fp16"):
+        row = cell(frame, profile, env)
+        with np.load(run_dir / "cells" / row.content_key[:24] / "outputs.npz") as out:
+            diff = np.abs(out["y"].astype(np.float64) - expected)
+        assert row.max_abs == pytest.approx(diff.max(), rel=1e-9, abs=1e-15)
+        assert row.mismatch_frac == pytest.approx(np.mean(diff > row.atol + row.rtol * np.abs(expected)))
+    # FP16 weights really are FP16 on the engine side: the error grows, and 1e-7 rejects it.
+    assert cell(frame, "fp16", env).max_abs > 10 * cell(frame, "fp32", env).max_abs
+    assert cell(frame, "fp16", env).status == "fail"
+
+
+@pytest.mark.skipif(bool(host_gpus()), reason="this host has a GPU: TensorRT cells would run")
+def test_tensorrt_environment_is_skipped_with_the_reason(fault_run):
+    frame = fault_run[4]
+    trt = frame[frame.env == "trt-8.6"]
+    assert len(trt) == 6 and set(trt.status) == {"skipped"}
+    assert trt.error.str.contains("no NVIDIA GPU").all()
+    assert trt.engine_version.isna().all()  # nothing ran there, so nothing was reported
+
+
+def test_run_directory_contents(fault_run):
+    _, _, _, run_dir, frame, events = fault_run
+    assert REQUIRED_COLUMNS <= set(frame.columns)
+    assert len(frame) == 18 and frame.cell_id.is_unique
+    lines = (run_dir / JSONL).read_text().splitlines()
+    assert [json.loads(line)["cell_id"] for line in lines] == list(frame.cell_id)
+    html = (run_dir / REPORT).read_text()
+    assert 'id="tiny/fp32/ort-1.32"' in html
+    assert "<script>alert" not in html and "&lt;script&gt;alert" in html  # the injected error, escaped
+    assert sum(e["event"] == "recorded" for e in events) == 18
+
+
+def test_second_run_reuses_results_but_not_crashes(fault_run):
+    config = fault_run[0]
+    frame = pd.read_parquet(MatrixRun(build_plan(config)).execute() / PARQUET)
+    by = {(r.profile, r.env): r for r in frame.itertuples()}
+    assert by[("fp32", "ort-1.17")].reused and by[("fp32", "ort-1.17")].status == "pass"
+    assert by[("raise", "ort-1.32")].reused
+    assert not by[("crash", "ort-1.17")].reused and by[("crash", "ort-1.17")].status == "crash"
+    assert not by[("hang", "ort-1.32")].reused
