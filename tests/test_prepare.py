@@ -1,0 +1,126 @@
+"""Prepared artifacts are real exports whose float64 references agree with the exported graph."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pandas as pd
+import pytest
+
+from matrix.plan import build_plan
+from matrix.prepare import INPUTS, MODEL, REFERENCE, model_for_profile, prepare
+from matrix.run import MatrixRun
+from matrix.store import PARQUET
+
+SMALL = {
+    "gemm_mha_fp16": "{ seq_len = 16, hidden = 64, heads = 4 }",
+    "mha_transformer_block": "{ tokens = 16, dim = 32, heads = 4, ffn = 64 }",
+    "bge_reranker": "{ seq_len = 12, config = { num_hidden_layers = 2, vocab_size = 500, hidden_size = 64, num_attention_heads = 4, intermediate_size = 128 } }",
+    "sdpa_attention": "{ tokens = 17, heads = 2 }",
+    "explicit_attention": "{ tokens = 17, heads = 2 }",
+    "layernorm_block": "{ tokens = 8, dim = 32, depth = 2 }",
+}
+
+
+def small_matrix(profiles='["fp32"]') -> str:
+    body = '[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
+    body += '[profiles.fp16-softmax-fp32]\nprecision = "fp16"\nkeep_fp32 = ["Softmax"]\n'
+    for name, options in SMALL.items():
+        body += f"[cases.{name}]\nprofiles = {profiles}\noptions = {options}\n"
+    return body
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """Every seed case, shrunk, prepared for real (torch export + float64 reference)."""
+    from conftest import REPO
+
+    home = tmp_path_factory.mktemp("prepare")
+    config = home / "matrix.toml"
+    config.write_text(f'[run]\nenvironments = ["ort-1.32"]\ncases_dir = "{REPO / "cases"}"\n'
+                      f'images_dir = "{REPO / "images"}"\ncache_dir = "{home / "cache"}"\n'
+                      '[tolerances.fp32]\natol = 1e-4\nrtol = 1e-3\n[tolerances.fp16]\natol = 1e-2\nrtol = 1e-2\n'
+                      + small_matrix())
+    plan = build_plan(config)
+    done = {}
+    for cell in plan.cells:
+        done[(cell.case, cell.params)] = prepare(plan.cases[cell.case], cell.params, cell.artifact_key,
+                                                 plan.path("cache_dir"))
+    return plan, done
+
+
+def test_every_seed_case_and_parameter_is_prepared(prepared):
+    plan, done = prepared
+    assert {case for case, _ in done} == set(SMALL)
+    assert {dict(p)["batch"] for case, p in done if case == "bge_reranker"} == {1, 4}
+
+
+def test_reference_is_float64_and_agrees_with_the_exported_graph(prepared):
+    _, done = prepared
+    for (case, params), directory in done.items():
+        session = ort.InferenceSession(str(directory / MODEL), providers=["CPUExecutionProvider"])
+        with np.load(directory / INPUTS) as inputs, np.load(directory / REFERENCE) as reference:
+            outputs = session.run(None, dict(inputs))
+            assert all(reference[name].dtype == np.float64 for name in reference.files)
+            for value, name in zip(outputs, reference.files):
+                np.testing.assert_allclose(value, reference[name], atol=1e-4, rtol=1e-3, err_msg=case)
+
+
+def test_prepare_is_cached_by_content(prepared):
+    plan, done = prepared
+    cell = plan.cells[0]
+    directory = done[(cell.case, cell.params)]
+    before = (directory / MODEL).stat().st_mtime_ns
+    assert prepare(plan.cases[cell.case], cell.params, cell.artifact_key, plan.path("cache_dir")) == directory
+    assert (directory / MODEL).stat().st_mtime_ns == before
+
+
+def test_bge_batches_share_a_dynamic_graph(prepared):
+    _, done = prepared
+    dims = []
+    for (case, params), directory in done.items():
+        if case == "bge_reranker":
+            graph = onnx.load(str(directory / MODEL)).graph
+            dims.append([d.dim_param for d in graph.input[0].type.tensor_type.shape.dim])
+    assert dims == [["batch", "sequence"], ["batch", "sequence"]]
+
+
+def test_fp16_variant_keeps_softmax_in_fp32(prepared):
+    plan, done = prepared
+    directory = next(d for (case, _), d in done.items() if case == "mha_transformer_block")
+    variant = onnx.load(str(model_for_profile(directory, plan.config.profiles["fp16-softmax-fp32"], "onnxruntime")))
+    softmax_inputs = {n.input[0] for n in variant.graph.node if n.op_type == "Softmax"}
+    casts_to_fp32 = {n.output[0] for n in variant.graph.node
+                     if n.op_type == "Cast" and n.attribute[0].i == onnx.TensorProto.FLOAT}
+    assert softmax_inputs and softmax_inputs <= casts_to_fp32
+    plain = onnx.load(str(model_for_profile(directory, plan.config.profiles["fp16"], "onnxruntime")))
+    assert {i.data_type for i in plain.graph.initializer if i.dims} == {onnx.TensorProto.FLOAT16}
+
+
+def test_onnx_file_case_reference_from_the_onnx_reference_evaluator(write_matrix, tiny_model):
+    model, inputs = tiny_model
+    config = write_matrix(f'[profiles.fp32]\nprecision = "fp32"\n[cases.tiny]\nonnx = "{model}"\n'
+                          f'inputs = "{inputs}"\nprofiles = ["fp32"]\n', environments=("ort-1.32",))
+    plan = build_plan(config)
+    cell = plan.cells[0]
+    directory = prepare(plan.cases["tiny"], cell.params, cell.artifact_key, plan.path("cache_dir"))
+    graph = onnx.load(str(model)).graph
+    weights = {t.name: onnx.numpy_helper.to_array(t).astype(np.float64) for t in graph.initializer}
+    with np.load(inputs) as x, np.load(directory / REFERENCE) as reference:
+        truth = np.tanh(x["x"].astype(np.float64) @ weights["W"] + weights["b"])
+        np.testing.assert_allclose(reference["y"], truth, atol=1e-6)
+
+
+def test_a_broken_case_does_not_stop_the_others(write_matrix, tmp_path):
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "cases.py").write_text(
+        "import torch\nfrom matrix.case import case\n\n"
+        "@case()\ndef broken():\n    raise RuntimeError('cannot build <this>')\n\n"
+        "@case()\ndef fine():\n    return torch.nn.Linear(4, 3), {'x': torch.randn(2, 4)}\n")
+    config = write_matrix('[profiles.fp32]\nprecision = "fp32"\n[cases.broken]\nprofiles = ["fp32"]\n'
+                          '[cases.fine]\nprofiles = ["fp32"]\n', cases_dir=cases)
+    frame = pd.read_parquet(MatrixRun(build_plan(config)).execute() / PARQUET).set_index("cell_id")
+    assert frame.loc["broken/fp32/ort-1.17", "status"] == "error"
+    assert "prepare failed: RuntimeError: cannot build <this>" in frame.loc["broken/fp32/ort-1.32", "error"]
+    assert frame.loc["fine/fp32/ort-1.17", "status"] == "pass"
+    assert frame.loc["fine/fp32/ort-1.32", "status"] == "pass"
