@@ -126,7 +126,9 @@ def _first_error(path: Path, exc: ValidationError) -> ConfigError:
     key = ".".join(str(part) for part in err["loc"])
     message = err["msg"].removeprefix("Value error, ")
     if err["type"] == "string_pattern_mismatch":
-        message = f"{err['input']!r} is not a valid name (letters, digits, _ . + -; starts with a letter or digit)"
+        pattern = err["ctx"]["pattern"]
+        message = (f"{err['input']!r} is not a valid name (letters, digits, _ . + -; starts with a letter or digit)"
+                   if pattern == NAME_PATTERN else f"{err['input']!r} is not allowed here (must match {pattern})")
     return ConfigError(path, key, message)
 
 

@@ -11,7 +11,8 @@ SHORT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "error": ("ERR
          "crash": ("CRASH", "bold magenta"), "timeout": ("T/O", "magenta"), "skipped": ("skip", "dim"),
          "xfail": ("xfail", "blue"), "xpass": ("XPASS", "bold cyan")}
 
-console = Console(stderr=True)
+console = Console(stderr=True)  # progress and run summaries: stdout stays for the run directory
+out = Console()  # listings that are the command's answer
 
 
 class RunProgress:
@@ -64,3 +65,24 @@ def results_table(frame: pd.DataFrame) -> Table:
 def summary_line(frame: pd.DataFrame) -> str:
     counts = frame["status"].value_counts()
     return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def definitions_table(envdefs: list) -> Table:
+    table = Table(header_style="bold", pad_edge=False)
+    for column in ("name", "engine", "version", "backend", "gpu", "built from", "source"):
+        table.add_column(column, overflow="fold")
+    for e in envdefs:
+        args = " ".join(f"{k}={v}" for k, v in e.build_args.items())
+        origin = e.image or (f"images/{e.dockerfile} {args}" if e.dockerfile else " ".join(e.requirements))
+        table.add_row(e.name, e.engine, e.version, e.backend, "yes" if e.gpu else "", origin, e.source)
+    return table
+
+
+def checks_table(checks: list) -> Table:
+    table = Table(header_style="bold", pad_edge=False)
+    for column in ("name", "image", "present", "pullable", "runnable here"):
+        table.add_column(column, overflow="fold")
+    for c in checks:
+        runnable = "[green]yes[/]" if c.runnable == "yes" else f"[red]{c.runnable}[/]"
+        table.add_row(c.env, c.image, "yes" if c.present else "no", c.pullable, runnable)
+    return table

@@ -10,11 +10,21 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from .config import ConfigError, Name, Strict, read_toml, validate
+
+# Docker's reference grammar (registry[:port]/path:tag@digest), so no definition can smuggle
+# anything else into an API call or a log line.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = (rf"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+                   r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+ImageReference = Annotated[str, StringConstraints(pattern=IMAGE_REFERENCE, max_length=255)]
+# A file beside the definitions in images/, never a path elsewhere.
+FileName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+BuildArgName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
 class EnvDef(Strict):
@@ -27,9 +37,9 @@ class EnvDef(Strict):
     requirements: tuple[str, ...] = ()
     python: str | None = None
     # docker backend
-    image: str | None = None
-    dockerfile: str | None = None
-    build_args: dict[str, str] = {}
+    image: ImageReference | None = None
+    dockerfile: FileName | None = None
+    build_args: dict[BuildArgName, str] = {}
     # Where the engine/version/image mapping comes from (release notes, index page).
     source: str = ""
     description: str = ""
@@ -41,6 +51,10 @@ class EnvDef(Strict):
             raise ValueError("a venv environment needs 'requirements' (pinned pip specifiers)")
         if self.backend == "docker" and not (self.image or self.dockerfile):
             raise ValueError("a docker environment needs 'image' or 'dockerfile'")
+        if self.image and self.dockerfile:
+            raise ValueError("give 'image' or 'dockerfile', not both")
+        if self.dockerfile and self.path and not (self.path.parent / self.dockerfile).is_file():
+            raise ValueError(f"dockerfile {self.dockerfile!r} not found beside {self.path.name}")
         return self
 
     def definition_hash(self) -> str:

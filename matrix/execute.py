@@ -7,15 +7,16 @@ The host only starts the worker's supervisor and reads its event lines; each cel
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .backends import EnvironmentUnavailable, open_backend
+from .backends import Backend, EnvironmentUnavailable, running
 from .config import Profile
 from .envdefs import EnvDef
+from .hashing import hash_json
 from .plan import Cell
+from .records import log_tail
 
 RESULT, OUTPUTS, LOG = "result.json", "outputs.npz", "cell.log"
 # A crash or timeout may not happen again: those results are not reused.
@@ -42,8 +43,13 @@ class CellJob:
         }
 
 
-def result_dir(cache_dir: Path, cell: Cell) -> Path:
-    return cache_dir / "results" / cell.content_key[:24]
+def result_dir(cache_dir: Path, result_key: str) -> Path:
+    return cache_dir / "results" / result_key[:24]
+
+
+def result_key(cell: Cell, env_fingerprint: str) -> str:
+    """The cell's content key, plus what the backend knows only at run time (the image id)."""
+    return hash_json([cell.content_key, env_fingerprint]) if env_fingerprint else cell.content_key
 
 
 def stored_result(directory: Path) -> dict | None:
@@ -55,36 +61,33 @@ def stored_result(directory: Path) -> dict | None:
     return None if result.get("status") in NOT_REUSED else result
 
 
-def run_environment(envdef: EnvDef, jobs: list[CellJob], cache_dir: Path, worker_home: Path,
-                    timeout_s: float, on_event: Callable[[dict], None]) -> dict[str, dict]:
+def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path,
+                    timeout_s: float, gpu: int | None, on_event: Callable[[dict], None]) -> dict[str, dict]:
     """Return {cell_id: raw result}. Never raises for a cell's or an environment's failure."""
-    try:
-        backend = open_backend(envdef, cache_dir, worker_home)
-        on_event({"event": "setup", "env": envdef.name})
-        backend.prepare()
-    except EnvironmentUnavailable as exc:
-        return {job.cell.cell_id: {"status": "skipped", "error": str(exc)} for job in jobs}
-    job_file = cache_dir / "jobs" / f"{envdef.name}.json"
-    job_file.parent.mkdir(parents=True, exist_ok=True)
+    job_dir = cache_dir / "jobs"
+    job_dir.mkdir(parents=True, exist_ok=True)
+    job_file = job_dir / f"{envdef.name}.json"
     job_file.write_text(json.dumps({"env": envdef.name,
                                     "cells": [job.spec(envdef.engine, timeout_s) for job in jobs]}))
-    worker = backend.popen(["run", str(job_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log_path = env_log(cache_dir, envdef.name)
     try:
-        for line in worker.stdout:
-            if line.startswith("{"):
-                on_event({**json.loads(line), "env": envdef.name})
-        stderr = worker.stderr.read()
-        worker.wait()
-    except BaseException:
-        worker.kill()
-        worker.wait()
-        raise
+        with running(backend.start(["run", str(job_file)], log_path, gpu)) as worker:
+            for line in worker.lines():
+                if line.startswith("{"):
+                    on_event({**json.loads(line), "env": envdef.name})
+            returncode = worker.wait()
+    except EnvironmentUnavailable as exc:
+        return {job.cell.cell_id: {"status": "skipped", "error": str(exc)} for job in jobs}
     results = {}
     for job in jobs:
         try:
             results[job.cell.cell_id] = json.loads((job.result_dir / RESULT).read_text())
         except (OSError, ValueError):
-            tail = "\n".join(stderr.strip().splitlines()[-10:])
+            tail = "\n".join(log_tail(log_path).splitlines()[-10:])
             results[job.cell.cell_id] = {"status": "error",
-                                         "error": f"worker exited {worker.returncode} before this cell: {tail}"}
+                                         "error": f"worker exited {returncode} before this cell: {tail}"}
     return results
+
+
+def env_log(cache_dir: Path, env: str) -> Path:
+    return cache_dir / "jobs" / f"{env}.log"

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -127,7 +129,7 @@ def model_for_profile(artifacts: Path, profile: Profile, engine: str) -> Path:
         keep = resolve_nodes(model, profile.keep_fp32)
         fp16 = convert_float_to_float16(model, keep_io_types=True, op_block_list=DEFAULT_OP_BLOCK_LIST,
                                         node_block_list=keep)
-        tmp = target.with_suffix(".tmp")
+        tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
         onnx.save(fp16, str(tmp))
-        tmp.rename(target)
+        tmp.replace(target)
     return target

@@ -11,8 +11,12 @@ COLUMNS = [
     "run_id", "cell_id", "row_id", "case", "params", "profile", "precision", "env", "engine",
     "engine_version", "status", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
     "mismatch_frac", "nan_count", "inf_count", "atol", "rtol", "build_s", "infer_ms", "error",
-    "log_tail", "host", "gpu", "python_version", "content_key", "reused", "outputs",
+    "log_tail", "host", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
+    "content_key", "reused", "outputs",
 ]
+# Taken as they are from the worker's result.json and the backend's facts about the environment.
+REPORTED = ["error", "engine_version", "python_version", "gpu", "driver_version", "cuda_version",
+            "build_s", "infer_ms", "image", "image_digest"]
 METRICS = ["max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count"]
 LOG_TAIL_LINES = 40
 HOST = socket.gethostname()

@@ -19,11 +19,12 @@ import numpy as np
 
 from .compare import compare_outputs
 from .envdefs import EnvDef
-from .execute import LOG, OUTPUTS, RESULT, CellJob, result_dir, run_environment, stored_result
-from .gpus import gpu_missing_reason
+from .backends import EnvironmentUnavailable, open_backend, stop_all
+from .execute import LOG, OUTPUTS, CellJob, env_log, result_dir, result_key, run_environment, stored_result
+from .gpus import GpuPool, gpu_missing_reason, host_gpus
 from .plan import Cell, Plan
 from .prepare import INPUTS, REFERENCE, model_for_profile, prepare
-from .records import empty_record, log_tail, outputs_json
+from .records import REPORTED, empty_record, log_tail, outputs_json
 from .staging import stage_worker
 from .store import write_run
 
@@ -52,6 +53,8 @@ class MatrixRun:
         self.records: dict[str, dict] = {}
         self.result_dirs: dict[str, Path] = {}
         self._artifacts: dict[tuple, Path | BaseException] = {}
+        self.env_logs: dict[str, Path] = {}
+        self.gpus = GpuPool(len(host_gpus()))
 
     def _record(self, cell: Cell, **fields) -> dict:
         envdef = self.plan.envs[cell.env]
@@ -76,9 +79,10 @@ class MatrixRun:
                 self._artifacts[key] = exc
         return self._artifacts[key]
 
-    def _plan_environment(self, envdef: EnvDef, cells: list[Cell]) -> list[CellJob]:
+    def _skip_or_prepare(self, envdef: EnvDef, cells: list[Cell]) -> list[tuple[Cell, Path]]:
+        """Cells that can run, with their artifacts; the others are recorded right away."""
         reason = env_skip_reason(envdef)
-        jobs = []
+        runnable = []
         for cell in cells:
             if reason:
                 self._record(cell, status="skipped", error=reason)
@@ -88,11 +92,26 @@ class MatrixRun:
                 error, tail = _error_text(artifacts)
                 self._record(cell, status="error", error=f"prepare failed: {error}", log_tail=tail)
                 continue
-            directory = result_dir(self.cache, cell)
+            runnable.append((cell, artifacts))
+        return runnable
+
+    def _run_environment(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> None:
+        self.on_event({"event": "setup", "env": envdef.name})
+        try:
+            backend = open_backend(envdef, self.cache, worker_home)
+            backend.prepare()
+        except EnvironmentUnavailable as exc:
+            for cell, _ in cells:
+                self._record(cell, status="skipped", error=str(exc))
+            return
+        facts, fingerprint = backend.facts(), backend.fingerprint()
+        jobs = []
+        for cell, artifacts in cells:
+            key = result_key(cell, fingerprint)
+            directory = self.result_dirs[cell.cell_id] = result_dir(self.cache, key)
             stored = stored_result(directory) if self.reuse else None
             if stored:
-                self.result_dirs[cell.cell_id] = directory
-                self._finish(cell, stored, artifacts, reused=True)
+                self._finish(cell, {**stored, **facts}, artifacts, key, reused=True)
                 continue
             try:
                 model = model_for_profile(artifacts, self.plan.profile(cell.profile), envdef.engine)
@@ -101,17 +120,21 @@ class MatrixRun:
                 self._record(cell, status="error", error=f"model variant failed: {error}", log_tail=tail)
                 continue
             shutil.rmtree(directory, ignore_errors=True)
-            jobs.append(CellJob(cell, model, artifacts / INPUTS, self.plan.profile(cell.profile), directory))
-        return jobs
+            jobs.append((CellJob(cell, model, artifacts / INPUTS, self.plan.profile(cell.profile), directory), key))
+        if not jobs:
+            return
+        with self.gpus.lease(envdef.gpu) as gpu:
+            raws = run_environment(backend, envdef, [job for job, _ in jobs], self.cache,
+                                   self.plan.config.run.timeout_s, gpu, self.on_event)
+        self.env_logs[envdef.name] = env_log(self.cache, envdef.name)
+        for job, key in jobs:
+            self._finish(job.cell, {**raws[job.cell.cell_id], **facts}, job.inputs.parent, key)
 
-    def _finish(self, cell: Cell, raw: dict, artifacts: Path, reused: bool = False) -> None:
-        directory = self.result_dirs.get(cell.cell_id)
-        fields = {
-            "status": raw.get("status", "error"), "error": raw.get("error"),
-            "engine_version": raw.get("engine_version"), "python_version": raw.get("python_version"),
-            "gpu": raw.get("gpu"), "build_s": raw.get("build_s"), "infer_ms": raw.get("infer_ms"),
-            "log_tail": log_tail(directory / LOG) if directory else "", "reused": reused,
-        }
+    def _finish(self, cell: Cell, raw: dict, artifacts: Path, key: str, reused: bool = False) -> None:
+        directory = self.result_dirs[cell.cell_id]
+        fields = {name: raw.get(name) for name in REPORTED}
+        fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
+                      content_key=key, reused=reused)
         if fields["status"] == "ok":
             tol = self.plan.config.tolerance(cell.case, cell.profile)
             try:
@@ -122,23 +145,22 @@ class MatrixRun:
                 fields.update(status="error", error=f"compare failed: {_error_text(exc)[0]}")
         self._record(cell, **fields)
 
-    def _execute(self, envdef: EnvDef, jobs: list[CellJob], worker_home: Path) -> None:
-        for job in jobs:
-            self.result_dirs[job.cell.cell_id] = job.result_dir
-        raws = run_environment(envdef, jobs, self.cache, worker_home, self.plan.config.run.timeout_s, self.on_event)
-        for job in jobs:
-            self._finish(job.cell, raws[job.cell.cell_id], job.inputs.parent)
-
     def execute(self) -> Path:
         by_env: dict[str, list[Cell]] = defaultdict(list)
         for cell in self.plan.cells:
             by_env[cell.env].append(cell)
-        planned = {name: self._plan_environment(self.plan.envs[name], cells) for name, cells in by_env.items()}
+        runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
         worker_home = stage_worker(self.cache)
-        with ThreadPoolExecutor(max_workers=self.plan.config.run.jobs) as pool:
-            futures = [pool.submit(self._execute, self.plan.envs[name], jobs, worker_home)
-                       for name, jobs in planned.items() if jobs]
+        pool = ThreadPoolExecutor(max_workers=max(self.plan.config.run.jobs, len(host_gpus())))
+        try:
+            futures = [pool.submit(self._run_environment, self.plan.envs[name], cells, worker_home)
+                       for name, cells in runnable.items() if cells]
             for future in futures:
                 future.result()
+        except BaseException:  # Ctrl-C: leave no worker process or container behind
+            pool.shutdown(wait=False, cancel_futures=True)
+            stop_all()
+            raise
+        pool.shutdown()
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
-        return write_run(self.plan.path("reports_dir"), self.run_id, ordered, self.result_dirs)
+        return write_run(self.plan.path("reports_dir"), self.run_id, ordered, self.result_dirs, self.env_logs)

@@ -25,16 +25,21 @@ def to_frame(records: list[dict]) -> pd.DataFrame:
     return frame
 
 
-def write_run(reports_dir: Path, run_id: str, records: list[dict], result_dirs: dict[str, Path]) -> Path:
+def write_run(reports_dir: Path, run_id: str, records: list[dict], result_dirs: dict[str, Path],
+              env_logs: dict[str, Path]) -> Path:
     from .report import render_report
 
     final = reports_dir / RUNS / run_id
     tmp = final.with_name(run_id + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "cells").mkdir(parents=True)
-    for cell_id, directory in result_dirs.items():
+    (tmp / "envs").mkdir()
+    for directory in result_dirs.values():
         if directory.is_dir():
             shutil.copytree(directory, tmp / "cells" / directory.name, dirs_exist_ok=True)
+    for env, log in env_logs.items():  # the worker's / container's own output, per environment
+        if log.is_file():
+            shutil.copy2(log, tmp / "envs" / f"{env}.log")
     frame = to_frame(records)
     frame.to_parquet(tmp / PARQUET, index=False)
     frame.to_json(tmp / JSONL, orient="records", lines=True)

@@ -3,6 +3,7 @@ and one cache per test session so the uv virtualenvs are created once (by the co
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -15,6 +16,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
+def docker_client():
+    """The real Docker engine, or a skip with the reason. CI sets TRTMATRIX_REQUIRE_DOCKER=1 so
+    a missing engine fails there instead of silently skipping the docker tests."""
+    from matrix.backends import EnvironmentUnavailable
+    from matrix.images import docker_client as connect
+
+    try:
+        return connect()
+    except EnvironmentUnavailable as exc:
+        if os.environ.get("TRTMATRIX_REQUIRE_DOCKER") == "1":
+            pytest.fail(f"TRTMATRIX_REQUIRE_DOCKER=1 but {exc}")
+        pytest.skip(f"needs a Docker engine (run scripts/setup-docker.sh): {exc}")
+
+
+@pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
@@ -24,13 +40,13 @@ def write_matrix(tmp_path, cache_dir):
     """Write a matrix.toml whose [run] table points at the repo; `body` adds the rest."""
 
     def write(body: str, environments=("ort-1.17", "ort-1.32"), cases_dir=REPO / "cases",
-              timeout_s: float = 120, name: str = "matrix.toml") -> Path:
+              timeout_s: float = 120, name: str = "matrix.toml", images_dir: Path = REPO / "images") -> Path:
         envs = ", ".join(f'"{e}"' for e in environments)
         head = textwrap.dedent(f"""\
             [run]
             environments = [{envs}]
             cases_dir = "{cases_dir}"
-            images_dir = "{REPO / 'images'}"
+            images_dir = "{images_dir}"
             cache_dir = "{cache_dir}"
             reports_dir = "{tmp_path / 'reports'}"
             timeout_s = {timeout_s}

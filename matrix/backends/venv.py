@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 from uv import find_uv_bin
 
@@ -13,6 +14,7 @@ from ..envdefs import EnvDef
 from . import EnvironmentUnavailable
 
 DONE_MARK = ".trtmatrix-complete"
+STOP_GRACE_S = 5
 
 
 class VenvBackend:
@@ -39,6 +41,38 @@ class VenvBackend:
         self._uv("pip", "install", "--quiet", "--python", str(self.python), *self.envdef.requirements)
         (self.path / DONE_MARK).write_text("\n".join(self.envdef.requirements) + "\n")
 
-    def popen(self, args: list[str], **kwargs) -> subprocess.Popen:
+    def fingerprint(self) -> str:
+        return ""  # the pinned requirements are in the definition hash already
+
+    def facts(self) -> dict:
+        return {"image": None, "image_digest": None}
+
+    def start(self, args: list[str], log_path: Path, gpu: int | None) -> ProcessWorker:
         env = {**os.environ, "PYTHONPATH": str(self.worker_home), "PYTHONNOUSERSITE": "1"}
-        return subprocess.Popen([str(self.python), "-m", "trtmatrix_worker", *args], env=env, **kwargs)
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        with log_path.open("w") as log:
+            process = subprocess.Popen([str(self.python), "-m", "trtmatrix_worker", *args], env=env,
+                                       stdout=subprocess.PIPE, stderr=log, text=True)
+        return ProcessWorker(process)
+
+
+class ProcessWorker:
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+
+    def lines(self) -> Iterator[str]:
+        yield from self.process.stdout
+
+    def wait(self) -> int:
+        return self.process.wait()
+
+    def stop(self) -> None:
+        """SIGTERM first: the supervisor then kills its cell's process group itself."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

@@ -1,8 +1,9 @@
 """Report what an environment really contains, as one JSON line on stdout."""
 
 import json
+import os
 import platform
-import sys
+import subprocess
 
 from .engines import load_engine
 
@@ -12,7 +13,23 @@ def describe(engine_name):
     info = {"engine": engine_name, "engine_version": engine.version(),
             "python_version": platform.python_version()}
     info.update(engine.device())
+    info.update(nvidia_facts())
     return info
+
+
+def nvidia_facts():
+    """Driver and GPU as seen from inside the environment (a container sees only its own GPU).
+    CUDA_VERSION is set by NVIDIA's CUDA and NGC images."""
+    facts = {"cuda_version": os.environ.get("CUDA_VERSION")}
+    try:
+        line = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
+                              timeout=30, check=True).stdout.splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return facts
+    name, driver = [part.strip() for part in line.split(",", 1)]
+    facts.update(gpu=name, driver_version=driver)
+    return facts
 
 
 def probe(engine_name):
