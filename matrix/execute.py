@@ -30,6 +30,8 @@ class CellJob:
     inputs: Path
     profile: Profile
     result_dir: Path
+    node_types: Path  # {ONNX node name: op type}, so the worker can select layers by op type
+    timing_cache: Path  # one per environment (TensorRT)
 
     def spec(self, engine: str, timeout_s: float) -> dict:
         return {
@@ -39,6 +41,8 @@ class CellJob:
             "inputs": str(self.inputs),
             "profile": self.profile.model_dump(mode="json"),
             "out_dir": str(self.result_dir),
+            "node_types": str(self.node_types),
+            "timing_cache": str(self.timing_cache),
             "timeout_s": timeout_s,
         }
 
@@ -91,3 +95,10 @@ def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache
 
 def env_log(cache_dir: Path, env: str) -> Path:
     return cache_dir / "jobs" / f"{env}.log"
+
+
+def timing_cache(cache_dir: Path, env: str, env_fingerprint: str) -> Path:
+    """Tactic timings are only valid for the same TensorRT build and GPU: one file per image."""
+    directory = cache_dir / "timing"
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{env}-{env_fingerprint.removeprefix('sha256:')[:12] or 'local'}.cache"

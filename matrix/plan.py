@@ -35,6 +35,10 @@ def _tool_versions() -> dict[str, str | None]:
     return found
 
 
+# Bump when prepare() writes something new into an artifact folder (2: graph_warnings).
+PREPARE_FORMAT = 2
+
+
 @dataclass(frozen=True)
 class CaseSpec:
     """A case as the matrix uses it: a torch case from cases/ or an ONNX file from the config."""
@@ -70,6 +74,7 @@ class CaseSpec:
             "seed": case.seed,
             "export": case.export,
             "tools": _tool_versions(),
+            "format": PREPARE_FORMAT,
         })
 
 

@@ -19,11 +19,13 @@ import numpy as np
 import onnx
 
 from .config import Profile
+from .graph_checks import graph_warnings
 from .hashing import hash_json
-from .layers import resolve_nodes
+from .layers import node_types, resolve_nodes
 from .plan import CaseSpec, Params
 
 MODEL, INPUTS, REFERENCE, META = "model.onnx", "inputs.npz", "reference.npz", "case.json"
+NODE_TYPES = "node_types.json"
 
 
 def artifact_dir(cache_dir: Path, case: str, key: str) -> Path:
@@ -38,6 +40,7 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     meta = _prepare_onnx_file(spec, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
+    meta["graph_warnings"] = graph_warnings(onnx.load(str(tmp / MODEL), load_external_data=False))
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
@@ -113,6 +116,20 @@ def _prepare_onnx_file(spec: CaseSpec, out: Path) -> dict:
         how = "onnx.reference.ReferenceEvaluator (numpy, in the model's own dtype)"
     np.savez(out / REFERENCE, **reference)
     return {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "reference": how}
+
+
+def case_meta(artifacts: Path) -> dict:
+    return json.loads((artifacts / META).read_text())
+
+
+def node_types_file(artifacts: Path) -> Path:
+    """{node name: op type} of the exported model, for the worker's layer selection."""
+    target = artifacts / NODE_TYPES
+    if not target.is_file():
+        tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(node_types(onnx.load(str(artifacts / MODEL), load_external_data=False))))
+        tmp.replace(target)
+    return target
 
 
 def model_for_profile(artifacts: Path, profile: Profile, engine: str) -> Path:

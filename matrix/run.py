@@ -6,6 +6,7 @@ start, a worker that crashes, all become statuses on the cells concerned.
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import traceback
@@ -17,13 +18,14 @@ from typing import Callable
 
 import numpy as np
 
+from .backends import EnvironmentUnavailable, open_backend, stop_all
 from .compare import compare_outputs
 from .envdefs import EnvDef
-from .backends import EnvironmentUnavailable, open_backend, stop_all
-from .execute import LOG, OUTPUTS, CellJob, env_log, result_dir, result_key, run_environment, stored_result
+from .execute import (LOG, OUTPUTS, CellJob, env_log, result_dir, result_key, run_environment, stored_result,
+                      timing_cache)
 from .gpus import GpuPool, gpu_missing_reason, host_gpus
 from .plan import Cell, Plan
-from .prepare import INPUTS, REFERENCE, model_for_profile, prepare
+from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare
 from .records import REPORTED, empty_record, log_tail, outputs_json
 from .staging import stage_worker
 from .store import write_run
@@ -105,6 +107,7 @@ class MatrixRun:
                 self._record(cell, status="skipped", error=str(exc))
             return
         facts, fingerprint = backend.facts(), backend.fingerprint()
+        timing = timing_cache(self.cache, envdef.name, fingerprint)
         jobs = []
         for cell, artifacts in cells:
             key = result_key(cell, fingerprint)
@@ -120,7 +123,8 @@ class MatrixRun:
                 self._record(cell, status="error", error=f"model variant failed: {error}", log_tail=tail)
                 continue
             shutil.rmtree(directory, ignore_errors=True)
-            jobs.append((CellJob(cell, model, artifacts / INPUTS, self.plan.profile(cell.profile), directory), key))
+            jobs.append((CellJob(cell, model, artifacts / INPUTS, self.plan.profile(cell.profile), directory,
+                                 node_types_file(artifacts), timing), key))
         if not jobs:
             return
         with self.gpus.lease(envdef.gpu) as gpu:
@@ -133,8 +137,11 @@ class MatrixRun:
     def _finish(self, cell: Cell, raw: dict, artifacts: Path, key: str, reused: bool = False) -> None:
         directory = self.result_dirs[cell.cell_id]
         fields = {name: raw.get(name) for name in REPORTED}
+        info = raw.get("info") or {}
         fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
-                      content_key=key, reused=reused)
+                      content_key=key, reused=reused, precision_check=info.get("precision_check"),
+                      layer_precisions=json.dumps(info.get("layer_precisions") or []),
+                      graph_warnings="\n".join(case_meta(artifacts).get("graph_warnings", [])))
         if fields["status"] == "ok":
             tol = self.plan.config.tolerance(cell.case, cell.profile)
             try:

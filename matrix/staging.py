@@ -2,17 +2,23 @@
 
 The worker package is copied to `<cache>/worker/<hash>/trtmatrix_worker/`; an environment gets
 that folder on PYTHONPATH (venv) or mounted read-only (container). The hash is part of every
-cell's content key, so changing the worker re-runs cells.
+cell's content key, so changing the worker re-runs cells. Polygraphy (pure Python) is staged in
+`_fallback/` beside it: the TensorRT engine appends that to sys.path, so an image's own
+Polygraphy wins and images without one still work.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import shutil
 from functools import cache
 from pathlib import Path
 
 WORKER_SOURCE = Path(__file__).parent / "worker"
 PACKAGE_NAME = "trtmatrix_worker"
+FALLBACK = "_fallback"
+FALLBACK_PACKAGES = ("polygraphy",)
 
 
 def _worker_files() -> list[Path]:
@@ -21,9 +27,10 @@ def _worker_files() -> list[Path]:
 
 @cache
 def worker_hash() -> str:
-    from .hashing import hash_files
+    from .hashing import hash_files, hash_json
 
-    return hash_files(_worker_files(), root=WORKER_SOURCE)
+    versions = [f"{name}=={importlib.metadata.version(name)}" for name in FALLBACK_PACKAGES]
+    return hash_json([hash_files(_worker_files(), root=WORKER_SOURCE), versions])
 
 
 def stage_worker(cache_dir: Path) -> Path:
@@ -36,5 +43,8 @@ def stage_worker(cache_dir: Path) -> Path:
             target = tmp / PACKAGE_NAME / path.relative_to(WORKER_SOURCE)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
+        for name in FALLBACK_PACKAGES:
+            source = Path(importlib.util.find_spec(name).submodule_search_locations[0])
+            shutil.copytree(source, tmp / FALLBACK / name, ignore=shutil.ignore_patterns("__pycache__"))
         tmp.rename(home)
     return home

@@ -43,7 +43,7 @@ class DockerBackend:
 
     def _mounts(self) -> dict:
         read_only = [self.worker_home, self.cache_dir / "artifacts", self.cache_dir / "jobs"]
-        writable = [self.cache_dir / "results"]
+        writable = [self.cache_dir / "results", self.cache_dir / "timing"]
         for path in read_only + writable:
             path.mkdir(parents=True, exist_ok=True)
         return {**{str(p): {"bind": str(p), "mode": "ro"} for p in read_only},

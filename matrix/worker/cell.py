@@ -46,7 +46,7 @@ def execute(spec):
     with np.load(spec["inputs"]) as data:
         inputs = {name: data[name] for name in data.files}
     inject_fault(profile.get("inject"))
-    result = engine.run(spec["model"], inputs, profile, log)
+    result = engine.run(spec, inputs, log)
     outputs = result["outputs"]
     if profile.get("inject") == "nan":
         outputs = {name: np.full_like(value, np.nan) for name, value in outputs.items()}

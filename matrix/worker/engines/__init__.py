@@ -3,7 +3,7 @@ an environment only needs the engine it runs."""
 
 import importlib
 
-MODULES = {"onnxruntime": "onnxruntime_engine"}
+MODULES = {"onnxruntime": "onnxruntime_engine", "tensorrt": "tensorrt_engine"}
 
 
 class Unsupported(Exception):

@@ -39,9 +39,9 @@ def _session(model_path, profile):
         raise
 
 
-def run(model_path, inputs, profile, log):
+def run(spec, inputs, log):
     start = time.perf_counter()
-    session = _session(model_path, profile)
+    session = _session(spec["model"], spec["profile"])
     build_s = time.perf_counter() - start
     log("session created in {:.3f}s with providers {}".format(build_s, session.get_providers()))
     feeds = {i.name: inputs[i.name] for i in session.get_inputs()}

@@ -1,0 +1,71 @@
+"""What the built engine really did with the requested FP32 layers (stdlib only).
+
+Reads the engine inspector's per-layer JSON (ProfilingVerbosity.DETAILED). A requested layer is
+found as an engine layer of the same name, as part of a fused name ("A + B"), in a Myelin region
+("{ForeignNode[A...B]}", whose name lists only its first and last layer), or in the "Metadata"
+field where TensorRT 10 lists the ONNX layers an engine layer came from.
+"""
+
+import re
+
+FUSED_SPLIT = re.compile(r" \+ |\.\.\.|^\{ForeignNode\[|\]\}$")
+ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
+DTYPES = (("BFLOAT16", "bf16"), ("FP32", "fp32"), ("FLOAT", "fp32"), ("FP16", "fp16"), ("HALF", "fp16"),
+          ("FP8", "fp8"), ("INT8", "int8"), ("INT32", "int32"), ("INT64", "int64"), ("BOOL", "bool"))
+
+
+def output_dtype(layer):
+    """The datatype of the layer's first output: 'Format/Datatype' up to TensorRT 10, 'Datatype' after."""
+    outputs = layer.get("Outputs") or []
+    if not outputs or not isinstance(outputs[0], dict):
+        return None
+    text = (outputs[0].get("Format/Datatype") or outputs[0].get("Datatype") or "").upper()
+    for key, dtype in DTYPES:
+        if key in text:
+            return dtype
+    return None
+
+
+def is_fused_region(layer):
+    return layer.get("LayerType") == "Myelin" or str(layer.get("Name", "")).startswith("{ForeignNode[")
+
+
+def _members(layer):
+    name = str(layer.get("Name", ""))
+    members = {part for part in FUSED_SPLIT.split(name) if part}
+    members.update(ONNX_LAYER.findall(str(layer.get("Metadata", ""))))
+    return members
+
+
+def check_fp32_layers(engine_layers, requested):
+    """Per requested layer: where it went and in what precision. Returns (summary, details)."""
+    details = []
+    for name in requested:
+        home = next((l for l in engine_layers if l.get("Name") == name), None) or \
+            next((l for l in engine_layers if name in _members(l)), None)
+        if home is None:
+            details.append({"layer": name, "engine_layer": None, "fused": None, "precision": None,
+                            "verdict": "absent"})  # folded away (constant, no-op) or renamed
+            continue
+        fused = is_fused_region(home)
+        precision = None if fused else output_dtype(home)
+        verdict = "fused" if fused else ("fp32" if precision == "fp32" else "not fp32" if precision else "unknown")
+        details.append({"layer": name, "engine_layer": home.get("Name"), "fused": fused,
+                        "precision": precision, "verdict": verdict})
+    return summarize(details), details
+
+
+def summarize(details):
+    if not details:
+        return None
+    count = len(details)
+    wrong = [d["layer"] for d in details if d["verdict"] == "not fp32"]
+    fused = [d["layer"] for d in details if d["verdict"] == "fused"]
+    if wrong:
+        return "NOT HONOURED: {}/{} requested FP32 layers ran in lower precision ({})".format(
+            len(wrong), count, ", ".join(wrong[:5]) + (" ..." if len(wrong) > 5 else ""))
+    if fused:
+        return "UNVERIFIED: {}/{} requested FP32 layers sit in fused Myelin regions, which override per-layer " \
+               "precision and do not report it ({})".format(len(fused), count, ", ".join(fused[:5]))
+    ok = sum(1 for d in details if d["verdict"] == "fp32")
+    return "ok: {}/{} requested FP32 layers ran in FP32".format(ok, count)
