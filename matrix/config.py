@@ -60,6 +60,8 @@ class CaseEntry(Strict):
     # Fixed keyword arguments for the case's build function (e.g. a checkpoint directory).
     options: dict[Name, Any] = {}
     tolerances: dict[Name, Tolerance] = {}
+    # GPU-model globs (e.g. "*L4*"): on GPU environments the case runs only on matching GPUs.
+    gpus: tuple[str, ...] = ()
     # Bring-your-own-model cases: an ONNX file plus inputs, optionally expected outputs.
     onnx: str | None = None
     inputs: str | None = None

@@ -19,6 +19,7 @@ from .config import CaseEntry, ConfigError, MatrixConfig, Profile, load_config
 from .discover import discover_cases
 from .envdefs import EnvDef, load_envdefs
 from .hashing import hash_files, hash_json
+from .known_issues import REGISTRY, KnownIssue, load_registry
 from .staging import worker_hash
 
 Params = tuple[tuple[str, Any], ...]
@@ -107,6 +108,7 @@ class Plan:
     cases: dict[str, CaseSpec]
     envs: dict[str, EnvDef]
     cells: list[Cell]
+    known_issues: tuple[KnownIssue, ...] = ()
 
     @property
     def root(self) -> Path:
@@ -176,4 +178,5 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
                         "worker": code,
                     })
                     cells.append(Cell(name, params, profile, env.name, artifact_key, content_key))
-    return Plan(config, config_path, cases, envs, cells)
+    known_issues = load_registry(config_path.parent / config.run.cases_dir / REGISTRY)
+    return Plan(config, config_path, cases, envs, cells, known_issues)

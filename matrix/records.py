@@ -9,7 +9,7 @@ from pathlib import Path
 
 COLUMNS = [
     "run_id", "cell_id", "row_id", "case", "params", "profile", "precision", "env", "engine",
-    "engine_version", "status", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
+    "engine_version", "status", "verdict", "known_issue", "reported", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
     "mismatch_frac", "nan_count", "inf_count", "atol", "rtol", "build_s", "infer_ms", "error",
     "log_tail", "graph_warnings", "precision_check", "layer_precisions", "host", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
     "content_key", "reused", "outputs",

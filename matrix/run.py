@@ -10,6 +10,7 @@ import json
 import secrets
 import shutil
 import traceback
+from fnmatch import fnmatchcase
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -18,17 +19,18 @@ from typing import Callable
 
 import numpy as np
 
-from .backends import EnvironmentUnavailable, open_backend, stop_all
+from .backends import Backend, EnvironmentUnavailable, open_backend, stop_all
 from .compare import compare_outputs
 from .envdefs import EnvDef
 from .execute import (LOG, OUTPUTS, CellJob, env_log, result_dir, result_key, run_environment, stored_result,
                       timing_cache)
 from .gpus import GpuPool, gpu_missing_reason, host_gpus
+from .known_issues import apply_known_issues
 from .plan import Cell, Plan
 from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare
 from .records import REPORTED, empty_record, log_tail, outputs_json
 from .staging import stage_worker
-from .store import write_run
+from .store import to_frame, write_run
 
 Events = Callable[[dict], None]
 
@@ -67,6 +69,7 @@ class MatrixRun:
             precision=self.plan.profile(cell.profile).precision, env=cell.env, engine=envdef.engine,
             atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key)
         record.update(fields)
+        record["verdict"] = record["status"]  # before known issues turn it into xfail/xpass
         self.records[cell.cell_id] = record
         self.on_event({"event": "recorded", "cell_id": cell.cell_id, "status": record["status"]})
         return record
@@ -106,10 +109,31 @@ class MatrixRun:
             for cell, _ in cells:
                 self._record(cell, status="skipped", error=str(exc))
             return
-        facts, fingerprint = backend.facts(), backend.fingerprint()
+        facts = backend.facts()
+        with self.gpus.lease(envdef.gpu) as gpu:
+            jobs = self._jobs(envdef, cells, backend, facts, gpu)
+            if jobs:
+                raws = run_environment(backend, envdef, [job for job, _ in jobs], self.cache,
+                                       self.plan.config.run.timeout_s, gpu, self.on_event)
+        if not jobs:
+            return
+        self.env_logs[envdef.name] = env_log(self.cache, envdef.name)
+        for job, key in jobs:
+            self._finish(job.cell, {**raws[job.cell.cell_id], **facts}, job.inputs.parent, key)
+
+    def _jobs(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], backend: Backend, facts: dict,
+              gpu: int | None) -> list[tuple[CellJob, str]]:
+        """The cells to run now, with their result keys; stored, restricted or broken ones are recorded."""
+        fingerprint = backend.fingerprint()
         timing = timing_cache(self.cache, envdef.name, fingerprint)
+        gpu_name = host_gpus()[gpu] if gpu is not None else None
         jobs = []
         for cell, artifacts in cells:
+            wanted = self.plan.config.cases[cell.case].gpus
+            if gpu_name and wanted and not any(fnmatchcase(gpu_name, g) for g in wanted):
+                self._record(cell, status="skipped", gpu=gpu_name,
+                             error=f"case runs only on GPUs matching {list(wanted)}; this environment has {gpu_name}")
+                continue
             key = result_key(cell, fingerprint)
             directory = self.result_dirs[cell.cell_id] = result_dir(self.cache, key)
             stored = stored_result(directory) if self.reuse else None
@@ -125,14 +149,7 @@ class MatrixRun:
             shutil.rmtree(directory, ignore_errors=True)
             jobs.append((CellJob(cell, model, artifacts / INPUTS, self.plan.profile(cell.profile), directory,
                                  node_types_file(artifacts), timing), key))
-        if not jobs:
-            return
-        with self.gpus.lease(envdef.gpu) as gpu:
-            raws = run_environment(backend, envdef, [job for job, _ in jobs], self.cache,
-                                   self.plan.config.run.timeout_s, gpu, self.on_event)
-        self.env_logs[envdef.name] = env_log(self.cache, envdef.name)
-        for job, key in jobs:
-            self._finish(job.cell, {**raws[job.cell.cell_id], **facts}, job.inputs.parent, key)
+        return jobs
 
     def _finish(self, cell: Cell, raw: dict, artifacts: Path, key: str, reused: bool = False) -> None:
         directory = self.result_dirs[cell.cell_id]
@@ -170,4 +187,5 @@ class MatrixRun:
             raise
         pool.shutdown()
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
-        return write_run(self.plan.path("reports_dir"), self.run_id, ordered, self.result_dirs, self.env_logs)
+        frame = apply_known_issues(to_frame(ordered), self.plan.known_issues)
+        return write_run(self.plan.path("reports_dir"), self.run_id, frame, self.result_dirs, self.env_logs)

@@ -25,7 +25,7 @@ def to_frame(records: list[dict]) -> pd.DataFrame:
     return frame
 
 
-def write_run(reports_dir: Path, run_id: str, records: list[dict], result_dirs: dict[str, Path],
+def write_run(reports_dir: Path, run_id: str, frame: pd.DataFrame, result_dirs: dict[str, Path],
               env_logs: dict[str, Path]) -> Path:
     from .report import render_report
 
@@ -40,7 +40,6 @@ def write_run(reports_dir: Path, run_id: str, records: list[dict], result_dirs: 
     for env, log in env_logs.items():  # the worker's / container's own output, per environment
         if log.is_file():
             shutil.copy2(log, tmp / "envs" / f"{env}.log")
-    frame = to_frame(records)
     frame.to_parquet(tmp / PARQUET, index=False)
     frame.to_json(tmp / JSONL, orient="records", lines=True)
     (tmp / REPORT).write_text(render_report(frame, run_id))

@@ -92,3 +92,41 @@ def make_tiny_model(directory: Path, seed: int = 0) -> tuple[Path, Path]:
 @pytest.fixture
 def tiny_model(tmp_path) -> tuple[Path, Path]:
     return make_tiny_model(tmp_path)
+
+
+SMALL = {
+    "gemm_mha_fp16": "{ seq_len = 16, hidden = 64, heads = 4 }",
+    "mha_transformer_block": "{ tokens = 16, dim = 32, heads = 4, ffn = 64 }",
+    "bge_reranker": "{ seq_len = 12, config = { num_hidden_layers = 2, vocab_size = 500, hidden_size = 64, num_attention_heads = 4, intermediate_size = 128 } }",
+    "sdpa_attention": "{ tokens = 17, heads = 2 }",
+    "explicit_attention": "{ tokens = 17, heads = 2 }",
+    "layernorm_block": "{ tokens = 8, dim = 32, depth = 2 }",
+}
+
+
+def small_matrix(profiles='["fp32"]') -> str:
+    body = '[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
+    body += '[profiles.fp16-softmax-fp32]\nprecision = "fp16"\nkeep_fp32 = ["Softmax"]\n'
+    for name, options in SMALL.items():
+        body += f"[cases.{name}]\nprofiles = {profiles}\noptions = {options}\n"
+    return body
+
+
+@pytest.fixture(scope="session")
+def prepared(tmp_path_factory):
+    """Every seed case, shrunk, prepared for real (torch export + float64 reference)."""
+    home = tmp_path_factory.mktemp("prepare")
+    config = home / "matrix.toml"
+    config.write_text(f'[run]\nenvironments = ["ort-1.32"]\ncases_dir = "{REPO / "cases"}"\n'
+                      f'images_dir = "{REPO / "images"}"\ncache_dir = "{home / "cache"}"\n'
+                      '[tolerances.fp32]\natol = 1e-4\nrtol = 1e-3\n[tolerances.fp16]\natol = 1e-2\nrtol = 1e-2\n'
+                      + small_matrix())
+    from matrix.plan import build_plan
+    from matrix.prepare import prepare
+
+    plan = build_plan(config)
+    done = {}
+    for cell in plan.cells:
+        done[(cell.case, cell.params)] = prepare(plan.cases[cell.case], cell.params, cell.artifact_key,
+                                                 plan.path("cache_dir"))
+    return plan, done

@@ -6,46 +6,12 @@ import onnxruntime as ort
 import pandas as pd
 import pytest
 
+from conftest import SMALL, small_matrix
 from matrix.plan import build_plan
 from matrix.prepare import INPUTS, MODEL, REFERENCE, model_for_profile, prepare
 from matrix.run import MatrixRun
 from matrix.store import PARQUET
 
-SMALL = {
-    "gemm_mha_fp16": "{ seq_len = 16, hidden = 64, heads = 4 }",
-    "mha_transformer_block": "{ tokens = 16, dim = 32, heads = 4, ffn = 64 }",
-    "bge_reranker": "{ seq_len = 12, config = { num_hidden_layers = 2, vocab_size = 500, hidden_size = 64, num_attention_heads = 4, intermediate_size = 128 } }",
-    "sdpa_attention": "{ tokens = 17, heads = 2 }",
-    "explicit_attention": "{ tokens = 17, heads = 2 }",
-    "layernorm_block": "{ tokens = 8, dim = 32, depth = 2 }",
-}
-
-
-def small_matrix(profiles='["fp32"]') -> str:
-    body = '[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
-    body += '[profiles.fp16-softmax-fp32]\nprecision = "fp16"\nkeep_fp32 = ["Softmax"]\n'
-    for name, options in SMALL.items():
-        body += f"[cases.{name}]\nprofiles = {profiles}\noptions = {options}\n"
-    return body
-
-
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    """Every seed case, shrunk, prepared for real (torch export + float64 reference)."""
-    from conftest import REPO
-
-    home = tmp_path_factory.mktemp("prepare")
-    config = home / "matrix.toml"
-    config.write_text(f'[run]\nenvironments = ["ort-1.32"]\ncases_dir = "{REPO / "cases"}"\n'
-                      f'images_dir = "{REPO / "images"}"\ncache_dir = "{home / "cache"}"\n'
-                      '[tolerances.fp32]\natol = 1e-4\nrtol = 1e-3\n[tolerances.fp16]\natol = 1e-2\nrtol = 1e-2\n'
-                      + small_matrix())
-    plan = build_plan(config)
-    done = {}
-    for cell in plan.cells:
-        done[(cell.case, cell.params)] = prepare(plan.cases[cell.case], cell.params, cell.artifact_key,
-                                                 plan.path("cache_dir"))
-    return plan, done
 
 
 def test_every_seed_case_and_parameter_is_prepared(prepared):
@@ -124,3 +90,21 @@ def test_a_broken_case_does_not_stop_the_others(write_matrix, tmp_path):
     assert "prepare failed: RuntimeError: cannot build <this>" in frame.loc["broken/fp32/ort-1.32", "error"]
     assert frame.loc["fine/fp32/ort-1.17", "status"] == "pass"
     assert frame.loc["fine/fp32/ort-1.32", "status"] == "pass"
+
+
+def test_graph_warnings_and_raw_verdicts_reach_the_records(write_matrix):
+    config = write_matrix(f"""
+        [profiles.fp32]
+        precision = "fp32"
+        [cases.sdpa_attention]
+        profiles = ["fp32"]
+        options = {SMALL["sdpa_attention"]}
+        [cases.explicit_attention]
+        profiles = ["fp32"]
+        options = {SMALL["explicit_attention"]}
+        """, environments=("ort-1.32",))
+    frame = pd.read_parquet(MatrixRun(build_plan(config)).execute() / PARQUET).set_index("case")
+    assert "split across Q (/Mul) and K (/Mul_1)" in frame.loc["sdpa_attention", "graph_warnings"]
+    assert frame.loc["explicit_attention", "graph_warnings"] == ""
+    assert list(frame["verdict"]) == list(frame["status"]) == ["pass", "pass"]  # no known issue on onnxruntime
+    assert frame["known_issue"].isna().all()
