@@ -150,7 +150,7 @@ def _case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
 
 
 def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
-               only_envs: list[str] | None = None) -> Plan:
+               only_envs: list[str] | None = None, only_cells: list[str] | None = None) -> Plan:
     config_path = Path(config_path).resolve()
     config = load_config(config_path)
     for flag, chosen, known in (("--case", only_cases, config.cases), ("--env", only_envs, config.run.environments)):
@@ -178,5 +178,10 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
                         "worker": code,
                     })
                     cells.append(Cell(name, params, profile, env.name, artifact_key, content_key))
+    if only_cells:
+        unknown = set(only_cells) - {cell.cell_id for cell in cells}
+        if unknown:
+            raise ConfigError(config_path, "--cell", f"{sorted(unknown)[0]!r} is not a cell of the matrix")
+        cells = [cell for cell in cells if cell.cell_id in only_cells]
     known_issues = load_registry(config_path.parent / config.run.cases_dir / REGISTRY)
     return Plan(config, config_path, cases, envs, cells, known_issues)

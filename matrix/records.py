@@ -8,11 +8,11 @@ import socket
 from pathlib import Path
 
 COLUMNS = [
-    "run_id", "cell_id", "row_id", "case", "params", "profile", "precision", "env", "engine",
+    "run_id", "cell_id", "row_id", "case", "params", "profile", "precision", "env", "engine", "env_version",
     "engine_version", "status", "verdict", "known_issue", "reported", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
     "mismatch_frac", "nan_count", "inf_count", "atol", "rtol", "build_s", "infer_ms", "error",
     "log_tail", "graph_warnings", "precision_check", "layer_precisions", "host", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
-    "content_key", "reused", "outputs",
+    "content_key", "reused", "artifact", "outputs",
 ]
 # Taken as they are from the worker's result.json and the backend's facts about the environment.
 REPORTED = ["error", "engine_version", "python_version", "gpu", "driver_version", "cuda_version",

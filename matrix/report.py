@@ -1,14 +1,29 @@
-"""The run's report.html: one self-contained page (inline CSS, no network), rendered by jinja2
-with autoescaping on, because engine logs and errors contain `<` and `&`."""
+"""A run's report.html: one self-contained page (inline CSS/JS/SVG, no network), rendered by jinja2
+with autoescaping on, because engine logs and errors contain `<` and `&`.
+
+The matrix itself is static HTML (readable without JavaScript). The cell details, filters and
+the upgrade view read the cells from an embedded JSON block (jinja's `tojson`, which escapes
+`<`, `>` and `&`) and write to the page with textContent only.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import shlex
 
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from .upgrade import default_pair, env_order
+
 STATUSES = ["pass", "fail", "error", "crash", "timeout", "skipped", "xfail", "xpass"]
+DETAIL_FIELDS = [
+    "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
+    "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "atol", "rtol",
+    "build_s", "infer_ms", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
+    "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
+]
 
 _jinja = Environment(loader=PackageLoader("matrix", "templates"), autoescape=select_autoescape(default=True))
 
@@ -16,34 +31,74 @@ _jinja = Environment(loader=PackageLoader("matrix", "templates"), autoescape=sel
 def key_number(row: pd.Series) -> str:
     """What a cell shows besides its colour: the worst absolute error when there are numbers."""
     if pd.notna(row.get("max_abs")):
-        return f"{row['max_abs']:.2e}"
-    return row["status"]
+        return f"{row['max_abs']:.1e}"
+    return {"skipped": "skip"}.get(row["status"], row["status"])
 
 
-def cell_title(row: pd.Series) -> str:
-    lines = [f"{row['cell_id']}: {row['status']}"]
-    if pd.notna(row.get("engine_version")):
-        lines.append(f"{row['engine']} {row['engine_version']} (reported)")
-    if pd.notna(row.get("max_abs")):
-        lines.append(f"max_abs {row['max_abs']:.3e}  max_rel {row['max_rel']:.3e}  "
-                     f"mismatch {row['mismatch_frac']:.2%}  (atol {row['atol']:g}, rtol {row['rtol']:g})")
-    if row.get("error"):
-        lines.append(str(row["error"]))
-    return "\n".join(lines)
+def _plain(value):
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
-def render_report(frame: pd.DataFrame, run_id: str) -> str:
-    envs = list(pd.unique(frame["env"]))
-    engines = dict(zip(frame["env"], frame["engine"]))
-    rows = []
+def cell_data(row: pd.Series, config: str) -> dict:
+    data = {name: _plain(row.get(name)) for name in DETAIL_FIELDS}
+    data["params"] = json.loads(row["params"])
+    data["outputs"] = json.loads(row["outputs"] or "[]")
+    data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
+    return data
+
+
+def case_plot(frame: pd.DataFrame, case: str, envs: list[str]) -> dict:
+    """Worst max_abs per environment for each profile of a case, on a log scale, with each
+    profile's atol as a dashed line: geometry for a small inline SVG."""
+    width, height, left, top, bottom = 560, 180, 46, 10, 40
+    sub = frame[(frame["case"] == case) & frame["max_abs"].notna() & (frame["max_abs"] > 0)]
+    plotted = [e for e in envs if e in set(sub["env"])]
+    if not plotted:
+        return {}
+    values = list(sub["max_abs"]) + list(sub["atol"])
+    low, high = math.floor(math.log10(max(min(values), 1e-12))), math.ceil(math.log10(max(values)))
+    high = max(high, low + 1)
+    step = (width - left - 70) / max(len(plotted) - 1, 1)  # room for the last rotated label
+
+    def y(value: float) -> float:
+        return round(top + (high - math.log10(max(value, 10.0 ** low))) / (high - low) * (height - top - bottom), 1)
+
+    series = []
+    for index, (profile, group) in enumerate(sub.groupby("profile", sort=False)):
+        worst = group.groupby("env")["max_abs"].max()
+        points = [(round(left + plotted.index(e) * step, 1), y(v)) for e, v in worst.items()]
+        points.sort()
+        series.append({"profile": profile, "color": f"hsl({index * 67 % 360}, 65%, 40%)", "points": points,
+                       "tol": y(group["atol"].iloc[0]), "atol": group["atol"].iloc[0]})
+    ticks = [{"y": y(10.0 ** p), "label": f"1e{p}"} for p in range(low, high + 1)]
+    labels = [{"x": round(left + i * step, 1), "env": e} for i, e in enumerate(plotted)]
+    return {"width": width, "height": height, "left": left, "series": series, "ticks": ticks, "labels": labels,
+            "bottom": height - bottom}
+
+
+def render_report(frame: pd.DataFrame, run: dict) -> str:
+    envs = env_order(frame)
+    engines = frame.groupby("env")["engine"].first().to_dict()
+    versions = {env: (group["engine_version"].dropna().iloc[0] if group["engine_version"].notna().any()
+                      else group["env_version"].iloc[0]) for env, group in frame.groupby("env")}
+    config = run.get("config", "matrix.toml")
+    cells, rows = [], []
     for row_id, group in frame.groupby("row_id", sort=False):
-        by_env = {r["env"]: {"status": r["status"], "text": key_number(r), "title": cell_title(r),
-                             "cell_id": r["cell_id"]} for _, r in group.iterrows()}
+        by_env = {}
+        for _, r in group.iterrows():
+            by_env[r["env"]] = {"index": len(cells), "status": r["status"], "text": key_number(r),
+                                "cell_id": r["cell_id"]}
+            cells.append(cell_data(r, config))
         first = group.iloc[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
-                     "profile": first["profile"], "cells": [by_env.get(e) for e in envs]})
-    problems = frame[~frame["status"].isin(["pass", "xfail"])].to_dict("records")
+                     "profile": first["profile"], "statuses": " ".join(sorted(set(group["status"]))),
+                     "cells": [by_env.get(e) for e in envs]})
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
+    cases = list(dict.fromkeys(frame["case"]))
     return _jinja.get_template("report.html.j2").render(
-        run_id=run_id, envs=envs, engines=engines, rows=rows, problems=problems,
-        counts={s: int(n) for s, n in counts.items() if n}, statuses=STATUSES)
+        run=run, envs=envs, engines=engines, versions=versions, rows=rows, cases=cases,
+        counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
+        plots=[(case, case_plot(frame, case, envs)) for case in cases],
+        data={"cells": cells, "envs": envs, "pair": default_pair(frame)})

@@ -14,6 +14,7 @@ from fnmatch import fnmatchcase
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +29,7 @@ from .gpus import GpuPool, gpu_missing_reason, host_gpus
 from .known_issues import apply_known_issues
 from .plan import Cell, Plan
 from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare
-from .records import REPORTED, empty_record, log_tail, outputs_json
+from .records import HOST, REPORTED, empty_record, log_tail, outputs_json
 from .staging import stage_worker
 from .store import to_frame, write_run
 
@@ -37,6 +38,10 @@ Events = Callable[[dict], None]
 
 def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def env_skip_reason(envdef: EnvDef) -> str | None:
@@ -53,7 +58,7 @@ class MatrixRun:
     def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None):
         self.plan, self.reuse, self.on_event = plan, reuse, on_event
         self.cache = plan.path("cache_dir")
-        self.run_id = new_run_id()
+        self.run_id, self.started = new_run_id(), utc_now()
         self.records: dict[str, dict] = {}
         self.result_dirs: dict[str, Path] = {}
         self._artifacts: dict[tuple, Path | BaseException] = {}
@@ -67,6 +72,7 @@ class MatrixRun:
             run_id=self.run_id, cell_id=cell.cell_id, row_id=cell.row_id, case=cell.case,
             params=dict(cell.params), profile=cell.profile,
             precision=self.plan.profile(cell.profile).precision, env=cell.env, engine=envdef.engine,
+            env_version=envdef.version,
             atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key)
         record.update(fields)
         record["verdict"] = record["status"]  # before known issues turn it into xfail/xpass
@@ -156,7 +162,7 @@ class MatrixRun:
         fields = {name: raw.get(name) for name in REPORTED}
         info = raw.get("info") or {}
         fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
-                      content_key=key, reused=reused, precision_check=info.get("precision_check"),
+                      content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
                       graph_warnings="\n".join(case_meta(artifacts).get("graph_warnings", [])))
         if fields["status"] == "ok":
@@ -188,4 +194,8 @@ class MatrixRun:
         pool.shutdown()
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
         frame = apply_known_issues(to_frame(ordered), self.plan.known_issues)
-        return write_run(self.plan.path("reports_dir"), self.run_id, frame, self.result_dirs, self.env_logs)
+        references = [a / REFERENCE for a in self._artifacts.values() if isinstance(a, Path)]
+        meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
+                "config": str(self.plan.config_path), "environments": list(self.plan.envs),
+                "trtmatrix": package_version("trtmatrix")}
+        return write_run(self.plan.path("reports_dir"), meta, frame, self.result_dirs, self.env_logs, references)

@@ -1,0 +1,43 @@
+"""Re-apply tolerances and known issues to a stored run, without running anything again.
+
+Every cell that produced outputs keeps them (cells/<key>/outputs.npz) and the run keeps the
+float64 references (refs/<artifact>/reference.npz), so a changed tolerance in matrix.toml or a
+new entry in known_issues.toml gives new verdicts from the same measurements.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .compare import compare_outputs
+from .config import MatrixConfig
+from .execute import OUTPUTS
+from .known_issues import KnownIssue, apply_known_issues
+from .prepare import REFERENCE
+from .records import outputs_json
+from .store import REFS
+
+JUDGED = {"pass", "fail"}
+
+
+def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:
+    frame = frame.copy()
+    for index, row in frame[frame["verdict"].isin(JUDGED)].iterrows():
+        outputs = run_dir / "cells" / str(row["content_key"])[:24] / OUTPUTS
+        reference = run_dir / REFS / str(row["artifact"]) / REFERENCE
+        if not (outputs.is_file() and reference.is_file()):
+            continue
+        tol = (config.tolerance(row["case"], row["profile"])
+               if row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles else None)
+        atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
+        with np.load(outputs) as out, np.load(reference) as ref:
+            verdict, worst, per_output = compare_outputs(dict(out), dict(ref), atol, rtol)
+        for key, value in worst.items():
+            frame.at[index, key] = value
+        frame.at[index, "atol"], frame.at[index, "rtol"] = atol, rtol
+        frame.at[index, "verdict"], frame.at[index, "outputs"] = verdict, outputs_json(per_output)
+    frame["status"] = frame["verdict"]
+    return apply_known_issues(frame, issues)

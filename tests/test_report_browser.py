@@ -1,0 +1,149 @@
+"""The real report.html of a real run, opened in headless Chromium (Debian's chromium, driven by
+Playwright): what a person sees, clicks and links to. A screenshot is saved in the run folder."""
+
+import os
+import shutil
+
+import pytest
+
+from conftest import REPO
+from matrix.plan import build_plan
+from matrix.run import MatrixRun
+from matrix.store import REPORT, read_run
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-sync",
+                  "--disable-background-networking", "--disable-component-update"]
+XSS = "injected failure <script>alert('x')</script> & more"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("TRTMATRIX_REQUIRE_BROWSER") == "1":
+            pytest.fail("TRTMATRIX_REQUIRE_BROWSER=1 but Debian's chromium is not installed")
+        pytest.skip("needs Debian's chromium (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def report_run(tmp_path_factory, cache_dir):
+    """mha_transformer_block in FP32/FP16 on onnxruntime 1.17 (FP16 fails) and 1.32 (passes), a
+    cell whose engine raises an error full of HTML, and a TensorRT column skipped here."""
+    from conftest import make_tiny_model
+
+    home = tmp_path_factory.mktemp("report")
+    model, inputs = make_tiny_model(home)
+    config = home / "matrix.toml"
+    config.write_text(f"""
+[run]
+environments = ["ort-1.17", "ort-1.32", "trt-10.8"]
+cases_dir = "{REPO / 'cases'}"
+images_dir = "{REPO / 'images'}"
+cache_dir = "{cache_dir}"
+reports_dir = "{home / 'reports'}"
+[tolerances.fp32]
+atol = 1e-4
+rtol = 1e-3
+[tolerances.fp16]
+atol = 1e-2
+rtol = 1e-2
+[profiles.fp32]
+precision = "fp32"
+[profiles.fp16]
+precision = "fp16"
+[profiles.raise]
+inject = "raise"
+[cases.mha_transformer_block]
+profiles = ["fp32", "fp16"]
+[cases.tiny]
+onnx = "{model}"
+inputs = "{inputs}"
+profiles = ["raise"]
+""")
+    run_dir = MatrixRun(build_plan(config)).execute()
+    return run_dir, read_run(run_dir)
+
+
+@pytest.fixture
+def page(browser, report_run):
+    run_dir, _ = report_run
+    page = browser.new_page(viewport={"width": 1300, "height": 800})
+    page.dialogs, page.errors = [], []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.goto((run_dir / REPORT).as_uri())
+    yield page
+    assert page.errors == [], page.errors  # no script error on the page, ever
+    page.close()
+
+
+def visible_rows(page):
+    return page.locator("#matrix tbody tr:visible")
+
+
+def test_the_matrix_renders_every_row_and_cell(page, report_run):
+    run_dir, frame = report_run
+    assert visible_rows(page).count() == frame["row_id"].nunique() == 3
+    headers = page.locator("#matrix thead th").all_inner_texts()
+    assert [h.split("\n")[0] for h in headers[1:]] == ["ort-1.17", "ort-1.32", "trt-10.8"]  # ordered by version
+    failing = page.locator("#cell-mha_transformer_block\\/batch\\=1\\/fp16\\/ort-1\\.17")
+    assert "fail" in failing.get_attribute("class")
+    assert failing.inner_text() == f"{frame.set_index('cell_id').loc['mha_transformer_block/batch=1/fp16/ort-1.17', 'max_abs']:.1e}"
+    assert page.locator("td.c.skipped").count() == 3
+    page.screenshot(path=str(run_dir / "screenshot.png"), full_page=True)
+    assert (run_dir / "screenshot.png").stat().st_size > 10_000
+
+
+def test_a_status_filter_hides_rows_and_a_case_filter_keeps_one_case(page):
+    for status in ("pass", "error", "skipped"):
+        page.uncheck(f"input[name=status][value={status}]")
+    # "Show rows with: fail" — only the row with a failing cell is left.
+    assert [r.get_attribute("data-row") for r in visible_rows(page).all()] == ["mha_transformer_block/batch=1/fp16"]
+    for status in ("pass", "error", "skipped"):
+        page.check(f"input[name=status][value={status}]")
+    page.select_option("#case-filter", "tiny")
+    assert [r.get_attribute("data-row") for r in visible_rows(page).all()] == ["tiny/raise"]
+    assert page.locator("#row-count").inner_text() == "1 of 3 rows"
+
+
+def test_a_permalink_scrolls_to_its_cell_and_opens_its_details(browser, report_run):
+    run_dir, _ = report_run
+    page = browser.new_page(viewport={"width": 700, "height": 300})  # small: the cell starts off screen
+    cell_id = "mha_transformer_block/batch=1/fp16/ort-1.32"
+    page.goto((run_dir / REPORT).as_uri() + "#cell-" + cell_id)
+    cell = page.locator(f"[id='cell-{cell_id}']")
+    box, viewport = cell.bounding_box(), page.viewport_size
+    assert 0 <= box["y"] and box["y"] + box["height"] <= viewport["height"]
+    details = page.locator("#details")
+    assert details.is_visible()
+    assert details.locator("h2").inner_text() == cell_id
+    assert "trtmatrix run -c" in details.inner_text() and f"--cell {cell_id}" in details.inner_text()
+    page.close()
+
+
+def test_the_upgrade_view_lists_the_right_cells(page):
+    page.select_option("#env-a", "ort-1.17")
+    page.select_option("#env-b", "ort-1.32")
+    newly_passing = page.locator("#upgrade-newly-passing + table a").all_inner_texts()
+    assert newly_passing == ["mha_transformer_block/batch=1/fp16"]
+    assert page.locator("#upgrade-newly-failing").inner_text() == "newly failing (0)"
+    page.select_option("#env-a", "ort-1.32")
+    page.select_option("#env-b", "ort-1.17")
+    assert page.locator("#upgrade-newly-failing + table a").all_inner_texts() == ["mha_transformer_block/batch=1/fp16"]
+
+
+def test_html_in_an_engine_error_is_shown_as_text_and_never_runs(page, report_run):
+    run_dir, _ = report_run
+    page.locator("td.c.error").first.click()
+    details = page.locator("#details")
+    assert XSS in details.inner_text()
+    assert page.dialogs == []
+    assert page.locator("#details script").count() == 0
+    source = (run_dir / REPORT).read_text()
+    assert "<script>alert" not in source  # escaped in the embedded data, not only in the DOM
