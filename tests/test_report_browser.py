@@ -147,3 +147,15 @@ def test_html_in_an_engine_error_is_shown_as_text_and_never_runs(page, report_ru
     assert page.locator("#details script").count() == 0
     source = (run_dir / REPORT).read_text()
     assert "<script>alert" not in source  # escaped in the embedded data, not only in the DOM
+
+
+def test_diff_in_the_terminal_agrees_with_the_upgrade_view(report_run):
+    from test_reports_cli import cli
+
+    run_dir, _ = report_run
+    shown = cli("diff", str(run_dir), "--from", "ort-1.17", "--to", "ort-1.32")
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split("│")[2].strip(): line.split("│")[1].strip() for line in shown.stdout.splitlines()
+             if line.count("│") > 3}
+    assert lines == {"mha_transformer_block/batch=1/fp16": "newly passing",
+                     "mha_transformer_block/batch=1/fp32": "unchanged", "tiny/raise": "unchanged"}

@@ -1,0 +1,127 @@
+"""Runs accumulate and are re-read: re-judging stored results, regressions and the exit status,
+JUnit XML, diff, history, exports and the pages across runs — through the real command line."""
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from matrix.store import CSV, JSON, list_runs, read_run
+
+CELL = "tiny/fp16/ort-1.32"
+
+
+def cli(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "matrix.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250"})
+
+
+@pytest.fixture
+def project(write_matrix, tiny_model, tmp_path):
+    """A matrix whose FP16 tolerance can be tightened: the same outputs pass or fail."""
+    model, inputs = tiny_model
+
+    def write(fp16_atol: float, registry: str = ""):
+        cases = tmp_path / "cases"
+        cases.mkdir(exist_ok=True)
+        (cases / "known_issues.toml").write_text(registry)
+        return write_matrix(f"""
+            [profiles.fp32]
+            precision = "fp32"
+            [profiles.fp16]
+            precision = "fp16"
+            [cases.tiny]
+            onnx = "{model}"
+            inputs = "{inputs}"
+            profiles = ["fp32", "fp16"]
+            [cases.tiny.tolerances.fp16]
+            atol = {fp16_atol}
+            rtol = 0.0
+            """, environments=("ort-1.32",), cases_dir=cases)
+
+    return write
+
+
+def status(run_dir, cell_id=CELL):
+    return read_run(run_dir).set_index("cell_id").loc[cell_id, "status"]
+
+
+def test_a_newly_failing_cell_is_a_regression_exit_1_and_an_old_failure_is_not(project, tmp_path):
+    config = project(fp16_atol=1e-2)
+    first = cli("run", "-c", str(config))
+    assert first.returncode == 0, first.stderr
+    config = project(fp16_atol=1e-9)  # same stored outputs (reused), tighter tolerance: now fails
+    second = cli("run", "-c", str(config), "--junit-xml", str(tmp_path / "junit.xml"))
+    assert second.returncode == 1
+    assert f"{CELL}: pass → fail" in second.stderr
+    third = cli("run", "-c", str(config))
+    assert third.returncode == 0, "fail → fail is not a new failure"
+    runs = list_runs(tmp_path / "reports")
+    assert [status(r) for r in runs] == ["pass", "fail", "fail"]
+    assert bool(read_run(runs[1]).set_index("cell_id").loc[CELL, "reused"])  # nothing was re-run
+
+    suites = ET.parse(tmp_path / "junit.xml").getroot()
+    suite = suites.find("testsuite[@name='ort-1.32']")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "1", "0")
+    failure = suite.find("testcase[@name='tiny/fp16']/failure")
+    assert failure is not None and "max_abs" in failure.get("message")
+    assert suite.find("testcase[@name='tiny/fp32']/failure") is None
+
+
+def test_report_re_applies_tolerances_and_known_issues_without_running(project, tmp_path):
+    config = project(fp16_atol=1e-9)
+    assert cli("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    before = read_run(run_dir).set_index("cell_id").loc[CELL]
+    assert before["status"] == "fail"
+    cell_files = sorted((run_dir / "cells").rglob("*"))
+
+    loosened = project(fp16_atol=1e-2)
+    assert cli("report", run_dir.name, "-c", str(loosened)).returncode == 0
+    after = read_run(run_dir).set_index("cell_id").loc[CELL]
+    assert (after["status"], after["atol"], after["max_abs"]) == ("pass", 1e-2, before["max_abs"])
+    assert sorted((run_dir / "cells").rglob("*")) == cell_files
+    assert len(list_runs(tmp_path / "reports")) == 1
+
+    registry = project(fp16_atol=1e-9, registry="""
+[[issue]]
+id = "ort-fp16-tiny"
+title = "FP16 is coarse"
+case = "tiny"
+profiles = ["fp16"]
+engine = "onnxruntime"
+versions = ">=1.30"
+reported = "max abs 1e-3 somewhere"
+source = "this test"
+""")
+    assert cli("report", run_dir.name, "-c", str(registry)).returncode == 0
+    known = read_run(run_dir).set_index("cell_id").loc[CELL]
+    assert (known["status"], known["verdict"], known["known_issue"]) == ("xfail", "fail", "ort-fp16-tiny")
+    assert "max abs 1e-3 somewhere" in known["reported"]
+    assert "xfail" in (run_dir / "report.html").read_text()
+
+
+def test_exports_index_history_and_diff(project, tmp_path):
+    config = project(fp16_atol=1e-2)
+    for _ in range(2):
+        assert cli("run", "-c", str(config)).returncode == 0
+    runs = list_runs(tmp_path / "reports")
+    frame = read_run(runs[-1])
+    assert len(pd.read_csv(runs[-1] / CSV)) == len(json.loads((runs[-1] / JSON).read_text())) == len(frame)
+    exported = cli("export", "-c", str(config), "--format", "json")
+    assert [r["cell_id"] for r in json.loads(exported.stdout)] == list(frame["cell_id"])
+
+    index = (tmp_path / "reports" / "index.html").read_text()
+    assert all(f"runs/{r.name}/report.html" in index for r in runs)
+    history = (tmp_path / "reports" / "history.html").read_text()
+    assert history.count(f"runs/{runs[0].name}/report.html#cell-{CELL}") == 1
+    assert history.count(f"runs/{runs[1].name}/report.html#cell-{CELL}") == 1
+
+    shown = cli("history", "-c", str(config), "--cell", "tiny/fp16/*")
+    assert shown.returncode == 0 and CELL in shown.stdout and "tiny/fp32" not in shown.stdout
+    assert cli("diff", "-c", str(config), "--from", "ort-1.32", "--to", "nowhere").returncode == 2
