@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import time
 import traceback
 from fnmatch import fnmatchcase
 from collections import defaultdict
@@ -63,6 +64,7 @@ class MatrixRun:
         self.result_dirs: dict[str, Path] = {}
         self._artifacts: dict[tuple, Path | BaseException] = {}
         self.env_logs: dict[str, Path] = {}
+        self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
         self.gpus = GpuPool(len(host_gpus()))
 
     def _record(self, cell: Cell, **fields) -> dict:
@@ -107,6 +109,13 @@ class MatrixRun:
         return runnable
 
     def _run_environment(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> None:
+        started = time.perf_counter()
+        try:
+            self._set_up_and_run(envdef, cells, worker_home)
+        finally:
+            self.env_seconds[envdef.name] = round(time.perf_counter() - started, 2)
+
+    def _set_up_and_run(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> None:
         self.on_event({"event": "setup", "env": envdef.name})
         try:
             backend = open_backend(envdef, self.cache, worker_home)
@@ -197,5 +206,6 @@ class MatrixRun:
         references = [a / REFERENCE for a in self._artifacts.values() if isinstance(a, Path)]
         meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
+                "environment_seconds": self.env_seconds,
                 "trtmatrix": package_version("trtmatrix")}
         return write_run(self.plan.path("reports_dir"), meta, frame, self.result_dirs, self.env_logs, references)

@@ -137,8 +137,8 @@ def test_run_directory_contents(fault_run):
     lines = (run_dir / JSONL).read_text().splitlines()
     assert [json.loads(line)["cell_id"] for line in lines] == list(frame.cell_id)
     html = (run_dir / REPORT).read_text()
-    assert 'id="tiny/fp32/ort-1.32"' in html
-    assert "<script>alert" not in html and "&lt;script&gt;alert" in html  # the injected error, escaped
+    assert 'id="cell-tiny/fp32/ort-1.32"' in html
+    assert "<script>alert" not in html and "\\u003cscript\\u003ealert" in html  # the injected error, escaped
     assert sum(e["event"] == "recorded" for e in events) == 18
 
 
