@@ -3,6 +3,7 @@ and one cache per test session so the uv virtualenvs are created once (by the co
 
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
@@ -35,33 +36,46 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
+PROFILES = '[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
+
+
+def tiny_case(model: Path, inputs: Path, profiles=("fp32",)) -> str:
+    """The TOML of an ONNX-file case `tiny` (see make_tiny_model)."""
+    return f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = {json.dumps(list(profiles))}\n'
+
+
+def matrix_file(directory: Path, cache_dir: Path, body: str, environments=("ort-1.17", "ort-1.32"),
+                cases_dir: Path = REPO / "cases", images_dir: Path = REPO / "images", timeout_s: float = 120,
+                name: str = "matrix.toml") -> Path:
+    """Write a matrix.toml whose [run] table points at the repo (reports under `directory`);
+    `body` adds profiles and cases."""
+    envs = ", ".join(f'"{e}"' for e in environments)
+    head = textwrap.dedent(f"""\
+        [run]
+        environments = [{envs}]
+        cases_dir = "{cases_dir}"
+        images_dir = "{images_dir}"
+        cache_dir = "{cache_dir}"
+        reports_dir = "{directory / 'reports'}"
+        timeout_s = {timeout_s}
+
+        [tolerances.fp32]
+        atol = 1e-4
+        rtol = 1e-3
+
+        [tolerances.fp16]
+        atol = 1e-2
+        rtol = 1e-2
+        """)
+    path = directory / name
+    path.write_text(head + "\n" + textwrap.dedent(body))
+    return path
+
+
 @pytest.fixture
 def write_matrix(tmp_path, cache_dir):
-    """Write a matrix.toml whose [run] table points at the repo; `body` adds the rest."""
-
-    def write(body: str, environments=("ort-1.17", "ort-1.32"), cases_dir=REPO / "cases",
-              timeout_s: float = 120, name: str = "matrix.toml", images_dir: Path = REPO / "images") -> Path:
-        envs = ", ".join(f'"{e}"' for e in environments)
-        head = textwrap.dedent(f"""\
-            [run]
-            environments = [{envs}]
-            cases_dir = "{cases_dir}"
-            images_dir = "{images_dir}"
-            cache_dir = "{cache_dir}"
-            reports_dir = "{tmp_path / 'reports'}"
-            timeout_s = {timeout_s}
-
-            [tolerances.fp32]
-            atol = 1e-4
-            rtol = 1e-3
-
-            [tolerances.fp16]
-            atol = 1e-2
-            rtol = 1e-2
-            """)
-        path = tmp_path / name
-        path.write_text(head + "\n" + textwrap.dedent(body))
-        return path
+    def write(body: str, **settings) -> Path:
+        return matrix_file(tmp_path, cache_dir, body, **settings)
 
     return write
 
@@ -116,11 +130,7 @@ def small_matrix(profiles='["fp32"]') -> str:
 def prepared(tmp_path_factory):
     """Every seed case, shrunk, prepared for real (torch export + float64 reference)."""
     home = tmp_path_factory.mktemp("prepare")
-    config = home / "matrix.toml"
-    config.write_text(f'[run]\nenvironments = ["ort-1.32"]\ncases_dir = "{REPO / "cases"}"\n'
-                      f'images_dir = "{REPO / "images"}"\ncache_dir = "{home / "cache"}"\n'
-                      '[tolerances.fp32]\natol = 1e-4\nrtol = 1e-3\n[tolerances.fp16]\natol = 1e-2\nrtol = 1e-2\n'
-                      + small_matrix())
+    config = matrix_file(home, home / "cache", small_matrix(), environments=("ort-1.32",))
     from matrix.plan import build_plan
     from matrix.prepare import prepare
 

@@ -11,7 +11,7 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import REPO
+from conftest import PROFILES, REPO, matrix_file, tiny_case
 from matrix.config import ConfigError
 from matrix.envdefs import load_envdef
 from matrix.gpus import host_gpus
@@ -42,22 +42,7 @@ def run(config) -> pd.DataFrame:
 def venv_and_docker(docker_client, tmp_path_factory, cache_dir):
     """One run: onnxruntime 1.17 in a venv and in a container, 1.32 in a container."""
     home = tmp_path_factory.mktemp("docker")
-    config = home / "matrix.toml"
-    config.write_text(f"""
-[run]
-environments = ["ort-1.17", "ort-1.17-docker", "ort-1.32-docker"]
-cases_dir = "{REPO / 'cases'}"
-images_dir = "{REPO / 'images'}"
-cache_dir = "{cache_dir}"
-reports_dir = "{home / 'reports'}"
-timeout_s = 120
-[tolerances.fp32]
-atol = 1e-4
-rtol = 1e-3
-[tolerances.fp16]
-atol = 1e-2
-rtol = 1e-2
-""" + MHA)
+    config = matrix_file(home, cache_dir, MHA, environments=("ort-1.17", "ort-1.17-docker", "ort-1.32-docker"))
     return run(config)
 
 
@@ -114,14 +99,7 @@ def test_an_absent_unpullable_image_skips_its_cells_and_the_rest_runs(docker_cli
         'engine = "onnxruntime"\nversion = "1.32.0"\nbackend = "docker"\n'
         'image = "registry.invalid/trtmatrix/absent:1"\n')
     model, inputs = tiny_model
-    config = write_matrix(f"""
-        [profiles.fp32]
-        precision = "fp32"
-        [cases.tiny]
-        onnx = "{model}"
-        inputs = "{inputs}"
-        profiles = ["fp32"]
-        """, environments=("nowhere", "ort-1.32"), images_dir=images)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("nowhere", "ort-1.32"), images_dir=images)
     frame = run(config)
     skipped = frame.loc["tiny/fp32/nowhere"]
     assert skipped["status"] == "skipped"
@@ -141,14 +119,7 @@ def test_a_retagged_image_reruns_its_cells(docker_client, write_matrix, tmp_path
     old = ensure_image(docker_client, load_envdef(REPO / "images" / "ort-1.17-docker.toml"))
     new = ensure_image(docker_client, load_envdef(REPO / "images" / "ort-1.32-docker.toml"))
     model, inputs = tiny_model
-    config = write_matrix(f"""
-        [profiles.fp32]
-        precision = "fp32"
-        [cases.tiny]
-        onnx = "{model}"
-        inputs = "{inputs}"
-        profiles = ["fp32"]
-        """, environments=("pulled",), images_dir=images)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("pulled",), images_dir=images)
     try:
         old.tag(tag)
         first, again = run(config).loc["tiny/fp32/pulled"], run(config).loc["tiny/fp32/pulled"]

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import REPO
+from conftest import PROFILES, matrix_file, tiny_case
 from matrix.plan import build_plan
 from matrix.run import MatrixRun
 from matrix.store import REPORT, read_run
@@ -39,33 +39,8 @@ def report_run(tmp_path_factory, cache_dir):
 
     home = tmp_path_factory.mktemp("report")
     model, inputs = make_tiny_model(home)
-    config = home / "matrix.toml"
-    config.write_text(f"""
-[run]
-environments = ["ort-1.17", "ort-1.32", "trt-10.8"]
-cases_dir = "{REPO / 'cases'}"
-images_dir = "{REPO / 'images'}"
-cache_dir = "{cache_dir}"
-reports_dir = "{home / 'reports'}"
-[tolerances.fp32]
-atol = 1e-4
-rtol = 1e-3
-[tolerances.fp16]
-atol = 1e-2
-rtol = 1e-2
-[profiles.fp32]
-precision = "fp32"
-[profiles.fp16]
-precision = "fp16"
-[profiles.raise]
-inject = "raise"
-[cases.mha_transformer_block]
-profiles = ["fp32", "fp16"]
-[cases.tiny]
-onnx = "{model}"
-inputs = "{inputs}"
-profiles = ["raise"]
-""")
+    body = PROFILES + '[profiles.raise]\ninject = "raise"\n[cases.mha_transformer_block]\nprofiles = ["fp32", "fp16"]\n'
+    config = matrix_file(home, cache_dir, body + tiny_case(model, inputs, ("raise",)), environments=("ort-1.17", "ort-1.32", "trt-10.8"))
     run_dir = MatrixRun(build_plan(config)).execute()
     return run_dir, read_run(run_dir)
 

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from conftest import REPO
+from conftest import PROFILES, REPO, tiny_case
 from matrix.store import CSV, JSON, list_runs, read_run
 
 CELL = "tiny/fp16/ort-1.32"
@@ -30,19 +30,9 @@ def project(write_matrix, tiny_model, tmp_path):
         cases = tmp_path / "cases"
         cases.mkdir(exist_ok=True)
         (cases / "known_issues.toml").write_text(registry)
-        return write_matrix(f"""
-            [profiles.fp32]
-            precision = "fp32"
-            [profiles.fp16]
-            precision = "fp16"
-            [cases.tiny]
-            onnx = "{model}"
-            inputs = "{inputs}"
-            profiles = ["fp32", "fp16"]
-            [cases.tiny.tolerances.fp16]
-            atol = {fp16_atol}
-            rtol = 0.0
-            """, environments=("ort-1.32",), cases_dir=cases)
+        tolerance = f"[cases.tiny.tolerances.fp16]\natol = {fp16_atol}\nrtol = 0.0\n"
+        return write_matrix(PROFILES + tiny_case(model, inputs, ("fp32", "fp16")) + tolerance,
+                            environments=("ort-1.32",), cases_dir=cases)
 
     return write
 

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from onnx import numpy_helper
 
+from conftest import PROFILES
 from matrix.gpus import host_gpus
 from matrix.plan import build_plan
 from matrix.run import MatrixRun
@@ -22,11 +23,7 @@ REQUIRED_COLUMNS = {
     "infer_ms", "error", "log_tail", "host", "gpu",
 }
 
-FAULTS = """
-[profiles.fp32]
-precision = "fp32"
-[profiles.fp16]
-precision = "fp16"
+FAULTS = PROFILES + """
 [profiles.crash]
 inject = "crash"
 [profiles.hang]
@@ -50,27 +47,14 @@ rtol = 0.0
 
 @pytest.fixture(scope="module")
 def fault_run(tmp_path_factory, cache_dir):
-    from conftest import REPO, make_tiny_model
+    from conftest import make_tiny_model, matrix_file
 
     home = tmp_path_factory.mktemp("faults")
     model, inputs = make_tiny_model(home)
     expected = home / "expected.npz"
     np.savez(expected, y=independent_reference(model, inputs))  # the float64 truth, given as outputs
-    config = home / "matrix.toml"
-    config.write_text(f"""
-[run]
-environments = ["ort-1.17", "ort-1.32", "trt-8.6"]
-images_dir = "{REPO / 'images'}"
-cache_dir = "{cache_dir}"
-reports_dir = "{home / 'reports'}"
-timeout_s = 6
-[tolerances.fp32]
-atol = 1e-4
-rtol = 1e-3
-[tolerances.fp16]
-atol = 1e-2
-rtol = 1e-2
-""" + FAULTS.format(model=model, inputs=inputs, expected=expected))
+    config = matrix_file(home, cache_dir, FAULTS.format(model=model, inputs=inputs, expected=expected),
+                         environments=("ort-1.17", "ort-1.32", "trt-8.6"), timeout_s=6)
     events = []
     run_dir = MatrixRun(build_plan(config), on_event=events.append).execute()
     return config, model, inputs, run_dir, pd.read_parquet(run_dir / PARQUET), events
