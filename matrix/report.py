@@ -29,10 +29,11 @@ _jinja = Environment(loader=PackageLoader("matrix", "templates"), autoescape=sel
 
 
 def key_number(row: pd.Series) -> str:
-    """What a cell shows besides its colour: the worst absolute error when there are numbers."""
-    if pd.notna(row.get("max_abs")):
-        return f"{row['max_abs']:.1e}"
-    return {"skipped": "skip"}.get(row["status"], row["status"])
+    """What a cell shows besides its colour: the worst absolute error when there are numbers,
+    with ⚠ when requested FP32 layers did not (verifiably) run in FP32."""
+    text = f"{row['max_abs']:.1e}" if pd.notna(row.get("max_abs")) else {"skipped": "skip"}.get(row["status"], row["status"])
+    check = row.get("precision_check")
+    return f"{text} ⚠" if isinstance(check, str) and not check.startswith("ok") else text
 
 
 def _plain(value):

@@ -14,8 +14,10 @@ LOCAL_BASE=trtmatrix-test/python:3.11
 
 if ! docker info >/dev/null 2>&1; then
     if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-        echo "setup-docker: no Docker engine answers and this is not a root apt host; start Docker yourself" >&2
-        exit 1
+        # Not an error for the main job: its docker environments are then reported as skipped.
+        echo "setup-docker: no Docker engine answers and this is not a root apt host; docker environments" \
+             "will be skipped until Docker runs (then run this script again)" >&2
+        exit 0
     fi
     if ! command -v dockerd >/dev/null; then
         apt-get update -qq

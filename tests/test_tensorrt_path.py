@@ -263,3 +263,12 @@ def test_tensorrt_environment_runs_the_seed_cases(write_matrix):
     assert frame.loc["fp32", "engine_version"].startswith("10.8")
     assert frame.loc["fp32", "status"] == "pass"
     assert frame.loc["fp16-layernorm-fp32", "precision_check"]  # the engine inspector said something
+
+
+def test_the_report_marks_cells_whose_fp32_layers_did_not_run_in_fp32():
+    from matrix.report import key_number
+
+    row = {"max_abs": 0.25, "status": "fail"}
+    assert key_number(pd.Series({**row, "precision_check": "NOT HONOURED: 5/5 requested FP32 layers ..."})) == "2.5e-01 ⚠"
+    assert key_number(pd.Series({**row, "precision_check": "UNVERIFIED: 5/5 ..."})) == "2.5e-01 ⚠"
+    assert key_number(pd.Series({**row, "precision_check": "ok: 5/5 requested FP32 layers ran in FP32"})) == "2.5e-01"
