@@ -96,10 +96,6 @@ class Cell:
     def cell_id(self) -> str:
         return f"{self.row_id}/{self.env}"
 
-    @property
-    def params_dict(self) -> dict[str, Any]:
-        return dict(self.params)
-
 
 @dataclass
 class Plan:
