@@ -7,7 +7,9 @@ element of any output mismatches.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -79,3 +81,11 @@ def compare_outputs(actual: dict[str, np.ndarray], reference: dict[str, np.ndarr
     worst = {key: pick(getattr(m, key) for m in per_output) for key, pick in WORST.items()}
     bad = worst["mismatch_frac"] > 0 or worst["nan_count"] > 0 or worst["inf_count"] > 0
     return ("fail" if bad else "pass"), worst, per_output
+
+
+def compare_files(outputs: Path, reference: Path, atol: float, rtol: float) -> tuple[str, dict]:
+    """Verdict and record fields (worst metrics, per-output metrics as JSON) from stored .npz
+    files: the same judgement after a run and when `trtmatrix report` re-judges a stored one."""
+    with np.load(outputs) as out, np.load(reference) as ref:
+        verdict, worst, per_output = compare_outputs(dict(out), dict(ref), atol, rtol)
+    return verdict, {**worst, "outputs": json.dumps([m.to_dict() for m in per_output])}

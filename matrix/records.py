@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import socket
 from pathlib import Path
@@ -39,7 +38,3 @@ def empty_record(**fields) -> dict:
     record.update(host=HOST, reused=False, outputs="[]")
     record.update(fields)
     return record
-
-
-def outputs_json(per_output: list) -> str:
-    return json.dumps([m.to_dict() for m in per_output])

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from .compare import compare_outputs
+from .compare import compare_files
 from .config import MatrixConfig
 from .execute import OUTPUTS
 from .known_issues import KnownIssue, apply_known_issues
 from .prepare import REFERENCE
-from .records import outputs_json
 from .store import REFS
 
 JUDGED = {"pass", "fail"}
@@ -33,11 +31,8 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tu
         tol = (config.tolerance(row["case"], row["profile"])
                if row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles else None)
         atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
-        with np.load(outputs) as out, np.load(reference) as ref:
-            verdict, worst, per_output = compare_outputs(dict(out), dict(ref), atol, rtol)
-        for key, value in worst.items():
+        verdict, judged = compare_files(outputs, reference, atol, rtol)
+        for key, value in {**judged, "atol": atol, "rtol": rtol, "verdict": verdict}.items():
             frame.at[index, key] = value
-        frame.at[index, "atol"], frame.at[index, "rtol"] = atol, rtol
-        frame.at[index, "verdict"], frame.at[index, "outputs"] = verdict, outputs_json(per_output)
     frame["status"] = frame["verdict"]
     return apply_known_issues(frame, issues)

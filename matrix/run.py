@@ -19,10 +19,8 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from .backends import Backend, EnvironmentUnavailable, open_backend, stop_all
-from .compare import compare_outputs
+from .compare import compare_files
 from .envdefs import EnvDef
 from .execute import (LOG, OUTPUTS, CellJob, env_log, result_dir, result_key, run_environment, stored_result,
                       timing_cache)
@@ -30,7 +28,7 @@ from .gpus import GpuPool, gpu_missing_reason, host_gpus
 from .known_issues import apply_known_issues
 from .plan import Cell, Plan
 from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare
-from .records import HOST, REPORTED, empty_record, log_tail, outputs_json
+from .records import HOST, REPORTED, empty_record, log_tail
 from .staging import stage_worker
 from .store import to_frame, write_run
 
@@ -177,9 +175,8 @@ class MatrixRun:
         if fields["status"] == "ok":
             tol = self.plan.config.tolerance(cell.case, cell.profile)
             try:
-                with np.load(directory / OUTPUTS) as out, np.load(artifacts / REFERENCE) as ref:
-                    verdict, worst, per_output = compare_outputs(dict(out), dict(ref), tol.atol, tol.rtol)
-                fields.update(worst, status=verdict, outputs=outputs_json(per_output))
+                verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol)
+                fields.update(judged, status=verdict)
             except Exception as exc:
                 fields.update(status="error", error=f"compare failed: {_error_text(exc)[0]}")
         self._record(cell, **fields)
