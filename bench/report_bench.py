@@ -22,8 +22,8 @@ from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from matrix.records import empty_record  # noqa: E402
-from matrix.report import render_report  # noqa: E402
+from matrix.store.records import empty_record  # noqa: E402
+from matrix.report.html import render_report  # noqa: E402
 from matrix.store import to_frame  # noqa: E402
 
 ENVS = [f"ort-1.{m}" for m in (17, 20, 32)] + [f"trt-{v}" for v in ("8.6", "9.3", "10.0.0", "10.0.1.6", "10.7", "10.8")]

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import tempfile
+import traceback
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,8 +15,9 @@ import typer
 
 from .config import ConfigError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Run numeric test cases across inference-runtime versions and report a pass/fail matrix.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Run numeric test cases across inference-runtime versions and report a pass/fail matrix. "
+                       "--debug (before or after the command) prints the full traceback if trtmatrix itself fails.")
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="The matrix file.")]
 CasesOpt = Annotated[Optional[list[str]], typer.Option("--case", help="Only this case (repeatable).")]
@@ -18,8 +25,21 @@ EnvsOpt = Annotated[Optional[list[str]], typer.Option("--env", help="Only this e
 CellsOpt = Annotated[Optional[list[str]], typer.Option("--cell", help="Only this cell id (repeatable).")]
 RunArg = Annotated[Optional[str], typer.Argument(help="Run id, id prefix or run folder (default: the newest run).")]
 
-# Exit statuses (README, "Exit status").
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE = 0, 1, 2
+# Exit statuses (README, "Exit status"); a run stopped by a signal exits 128 + its number.
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGHUP (what CI runners and systemd send), raised in the main thread like Ctrl-C
+    (a BaseException like KeyboardInterrupt, so no `except Exception` swallows it)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+def _raise_stopped(signum, _frame):
+    raise Stopped(signum)
 
 
 def _fail(message: str, code: int = EXIT_USAGE):
@@ -30,6 +50,8 @@ def _fail(message: str, code: int = EXIT_USAGE):
 def _plan(config: Path, cases=None, envs=None, cells=None):
     from .plan import build_plan
 
+    if config.exists() and not config.is_file():
+        _fail(f"{config}: not a matrix file (a folder?)")
     try:
         return build_plan(config, cases, envs, cells)
     except ConfigError as exc:
@@ -40,26 +62,25 @@ def _plan(config: Path, cases=None, envs=None, cells=None):
 @app.command()
 def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: EnvsOpt = None,
          cell: CellsOpt = None) -> None:
-    """Print the cells a run would execute, without running anything."""
-    from .backends import EnvironmentUnavailable, open_backend
-    from .execute import result_dir, result_key, stored_result
-    from .staging import stage_worker
+    """Print the cells a run would execute, without running or writing anything."""
+    from .environments import planned_fingerprints
+    from .store.cache import result_dir, result_key, stored_result
 
     the_plan = _plan(config, case, env, cell)
     cache = the_plan.path("cache_dir")
-    fingerprints = {}
-    for envdef in the_plan.envs.values():
-        try:
-            fingerprints[envdef.name] = open_backend(envdef, cache, stage_worker(cache)).fingerprint()
-        except EnvironmentUnavailable:
-            fingerprints[envdef.name] = None  # no Docker engine: cannot tell which image would run
+    fingerprints = planned_fingerprints(list(the_plan.envs.values()))
     for cell in the_plan.cells:
         fingerprint = fingerprints[cell.env]
-        key = result_key(cell, fingerprint or "")
-        stored = "unknown" if fingerprint is None else "stored" if stored_result(result_dir(cache, key)) else "new"
+        key = result_key(cell.content_key, fingerprint or "")
+        stored = "unknown" if fingerprint is None else "stored" if stored_result(result_dir(cache, cell.env, key)) else "new"
         typer.echo(f"{cell.cell_id}\t{key[:12]}\t{stored}")
     typer.echo(f"{len(the_plan.cells)} cells: {len(the_plan.rows)} rows × {len(the_plan.envs)} environments",
                err=True)
+    docker = sorted(e.name for e in the_plan.envs.values() if e.backend == "docker")
+    if docker:
+        how = ("looked up in Docker (read only)" if any(fingerprints[e] is not None for e in docker)
+               else "unknown: no Docker engine answers, so their cells are 'unknown'")
+        typer.echo(f"docker environments ({', '.join(docker)}): result keys include the image id, {how}", err=True)
 
 
 @app.command()
@@ -69,19 +90,29 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         ) -> None:
     """Run the matrix and write reports/runs/<run-id>/. Exit 1 when a cell newly fails compared
     with the previous run (a regression), 0 otherwise."""
-    from .console import RunProgress, console, results_table, summary_line
-    from .junit import write_junit
+    from .report.console import RunProgress, console, escape, print_results, summary_line
+    from .report.error_text import worst_error
+    from .report.junit import write_junit
     from .run import MatrixRun
-    from .store import REPORT, previous_run, read_run
-    from .upgrade import regressions
+    from .store import REPORT, folder_problem, previous_run, read_run
+    from .report.upgrade import regressions
 
     the_plan = _plan(config, case, env, cell)
-    with RunProgress(len(the_plan.cells)) as progress:
-        run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress).execute()
+    for setting in ("reports_dir", "cache_dir"):  # before anything runs, not after the whole run
+        problem = folder_problem(the_plan.path(setting))
+        if problem:
+            _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
+    if junit_xml and not junit_xml.resolve().parent.is_dir():
+        _fail(f"--junit-xml {junit_xml}: no folder {junit_xml.resolve().parent}")
+    try:
+        with RunProgress(len(the_plan.cells)) as progress:
+            run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress).execute()
+    except (KeyboardInterrupt, Stopped) as exc:
+        _stop(exc)
     frame = read_run(run_dir)
-    console.print(results_table(frame))
+    print_results(frame)
     console.print(f"{len(frame)} cells: {summary_line(frame)}")
-    console.print(f"report: {run_dir / REPORT}")
+    console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
     if junit_xml:
         write_junit(frame, junit_xml, run_dir.name)
     before = previous_run(the_plan.path("reports_dir"), run_dir)
@@ -90,8 +121,25 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     if len(newly_failing):
         console.print(f"[bold red]{len(newly_failing)} cells newly fail compared with run {before.name}:[/]")
         for _, r in newly_failing.iterrows():
-            console.print(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}")
+            worst = worst_error(r, 2)
+            console.print(escape(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}"
+                                 + (f" ({worst})" if worst else "")), soft_wrap=True)
         raise typer.Exit(EXIT_REGRESSION)
+
+
+def _stop(exc: BaseException) -> None:
+    """End a stopped run at once: every worker and container stopped, one line, exit 128 + signal.
+    Environment threads still setting up are not waited for (os._exit): what they finished is in
+    the result cache, and the next run resumes from there."""
+    from .environments.backend import stop_all
+
+    stop_all()
+    signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+    typer.echo(f"stopped by {signal.Signals(signum).name}: finished cells are kept in the cache; "
+               "run again to resume", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 def _reports_dir(config: Path) -> Path:
@@ -119,9 +167,9 @@ def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml")) -> N
     """Re-render a stored run: tolerances from the matrix file and known issues re-applied to the
     stored outputs, nothing run again. Rewrites its tables and report.html."""
     from .config import load_config
-    from .known_issues import REGISTRY, load_registry
-    from .publish import render_run
-    from .rejudge import rejudge
+    from .sources.known_issues import REGISTRY, load_registry
+    from .report.publish import render_run
+    from .report.rejudge import rejudge
     from .store import REPORT, read_run, write_tables
 
     run_dir = _run_dir(config, run_ref)
@@ -141,9 +189,9 @@ def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
          from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: second newest).")] = None,
          to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: newest).")] = None) -> None:
     """The upgrade view in the terminal: what newly fails, newly passes or stays the same from A to B."""
-    from .console import out, upgrade_table
+    from .report.console import print_upgrade
     from .store import read_run
-    from .upgrade import compare, default_pair
+    from .report.upgrade import compare, default_pair
 
     frame = read_run(_run_dir(config, run_ref))
     pair = default_pair(frame) or (None, None)
@@ -151,15 +199,15 @@ def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     for name in (env_a, env_b):
         if name not in set(frame["env"]):
             _fail(f"environment {name!r} is not in this run ({', '.join(sorted(set(frame['env'])))})")
-    out.print(upgrade_table(compare(frame, env_a, env_b), env_a, env_b))
+    print_upgrade(compare(frame, env_a, env_b), env_a, env_b)
 
 
 @app.command()
 def history(config: ConfigOpt = Path("matrix.toml"),
-            last: Annotated[int, typer.Option(help="How many of the newest runs.")] = 10,
+            last: Annotated[int, typer.Option(min=1, help="How many of the newest runs.")] = 10,
             cell: Annotated[Optional[str], typer.Option(help="Only cell ids matching this glob.")] = None) -> None:
     """Each cell's status over the newest runs (newest first): the nightly trend."""
-    from .console import history_table, out
+    from .report.console import history_table, out
     from .store import list_runs, read_run
 
     runs = list_runs(_reports_dir(config))[-last:][::-1]
@@ -173,8 +221,6 @@ def export_cmd(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
                fmt: Annotated[str, typer.Option("--format", help="csv, json, jsonl or parquet.")] = "csv",
                output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File (default: stdout for text formats).")] = None) -> None:
     """Write a run's results as CSV, JSON, JSON lines or parquet."""
-    import sys
-
     from .store import EXPORTS, export, read_run
 
     if fmt not in EXPORTS:
@@ -184,8 +230,56 @@ def export_cmd(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
         if fmt == "parquet":
             _fail("parquet needs --output FILE")
         export(frame, sys.stdout, fmt)
-    else:
+        return
+    try:
         export(frame, output, fmt)
+    except OSError as exc:
+        _fail(f"-o {output}: {exc.strerror or exc}")
+
+
+@app.command()
+def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, as the matrix prints it.")],
+           good: Annotated[str, typer.Option(help="A release where the row has its good verdict.")],
+           bad: Annotated[str, typer.Option(help="A release where it has the other verdict (later or earlier).")],
+           engine: Annotated[str, typer.Option(help="onnxruntime (releases on PyPI) or tensorrt (images/).")] = "onnxruntime",
+           config: ConfigOpt = Path("matrix.toml"),
+           as_json: Annotated[bool, typer.Option("--json", help="Print the finding as JSON.")] = False) -> None:
+    """Since which release does a row fail (or pass)? A binary search over the engine's releases
+    from --good to --bad, each step an ordinary, cached cell run; the finding is also written
+    into the newest run folder (bisect/<row>.json)."""
+    import json
+
+    from .investigations.bisect import BisectError, bisect_row
+    from .report.console import console, escape, out
+    from .store import find_run
+
+    the_plan = _plan(config)
+    say = lambda event: event["event"] == "bisect" and console.print(  # noqa: E731
+        escape(f"bisect: {row} on {engine} {event['version']} ({event['env']})"), soft_wrap=True)
+    try:
+        found = bisect_row(the_plan, row, engine, good, bad, on_event=say)
+    except BisectError as exc:
+        _fail(str(exc))
+    finding = found.to_json()
+    try:
+        run_dir = find_run(the_plan.path("reports_dir"), None)
+    except FileNotFoundError:
+        run_dir = None
+    if run_dir is not None:
+        target = run_dir / "bisect" / (row.replace("/", "__") + ".json")
+        target.parent.mkdir(exist_ok=True)
+        target.write_text(json.dumps(finding, indent=1))
+    if as_json:
+        typer.echo(json.dumps({k: finding[k] for k in ("row", "first_bad", "last_good", "tested")}))
+        return
+    for step in sorted(found.tested, key=lambda s: found.versions.index(s.version)):
+        worst = "" if step.max_abs is None else f"  max_abs {step.max_abs:.2e}"
+        out.print(escape(f"{engine} {step.version:<12} {step.status:<8}{worst}  ({step.environment})"), soft_wrap=True)
+    out.print(escape(f"first with the --bad verdict: {found.first_bad}; last with the --good verdict: "
+                     f"{found.last_good} ({len(found.tested)} of {len(found.versions)} releases run; "
+                     f"versions from {found.source})"), soft_wrap=True)
+    if run_dir is not None:
+        out.print(escape(f"written to {target}"), soft_wrap=True)
 
 
 images_app = typer.Typer(no_args_is_help=True, help="Environment definitions under images/: list, build, check.")
@@ -195,7 +289,7 @@ NamesArg = Annotated[Optional[list[str]], typer.Argument(help="Environment names
 
 
 def _envdefs(images_dir: Path, names: list[str] | None):
-    from .envdefs import available_envdefs
+    from .environments.definitions import available_envdefs
 
     try:
         envdefs = available_envdefs(images_dir)
@@ -210,8 +304,8 @@ def _envdefs(images_dir: Path, names: list[str] | None):
 
 
 def _docker():
-    from .backends import EnvironmentUnavailable
-    from .images import docker_client
+    from .environments.backend import EnvironmentUnavailable
+    from .environments.images import docker_client
 
     try:
         return docker_client()
@@ -223,7 +317,7 @@ def _docker():
 @images_app.command("list")
 def images_list(images_dir: ImagesDirOpt = Path("images")) -> None:
     """Every definition: engine, version, backend, what it is built from, and the source of that."""
-    from .console import definitions_table, out
+    from .report.console import definitions_table, out
 
     out.print(definitions_table(_envdefs(images_dir, None)))
 
@@ -233,8 +327,8 @@ def images_build(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images
                  no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Only environments that need no GPU.")] = False,
                  force: Annotated[bool, typer.Option(help="Rebuild even when the image is up to date.")] = False) -> None:
     """Build the Dockerfile-based images; an image whose tag exists is up to date and skipped."""
-    from .backends import EnvironmentUnavailable
-    from .images import build, find_image, local_tag
+    from .environments.backend import EnvironmentUnavailable
+    from .environments.images import build, find_image, local_tag
 
     client, failed = _docker(), False
     for envdef in _envdefs(images_dir, names):
@@ -257,12 +351,42 @@ def images_build(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images
 @images_app.command("check")
 def images_check(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images")) -> None:
     """Which docker images are here, pullable, and runnable on this host — and why not."""
-    from .console import checks_table, out
-    from .images import check
+    from .report.console import checks_table, out
+    from .environments.images import check
 
     client = _docker()
     out.print(checks_table([check(client, e) for e in _envdefs(images_dir, names) if e.backend == "docker"]))
 
 
+def main() -> None:
+    """The entry point: a failure of trtmatrix itself (not of a cell, not bad input) is one line
+    naming the file that holds the traceback, and exit status 3; --debug prints the traceback."""
+    debug = "--debug" in sys.argv[1:]
+    if debug:
+        sys.argv.remove("--debug")
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # as early as can be: stopped runs end cleanly
+        signal.signal(signum, _raise_stopped)
+    try:
+        app()
+    except Stopped as exc:  # before a run had started anything
+        _stop(exc)
+    except Exception as exc:  # typer has handled usage errors (2) and Exit already
+        if debug:
+            traceback.print_exc()
+            sys.exit(EXIT_INTERNAL)
+        typer.echo(f"error: trtmatrix failed: {type(exc).__name__}: {exc} ({_save_traceback()}; "
+                   "--debug prints it)", err=True)
+        sys.exit(EXIT_INTERNAL)
+
+
+def _save_traceback() -> str:
+    path = Path(tempfile.gettempdir()) / f"trtmatrix-{datetime.now():%Y%m%dT%H%M%S}-{os.getpid()}.traceback"
+    try:
+        path.write_text(traceback.format_exc())
+    except OSError as exc:
+        return f"the traceback could not be written to {path}: {exc.strerror}"
+    return f"traceback in {path}"
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -1,20 +1,35 @@
-"""Numbers and verdicts: every output against its float64 reference.
+"""Numbers and verdicts: every output of every inference against its float64 reference.
 
-The verdict is np.allclose's rule, element by element: |out - ref| <= atol + rtol * |ref|, and
-a NaN or Inf where the reference is finite always counts as a mismatch. A cell passes when no
-element of any output mismatches.
+Element by element, against a reference value r (np.allclose's rule, made explicit for
+non-finite values):
+- r finite: the output matches when it is finite and |out - r| <= atol + rtol * |r|;
+- r NaN: only NaN matches; r +Inf / -Inf: only the same infinity matches.
+A cell passes when no element of any output mismatches. Any mismatch that involves a NaN or Inf
+makes the output's error metrics (max_abs, max_rel, mean_abs, rmse) infinite and its cosine
+undefined (NaN): a NaN never hides behind the small error of the finite elements. nan_count and
+inf_count count the NaN and Inf values the reference does not have there. A reference that holds
+NaN or Inf is itself suspect and is flagged (ref_nonfinite); outputs the engine returned beyond
+the reference's are listed (extra_outputs), not silently dropped.
+
+A cell keeps the outputs of its first inference and of every later one that differed from it
+(worker: repeats.npz). It is judged on the worst of them, and their largest difference from the
+first is its run-to-run drift.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from .worker.files import REPEATS
+
 # Relative error divides by |ref|; this keeps exact zeros in the reference from giving inf.
 REL_FLOOR = 1e-12
+INF = float("inf")
 
 
 @dataclass(frozen=True)
@@ -29,13 +44,23 @@ class OutputMetrics:
     mismatch_frac: float
     nan_count: int
     inf_count: int
+    ref_nonfinite: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-WORST = {"max_abs": max, "max_rel": max, "mean_abs": max, "rmse": max, "cosine": min,
-         "mismatch_frac": max, "nan_count": sum, "inf_count": sum}
+def _min_cosine(values) -> float:
+    """The worst cosine; an undefined one (NaN, from non-finite outputs) is the worst of all."""
+    values = list(values)
+    return math.nan if any(math.isnan(v) for v in values) else min(values)
+
+
+# How each metric's worst is taken over the outputs of a cell.
+WORST = {"max_abs": max, "max_rel": max, "mean_abs": max, "rmse": max, "cosine": _min_cosine,
+         "mismatch_frac": max, "nan_count": sum, "inf_count": sum, "ref_nonfinite": sum}
+# ... and over the runs of one output (counts are per run, so the largest, not the sum).
+WORST_RUN = {**WORST, "nan_count": max, "inf_count": max}
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -52,40 +77,98 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
         raise ValueError(f"output {name!r} has shape {actual.shape}, reference has {reference.shape}")
     out = actual.astype(np.float64).ravel()
     ref = reference.astype(np.float64).ravel()
+    judged = np.isfinite(ref)
     finite = np.isfinite(out)
-    diff = np.where(finite, np.abs(out - ref), np.inf)
-    bad = ~(diff <= atol + rtol * np.abs(ref)) & np.isfinite(ref)
-    ok = finite & np.isfinite(ref)
-    d = diff[ok]
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = finite & (np.abs(out - ref) <= atol + rtol * np.abs(ref))
+        same_nonfinite = (np.isnan(out) & np.isnan(ref)) | (np.isinf(ref) & (out == ref))
+    bad = ~np.where(judged, close, same_nonfinite)
+    counts = {"mismatch_frac": float(bad.mean()) if bad.size else 0.0,
+              "nan_count": int((np.isnan(out) & ~np.isnan(ref)).sum()),
+              "inf_count": int((np.isinf(out) & (out != ref)).sum()),
+              "ref_nonfinite": int((~judged).sum())}
+    if (bad & ~(judged & finite)).any():  # a mismatch involving NaN or Inf: no finite error describes it
+        return OutputMetrics(name, tuple(actual.shape), INF, INF, INF, INF, math.nan, **counts)
+    out, ref = out[judged], ref[judged]
+    diff = np.abs(out - ref)
     return OutputMetrics(
         name=name,
         shape=tuple(actual.shape),
-        max_abs=float(d.max()) if d.size else 0.0,
-        max_rel=float((d / np.maximum(np.abs(ref[ok]), REL_FLOOR)).max()) if d.size else 0.0,
-        mean_abs=float(d.mean()) if d.size else 0.0,
-        rmse=float(np.sqrt((d ** 2).mean())) if d.size else 0.0,
-        cosine=_cosine(np.where(finite, out, 0.0), ref),
-        mismatch_frac=float(bad.mean()) if bad.size else 0.0,
-        nan_count=int(np.isnan(out).sum()),
-        inf_count=int(np.isinf(out).sum()),
+        max_abs=float(diff.max()) if diff.size else 0.0,
+        max_rel=float((diff / np.maximum(np.abs(ref), REL_FLOOR)).max()) if diff.size else 0.0,
+        mean_abs=float(diff.mean()) if diff.size else 0.0,
+        rmse=float(np.sqrt((diff ** 2).mean())) if diff.size else 0.0,
+        cosine=_cosine(out, ref),
+        **counts,
     )
+
+
+def _worst_of(metrics: list[OutputMetrics], picks: dict) -> dict:
+    return {key: pick(getattr(m, key) for m in metrics) for key, pick in picks.items()}
 
 
 def compare_outputs(actual: dict[str, np.ndarray], reference: dict[str, np.ndarray],
                     atol: float, rtol: float) -> tuple[str, dict, list[OutputMetrics]]:
     """Return (verdict, worst metrics over outputs, per-output metrics)."""
-    missing = set(reference) - set(actual)
+    return compare_runs([actual], reference, atol, rtol)
+
+
+def compare_runs(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray],
+                 atol: float, rtol: float) -> tuple[str, dict, list[OutputMetrics]]:
+    """Like compare_outputs, judged on the worst run: each metric of each output is its worst
+    over the runs."""
+    missing = sorted({name for outputs in runs for name in reference if name not in outputs})
     if missing:
-        raise ValueError(f"engine returned no value for outputs {sorted(missing)}")
-    per_output = [compare_output(n, actual[n], reference[n], atol, rtol) for n in reference]
-    worst = {key: pick(getattr(m, key) for m in per_output) for key, pick in WORST.items()}
-    bad = worst["mismatch_frac"] > 0 or worst["nan_count"] > 0 or worst["inf_count"] > 0
-    return ("fail" if bad else "pass"), worst, per_output
+        raise ValueError(f"engine returned no value for outputs {missing}")
+    per_output = []
+    for name in reference:
+        each = [compare_output(name, outputs[name], reference[name], atol, rtol) for outputs in runs]
+        per_output.append(replace(each[0], **_worst_of(each, WORST_RUN)))
+    worst = _worst_of(per_output, WORST)
+    worst["extra_outputs"] = sorted({name for outputs in runs for name in outputs if name not in reference})
+    return ("fail" if worst["mismatch_frac"] > 0 else "pass"), worst, per_output
+
+
+def drift(first: dict[str, np.ndarray], later: dict[int, dict[str, np.ndarray]]) -> tuple[float, int | None]:
+    """(largest |later - first| over runs and outputs, index of the first run that differed).
+    Values that differ in being NaN or Inf count as an infinite difference."""
+    largest = 0.0
+    for outputs in later.values():
+        for name, a in first.items():
+            b = outputs.get(name)
+            if b is None or b.shape != a.shape:
+                return INF, min(later)
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            same = (a64 == b64) | (np.isnan(a64) & np.isnan(b64))
+            with np.errstate(invalid="ignore"):
+                d = np.where(same, 0.0, np.nan_to_num(np.abs(a64 - b64), nan=INF))
+            largest = max(largest, float(d.max()) if d.size else 0.0)
+    return largest, (min(later) if later else None)
+
+
+def load_runs(outputs: Path) -> tuple[dict[str, np.ndarray], dict[int, dict[str, np.ndarray]]]:
+    """The first run's outputs, and {run index: outputs} of the later runs that differed."""
+    with np.load(outputs) as data:
+        first = dict(data)
+    later: dict[int, dict[str, np.ndarray]] = {}
+    repeats = outputs.with_name(REPEATS)
+    if repeats.is_file():
+        with np.load(repeats) as data:
+            for key in data.files:
+                index, name = key.split("/", 1)
+                later.setdefault(int(index), {})[name] = data[key]
+    return first, later
 
 
 def compare_files(outputs: Path, reference: Path, atol: float, rtol: float) -> tuple[str, dict]:
-    """Verdict and record fields (worst metrics, per-output metrics as JSON) from stored .npz
-    files: the same judgement after a run and when `trtmatrix report` re-judges a stored one."""
-    with np.load(outputs) as out, np.load(reference) as ref:
-        verdict, worst, per_output = compare_outputs(dict(out), dict(ref), atol, rtol)
-    return verdict, {**worst, "outputs": json.dumps([m.to_dict() for m in per_output])}
+    """Verdict and record fields (worst metrics, drift, per-output metrics as JSON) from stored
+    .npz files: the same judgement after a run and when `trtmatrix report` re-judges a stored one."""
+    first, later = load_runs(outputs)
+    with np.load(reference) as data:
+        ref = dict(data)
+    verdict, worst, per_output = compare_runs([first, *later.values()], ref, atol, rtol)
+    drift_max_abs, drift_index = drift(first, later)
+    return verdict, {**worst, "extra_outputs": ", ".join(worst["extra_outputs"]) or None,
+                     "drift_max_abs": drift_max_abs,
+                     "drift_run": None if drift_index is None else drift_index + 1,
+                     "outputs": json.dumps([m.to_dict() for m in per_output])}

@@ -6,16 +6,31 @@ can print one line and exit 2 instead of a traceback.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, ValidationError, model_validator
 
 # Names end up in cell ids, URLs, HTML anchors, file names and container names: keep them tame.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN, max_length=80)]
-ParamValue = int | float | str | bool
+PARAM_TYPES = (int, float, str, bool)
+# A parameter value is written into cell ids as `k=v`: the same rule as names, plus a leading `-`.
+PARAM_TEXT = re.compile(r"[A-Za-z0-9_.+-]{1,80}")
+
+
+def _param_type(value: Any) -> Any:
+    if type(value) not in PARAM_TYPES:
+        raise ValueError(f"{_shown(value)} is not a number, text or boolean")
+    return value
+
+
+ParamValue = Annotated[int | float | str | bool, PlainValidator(_param_type)]
+T = TypeVar("T")
+# TOML arrays arrive as lists: a tuple field takes them, its items stay strict.
+Items = Annotated[tuple[T, ...], Field(strict=False)]
 
 
 class ConfigError(Exception):
@@ -27,7 +42,9 @@ class ConfigError(Exception):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Strict types: `true` is no number and `"2"` no integer (an int is still a float)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Tolerance(Strict):
@@ -41,9 +58,12 @@ class Profile(Strict):
     precision: Literal["fp32", "fp16"] = "fp32"
     optimization: Literal["on", "off"] = "on"
     # Op types (e.g. "Softmax") or layer-name globs held in FP32 inside an FP16 build.
-    keep_fp32: tuple[str, ...] = ()
-    # Test the harness itself: make the cell crash, hang, raise or return NaN on purpose.
-    inject: Literal["crash", "hang", "raise", "nan"] | None = None
+    keep_fp32: Items[str] = ()
+    # Test the harness itself: make the cell crash, hang, raise, return NaN or drift on purpose.
+    inject: Literal["crash", "hang", "raise", "nan", "drift"] | None = None
+    # Build the engine (session) this many times; outputs of every build and run are compared with
+    # the first, so TensorRT's build-to-build tactic differences show as drift.
+    builds: int = Field(default=1, ge=1, le=8)
     description: str = ""
 
     @model_validator(mode="after")
@@ -54,14 +74,14 @@ class Profile(Strict):
 
 
 class CaseEntry(Strict):
-    profiles: tuple[Name, ...] = Field(min_length=1)
+    profiles: Items[Name] = Field(min_length=1)
     # Axes: every combination of values becomes its own row (e.g. batch = [1, 4]).
     params: dict[Name, list[ParamValue]] | None = None
     # Fixed keyword arguments for the case's build function (e.g. a checkpoint directory).
     options: dict[Name, Any] = {}
     tolerances: dict[Name, Tolerance] = {}
     # GPU-model globs (e.g. "*L4*"): on GPU environments the case runs only on matching GPUs.
-    gpus: tuple[str, ...] = ()
+    gpus: Items[str] = ()
     # Bring-your-own-model cases: an ONNX file plus inputs, optionally expected outputs.
     onnx: str | None = None
     inputs: str | None = None
@@ -77,7 +97,7 @@ class CaseEntry(Strict):
 
 
 class RunSettings(Strict):
-    environments: tuple[Name, ...] = Field(min_length=1)
+    environments: Items[Name] = Field(min_length=1)
     cases_dir: str = "cases"
     images_dir: str = "images"
     cache_dir: str = ".trtmatrix-cache"
@@ -93,18 +113,21 @@ class MatrixConfig(Strict):
     cases: dict[Name, CaseEntry] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _profiles_exist(self) -> MatrixConfig:
+    def _cases_are_consistent(self) -> MatrixConfig:
         for case_name, entry in self.cases.items():
+            for param, values in (entry.params or {}).items():
+                if problem := param_values_problem(values):
+                    raise KeyedError(f"cases.{case_name}.params.{param}{problem[0]}", problem[1])
             for i, profile in enumerate(entry.profiles):
                 if profile not in self.profiles:
-                    raise _KeyedError(f"cases.{case_name}.profiles.{i}", f"unknown profile {profile!r}")
+                    raise KeyedError(f"cases.{case_name}.profiles.{i}", f"unknown profile {profile!r}")
             for profile in entry.tolerances:
                 if profile not in entry.profiles:
-                    raise _KeyedError(f"cases.{case_name}.tolerances.{profile}",
-                                      "tolerance for a profile this case does not run")
-        for precision in ("fp32", "fp16"):
-            if precision not in self.tolerances:
-                raise _KeyedError(f"tolerances.{precision}", "missing default tolerance")
+                    raise KeyedError(f"cases.{case_name}.tolerances.{profile}",
+                                     "tolerance for a profile this case does not run")
+        used = {self.profiles[p].precision for entry in self.cases.values() for p in entry.profiles}
+        for precision in sorted(used - set(self.tolerances)):  # only what some case runs needs a default
+            raise KeyedError(f"tolerances.{precision}", "missing default tolerance")
         return self
 
     def tolerance(self, case: str, profile: str) -> Tolerance:
@@ -112,7 +135,7 @@ class MatrixConfig(Strict):
         return entry.tolerances.get(profile) or self.tolerances[self.profiles[profile].precision]
 
 
-class _KeyedError(ValueError):
+class KeyedError(ValueError):
     """A cross-field error that knows its own key (pydantic would only know the model)."""
 
     def __init__(self, key: str, message: str):
@@ -120,13 +143,37 @@ class _KeyedError(ValueError):
         super().__init__(message)
 
 
+def param_values_problem(values: list) -> tuple[str, str] | None:
+    """(`.index`, why) for the first value that would break a cell id or repeat a row, else None.
+    Ids go into URLs, HTML anchors, file names and terminal lines, so a value's text is letters,
+    digits and `_ . + -` (at most 80); and 1 and 1.0, or true and "True", would be one row twice."""
+    if not isinstance(values, (list, tuple)) or not values:
+        return "", "give a non-empty list of values"
+    for i, value in enumerate(values):
+        if type(value) not in PARAM_TYPES:
+            return f".{i}", f"{_shown(value)} is not a number, text or boolean"
+        if not PARAM_TEXT.fullmatch(str(value)):
+            return f".{i}", f"{_shown(value)} cannot be a parameter value (letters, digits, _ . + -; at most 80)"
+        for earlier in values[:i]:
+            if earlier == value or str(earlier) == str(value):
+                return f".{i}", f"{_shown(value)} and {_shown(earlier)} would be the same row"
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)  # repr: control characters are written out, never sent to a terminal
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _first_error(path: Path, exc: ValidationError) -> ConfigError:
     err = exc.errors()[0]
     cause = err.get("ctx", {}).get("error")
-    if isinstance(cause, _KeyedError):
+    if isinstance(cause, KeyedError):
         return ConfigError(path, cause.key, str(cause))
     key = ".".join(str(part) for part in err["loc"])
     message = err["msg"].removeprefix("Value error, ")
+    if err["type"].endswith("_type") and isinstance(err["input"], PARAM_TYPES):
+        message += f", not {_shown(err['input'])}"
     if err["type"] == "string_pattern_mismatch":
         pattern = err["ctx"]["pattern"]
         message = (f"{err['input']!r} is not a valid name (letters, digits, _ . + -; starts with a letter or digit)"

@@ -13,30 +13,39 @@ import time
 import traceback
 from fnmatch import fnmatchcase
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from datetime import datetime, timezone
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Callable
 
-from .backends import Backend, EnvironmentUnavailable, open_backend, stop_all
+import pandas as pd
+
 from .compare import compare_files
-from .envdefs import EnvDef
-from .execute import (LOG, OUTPUTS, CellJob, env_log, result_dir, result_key, run_environment, stored_result,
-                      timing_cache)
-from .gpus import GpuPool, gpu_missing_reason, host_gpus
-from .known_issues import apply_known_issues
+from .environments import open_backend, remove_left_behind
+from .environments.backend import Backend, EnvironmentUnavailable
+from .environments.definitions import EnvDef
+from .environments.gpus import gpu_missing_reason, host_gpus
+from .environments.staging import stage_worker
+from .executors.environment_job import CellJob, run_environment
+from .executors.local import LocalExecutor
 from .plan import Cell, Plan
 from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare
-from .records import HOST, REPORTED, empty_record, log_tail
-from .staging import stage_worker
-from .store import to_frame, write_run
+from .report.publish import render_index, write_report
+from .sources.known_issues import apply_known_issues
+from .store import RUNS, finish_run, remove_dead_partials, stage_run, to_frame
+from .store.cache import env_log, result_dir, result_key, stored_result, timing_cache
+from .store.locks import cache_lock, run_lock
+from .store.records import HOST, REPORTED, empty_record, log_tail
+from .worker.files import LOG, OUTPUTS
 
 Events = Callable[[dict], None]
 
 
 def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+    """Sorts by start time, to the millisecond: "the previous run" is the one sorted before."""
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y%m%dT%H%M%S") + f".{now.microsecond // 1000:03d}Z-" + secrets.token_hex(2)
 
 
 def utc_now() -> str:
@@ -63,7 +72,7 @@ class MatrixRun:
         self._artifacts: dict[tuple, Path | BaseException] = {}
         self.env_logs: dict[str, Path] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
-        self.gpus = GpuPool(len(host_gpus()))
+        self.executor = LocalExecutor(plan.config.run.jobs)
 
     def _record(self, cell: Cell, **fields) -> dict:
         envdef = self.plan.envs[cell.env]
@@ -85,7 +94,9 @@ class MatrixRun:
         if key not in self._artifacts:
             self.on_event({"event": "prepare", "case": cell.case, "params": dict(cell.params)})
             try:
-                self._artifacts[key] = prepare(self.plan.cases[cell.case], cell.params, cell.artifact_key, self.cache)
+                with cache_lock(self.cache, f"artifact-{cell.case}-{cell.artifact_key[:16]}"):
+                    self._artifacts[key] = prepare(self.plan.cases[cell.case], cell.params, cell.artifact_key,
+                                                   self.cache)
             except Exception as exc:  # a broken case must not stop the others
                 self._artifacts[key] = exc
         return self._artifacts[key]
@@ -109,21 +120,23 @@ class MatrixRun:
     def _run_environment(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> None:
         started = time.perf_counter()
         try:
-            self._set_up_and_run(envdef, cells, worker_home)
+            # Another run on this cache running this environment now: wait for it, then reuse what it stored.
+            with cache_lock(self.cache, f"env-{envdef.name}"):
+                self._set_up_and_run(envdef, cells, worker_home)
         finally:
             self.env_seconds[envdef.name] = round(time.perf_counter() - started, 2)
 
     def _set_up_and_run(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> None:
         self.on_event({"event": "setup", "env": envdef.name})
         try:
-            backend = open_backend(envdef, self.cache, worker_home)
+            backend = open_backend(envdef, self.cache, worker_home, self.run_id)
             backend.prepare()
         except EnvironmentUnavailable as exc:
             for cell, _ in cells:
                 self._record(cell, status="skipped", error=str(exc))
             return
         facts = backend.facts()
-        with self.gpus.lease(envdef.gpu) as gpu:
+        with self.executor.gpus.lease(envdef.gpu) as gpu:
             jobs = self._jobs(envdef, cells, backend, facts, gpu)
             if jobs:
                 raws = run_environment(backend, envdef, [job for job, _ in jobs], self.cache,
@@ -147,8 +160,8 @@ class MatrixRun:
                 self._record(cell, status="skipped", gpu=gpu_name,
                              error=f"case runs only on GPUs matching {list(wanted)}; this environment has {gpu_name}")
                 continue
-            key = result_key(cell, fingerprint)
-            directory = self.result_dirs[cell.cell_id] = result_dir(self.cache, key)
+            key = result_key(cell.content_key, fingerprint)
+            directory = self.result_dirs[cell.cell_id] = result_dir(self.cache, envdef.name, key)
             stored = stored_result(directory) if self.reuse else None
             if stored:
                 self._finish(cell, {**stored, **facts}, artifacts, key, reused=True)
@@ -182,27 +195,43 @@ class MatrixRun:
         self._record(cell, **fields)
 
     def execute(self) -> Path:
+        """Run every cell and store the run; returns its folder. Holds the run's lock throughout,
+        so a later run can tell this one's leftovers from a live run's."""
+        reports_dir = self.plan.path("reports_dir")
+        lock = run_lock(reports_dir / RUNS, self.run_id)
+        with lock:
+            remove_dead_partials(reports_dir)
+            remove_left_behind(list(self.plan.envs.values()))
+            run_dir = self._store(reports_dir, self.judge())
+        Path(lock.lock_file).unlink(missing_ok=True)
+        return run_dir
+
+    def judge(self) -> pd.DataFrame:
+        """Run every cell (stored results reused) and return the judged records, known issues
+        applied, without writing a run folder: what investigations such as bisect need."""
         by_env: dict[str, list[Cell]] = defaultdict(list)
         for cell in self.plan.cells:
             by_env[cell.env].append(cell)
         runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
-        worker_home = stage_worker(self.cache)
-        pool = ThreadPoolExecutor(max_workers=max(self.plan.config.run.jobs, len(host_gpus())))
-        try:
-            futures = [pool.submit(self._run_environment, self.plan.envs[name], cells, worker_home)
-                       for name, cells in runnable.items() if cells]
-            for future in futures:
-                future.result()
-        except BaseException:  # Ctrl-C: leave no worker process or container behind
-            pool.shutdown(wait=False, cancel_futures=True)
-            stop_all()
-            raise
-        pool.shutdown()
+        with cache_lock(self.cache, "worker"):
+            worker_home = stage_worker(self.cache)
+        self.executor.run_all([partial(self._run_environment, self.plan.envs[name], cells, worker_home)
+                               for name, cells in runnable.items() if cells])
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
-        frame = apply_known_issues(to_frame(ordered), self.plan.known_issues)
+        return apply_known_issues(to_frame(ordered), self.plan.known_issues)
+
+    def _store(self, reports_dir: Path, frame: pd.DataFrame) -> Path:
         references = [a / REFERENCE for a in self._artifacts.values() if isinstance(a, Path)]
         meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
                 "environment_seconds": self.env_seconds,
                 "trtmatrix": package_version("trtmatrix")}
-        return write_run(self.plan.path("reports_dir"), meta, frame, self.result_dirs, self.env_logs, references)
+        staged = stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references)
+        try:
+            write_report(staged, frame)
+            run_dir = finish_run(staged)  # complete, report included, before it gets its final name
+        except BaseException:  # a full disk, say: no half-written run stays behind
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        render_index(reports_dir)
+        return run_dir

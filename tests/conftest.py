@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[1]
 def docker_client():
     """The real Docker engine, or a skip with the reason. CI sets TRTMATRIX_REQUIRE_DOCKER=1 so
     a missing engine fails there instead of silently skipping the docker tests."""
-    from matrix.backends import EnvironmentUnavailable
-    from matrix.images import docker_client as connect
+    from matrix.environments.backend import EnvironmentUnavailable
+    from matrix.environments.images import docker_client as connect
 
     try:
         return connect()

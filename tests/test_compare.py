@@ -1,11 +1,16 @@
-"""Metrics and verdicts on arrays whose answers are known by hand."""
+"""Metrics, verdicts and drift on arrays whose answers are known by hand."""
 
 import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from matrix.compare import compare_output, compare_outputs
+from matrix.compare import compare_files, compare_output, compare_outputs, compare_runs, drift
+from matrix.report.error_text import drift_text, worst_error
+from matrix.worker.cell import save_runs
+from matrix.worker.files import OUTPUTS, REPEATS
 
 
 def test_one_element_out_of_atol():
@@ -34,7 +39,55 @@ def test_nan_fails_whatever_the_tolerance():
     verdict, worst, per_output = compare_outputs({"y": out}, {"y": ref}, atol=1e9, rtol=1e9)
     assert verdict == "fail"
     assert worst["nan_count"] == 1 and per_output[0].mismatch_frac == 1 / 8
-    assert worst["max_abs"] == 0.0  # the finite elements are exact
+    # The finite elements are exact, but a NaN must never show as a small error.
+    assert worst["max_abs"] == worst["max_rel"] == worst["rmse"] == math.inf
+    assert math.isnan(worst["cosine"])
+    assert worst_error(worst) == "NaN×1"
+
+
+def test_nan_where_the_reference_is_nan_is_not_counted():
+    ref = np.array([1.0, np.nan, 3.0])
+    out = np.array([1.0, np.nan, 3.0])
+    verdict, worst, _ = compare_outputs({"y": out}, {"y": ref}, atol=0.0, rtol=0.0)
+    assert verdict == "pass" and worst["nan_count"] == 0 and worst["max_abs"] == 0.0
+
+
+def test_judged_on_the_worst_run_not_the_last():
+    ref = np.linspace(-1, 1, 10)
+    wrong = ref.copy()
+    wrong[4] += 5.0
+    verdict, worst, per_output = compare_runs([{"y": wrong}, {"y": ref}, {"y": ref}], {"y": ref}, 1e-3, 0.0)
+    assert verdict == "fail"
+    assert worst["max_abs"] == pytest.approx(5.0) and per_output[0].mismatch_frac == pytest.approx(0.1)
+    nan_run = {"y": np.full_like(ref, np.nan)}
+    verdict, worst, _ = compare_runs([{"y": ref}, nan_run], {"y": ref}, 1e-3, 0.0)
+    assert verdict == "fail" and worst["nan_count"] == 10 and math.isnan(worst["cosine"])
+
+
+def test_drift_is_the_largest_difference_from_the_first_run():
+    first = {"y": np.array([1.0, 2.0, np.nan])}
+    assert drift(first, {}) == (0.0, None)
+    later = {3: {"y": np.array([1.0, 2.5, np.nan])}, 5: {"y": np.array([1.25, 2.0, np.nan])}}
+    assert drift(first, later) == (0.5, 3)
+    assert drift(first, {2: {"y": np.array([1.0, 2.0, 7.0])}}) == (math.inf, 2)  # a NaN that went away
+
+
+def test_worker_keeps_only_distinct_runs_and_the_host_reads_them_back(tmp_path):
+    good = {"y": np.arange(6, dtype=np.float32)}
+    bad = {"y": good["y"] + 1}
+    save_runs(str(tmp_path), [good, bad, bad, bad, good, bad])
+    with np.load(tmp_path / REPEATS) as repeats:
+        assert repeats.files == ["1/y"]  # runs 3-6 equal runs already kept
+    np.savez(tmp_path / "reference.npz", y=good["y"].astype(np.float64))
+    verdict, fields = compare_files(tmp_path / OUTPUTS, tmp_path / "reference.npz", 1e-3, 0.0)
+    assert verdict == "fail" and fields["max_abs"] == 1.0
+    assert (fields["drift_max_abs"], fields["drift_run"]) == (1.0, 2)  # run 2 of 6 (run 1: warm-up)
+    assert drift_text(fields) == "drift 1.0e+00 from run 2"
+
+    (tmp_path / "same").mkdir()
+    save_runs(str(tmp_path / "same"), [good] * 6)
+    assert not (tmp_path / "same" / REPEATS).exists()
+    assert compare_files(tmp_path / "same" / OUTPUTS, tmp_path / "reference.npz", 1e-3, 0.0)[1]["drift_max_abs"] == 0.0
 
 
 def test_scaled_output_has_cosine_one_but_fails():
@@ -59,3 +112,51 @@ def test_worst_over_outputs_and_missing_output():
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match="shape"):
         compare_output("y", np.zeros((2, 3)), np.zeros((3, 2)), 1, 1)
+
+
+def test_equal_infinities_match_and_anything_else_against_non_finite_mismatches():
+    ref = np.array([-np.inf, np.inf, np.nan, np.nan, 1.0])
+    verdict, worst, _ = compare_outputs({"y": np.array([-np.inf, np.inf, np.nan, np.nan, 1.0])}, {"y": ref}, 0, 0)
+    assert verdict == "pass" and worst["ref_nonfinite"] == 4 and worst["max_abs"] == 0.0
+    for wrong in ([-np.inf, 5.0, np.nan, np.nan, 1.0], [-np.inf, np.inf, 123.0, np.nan, 1.0],
+                  [np.inf, np.inf, np.nan, np.nan, 1.0]):
+        verdict, worst, _ = compare_outputs({"y": np.array(wrong)}, {"y": ref}, 1e9, 1e9)
+        assert verdict == "fail" and worst["mismatch_frac"] == 0.2 and math.isinf(worst["max_abs"]), wrong
+
+
+def test_outputs_beyond_the_reference_are_listed():
+    verdict, worst, _ = compare_outputs({"y": np.ones(2), "debug": np.zeros(1)}, {"y": np.ones(2)}, 0, 0)
+    assert verdict == "pass" and worst["extra_outputs"] == ["debug"]
+
+
+def _oracle(out: float, ref: float, atol: float, rtol: float) -> bool:
+    """The rule of matrix/compare.py, one element at a time, written as plainly as possible."""
+    if math.isnan(ref):
+        return math.isnan(out)
+    if math.isinf(ref):
+        return out == ref
+    return math.isfinite(out) and abs(out - ref) <= atol + rtol * abs(ref)
+
+
+VALUES = st.one_of(st.floats(-1e6, 1e6), st.sampled_from([math.nan, math.inf, -math.inf, 0.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(VALUES, VALUES), min_size=1, max_size=30),
+       atol=st.sampled_from([0.0, 1e-3, 1.0]), rtol=st.sampled_from([0.0, 1e-2]))
+def test_matches_the_element_by_element_oracle(pairs, atol, rtol):
+    out = np.array([o for o, _ in pairs])
+    ref = np.array([r for _, r in pairs])
+    m = compare_output("y", out, ref, atol, rtol)
+    matches = [_oracle(o, r, atol, rtol) for o, r in pairs]
+    assert m.mismatch_frac == pytest.approx(matches.count(False) / len(pairs))
+    assert m.nan_count == sum(math.isnan(o) and not math.isnan(r) for o, r in pairs)
+    assert m.inf_count == sum(math.isinf(o) and o != r for o, r in pairs)
+    assert m.ref_nonfinite == sum(not math.isfinite(r) for r in ref)
+    nonfinite_mismatch = any(not ok and not (math.isfinite(o) and math.isfinite(r))
+                             for ok, (o, r) in zip(matches, pairs))
+    if nonfinite_mismatch:
+        assert math.isinf(m.max_abs) and math.isnan(m.cosine)
+    else:
+        finite_ref = [abs(o - r) for o, r in pairs if math.isfinite(r)]
+        assert m.max_abs == (max(finite_ref) if finite_ref else 0.0)

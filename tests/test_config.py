@@ -81,3 +81,21 @@ def test_cli_prints_one_line_and_exits_2(write_matrix, tmp_path):
     assert proc.stderr.strip().count("\n") == 0
     assert str(path) in proc.stderr and "profiles.fp32.precision" in proc.stderr
     assert not (tmp_path / "reports").exists(), "a bad config must not leave a half-written run"
+
+
+@pytest.mark.parametrize("source, line, what", [
+    ("import torch\n\nx = (1,\ndef f(:\n    pass\n", 4, "SyntaxError"),
+    # The exception is raised inside the json library: the line is still the case file's own.
+    ("import json\n\n\nSETTINGS = json.loads('{')\n", 4, "JSONDecodeError"),
+], ids=["syntax-error", "raises-in-a-library"])
+def test_broken_case_file_names_its_own_line(write_matrix, tmp_path, source, line, what):
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "broken.py").write_text(source)
+    err = error_for(write_matrix, GOOD_CASE, cases_dir=cases)
+    assert (err.path, err.key) == (cases / "broken.py", f"line {line}")
+    assert err.message.startswith(what)
+    proc = subprocess.run([sys.executable, "-m", "matrix.cli", "plan", "--config", str(tmp_path / "matrix.toml")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"error: {cases / 'broken.py'}: line {line}: {err.message}"]

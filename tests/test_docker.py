@@ -1,6 +1,7 @@
 """The docker backend for real: onnxruntime images built by the code under test (or by
 scripts/setup-docker.sh), one container per environment, against the venv backend."""
 
+import json
 import os
 import shutil
 import signal
@@ -8,20 +9,21 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import PROFILES, REPO, matrix_file, tiny_case
+from conftest import PROFILES, REPO, make_tiny_model, matrix_file, tiny_case
 from matrix.config import ConfigError
-from matrix.envdefs import load_envdef
-from matrix.gpus import host_gpus
+from matrix.environments.definitions import load_envdef
+from matrix.environments.gpus import host_gpus
 from matrix.plan import build_plan
 from matrix.run import MatrixRun
 from matrix.store import read_run
 
 pytestmark = pytest.mark.docker
 
-MHA = """
+CASES = """
 [profiles.fp32]
 precision = "fp32"
 [profiles.fp16]
@@ -30,7 +32,18 @@ precision = "fp16"
 inject = "crash"
 
 [cases.mha_transformer_block]
-profiles = ["fp32", "fp16", "crash"]
+profiles = ["crash", "fp32"]      # the crash first: the cell after it must still run
+
+[cases.wrong]                     # a failure the test owns: expected outputs no engine gives
+onnx = "{model}"
+inputs = "{inputs}"
+expected = "{expected}"
+profiles = ["fp32"]
+
+[cases.tiny]                      # the FP16 copy made on the host, run inside the container
+onnx = "{model}"
+inputs = "{inputs}"
+profiles = ["fp16"]
 """
 
 
@@ -42,7 +55,11 @@ def run(config) -> pd.DataFrame:
 def venv_and_docker(docker_client, tmp_path_factory, cache_dir):
     """One run: onnxruntime 1.17 in a venv and in a container, 1.32 in a container."""
     home = tmp_path_factory.mktemp("docker")
-    config = matrix_file(home, cache_dir, MHA, environments=("ort-1.17", "ort-1.17-docker", "ort-1.32-docker"))
+    model, inputs = make_tiny_model(home)
+    expected = home / "wrong_expected.npz"
+    np.savez(expected, y=np.full((4, 8), 2.0))  # y = tanh(...) never reaches 2: off by more than 1
+    body = CASES.format(model=model, inputs=inputs, expected=expected)
+    config = matrix_file(home, cache_dir, body, environments=("ort-1.17", "ort-1.17-docker", "ort-1.32-docker"))
     return run(config)
 
 
@@ -51,13 +68,15 @@ def cell(frame, profile, env):
 
 
 def test_same_case_same_verdicts_in_venv_and_container(venv_and_docker):
-    for profile in ("fp32", "fp16"):
-        venv, container = cell(venv_and_docker, profile, "ort-1.17"), cell(venv_and_docker, profile, "ort-1.17-docker")
+    for cell_id in ("mha_transformer_block/batch=1/fp32", "tiny/fp16", "wrong/fp32"):
+        venv, container = venv_and_docker.loc[f"{cell_id}/ort-1.17"], venv_and_docker.loc[f"{cell_id}/ort-1.17-docker"]
         assert venv["status"] == container["status"]
         assert container["max_abs"] == pytest.approx(venv["max_abs"], rel=1e-3)
-    # The real finding, in both backends: onnxruntime 1.17's FP16 attention is far off the reference.
-    assert cell(venv_and_docker, "fp16", "ort-1.17-docker")["status"] == "fail"
-    assert cell(venv_and_docker, "fp16", "ort-1.32-docker")["status"] == "pass"
+    assert cell(venv_and_docker, "fp32", "ort-1.17-docker")["status"] == "pass"
+    assert venv_and_docker.loc["tiny/fp16/ort-1.17-docker", "status"] == "pass"
+    # A failing cell is judged the same way in both: outputs came back and were compared.
+    assert venv_and_docker.loc["wrong/fp32/ort-1.17-docker", "status"] == "fail"
+    assert venv_and_docker.loc["wrong/fp32/ort-1.17-docker", "max_abs"] > 1
 
 
 def test_each_container_reports_its_own_versions(venv_and_docker):
@@ -76,18 +95,115 @@ def test_a_crash_inside_a_container_stays_in_its_cell(venv_and_docker):
     assert "SIGSEGV" in crashed["error"]
     assert "Fatal Python error" in crashed["log_tail"]  # faulthandler's report, kept with the cell
     # The cells after it in the same container still ran.
-    assert cell(venv_and_docker, "fp16", "ort-1.32-docker")["status"] == "pass"
+    assert cell(venv_and_docker, "fp32", "ort-1.32-docker")["status"] == "pass"
+    assert venv_and_docker.loc["wrong/fp32/ort-1.32-docker", "status"] == "fail"
 
 
 def test_result_files_belong_to_the_invoking_user(venv_and_docker, cache_dir):
     key = cell(venv_and_docker, "fp32", "ort-1.32-docker")["content_key"]
-    result = cache_dir / "results" / key[:24] / "result.json"
+    result = cache_dir / "results" / "ort-1.32-docker" / key[:24] / "result.json"
     assert (result.stat().st_uid, result.stat().st_gid) == (os.getuid(), os.getgid())
 
 
 def test_no_container_is_left_after_a_run(venv_and_docker, docker_client):
     leftovers = docker_client.containers.list(all=True, filters={"label": f"trtmatrix.host-pid={os.getpid()}"})
     assert leftovers == []
+
+
+def docker_backend(cache):
+    from matrix.environments.docker import DockerBackend
+    from matrix.environments.staging import stage_worker
+
+    backend = DockerBackend(load_envdef(REPO / "images" / "ort-1.32-docker.toml"), cache, stage_worker(cache))
+    backend.prepare()
+    return backend
+
+
+@pytest.mark.skipif(bool(host_gpus()), reason="this host has a GPU: the container would start")
+def test_a_container_that_cannot_start_is_removed(docker_client, tmp_path):
+    """Without a GPU, asking for GPU 0 fails when the container starts, after it was created."""
+    from matrix.environments.backend import EnvironmentUnavailable
+
+    with pytest.raises(EnvironmentUnavailable, match="did not start"):
+        docker_backend(tmp_path / "cache").start(["probe", "onnxruntime"], tmp_path / "env.log", gpu=0)
+    assert docker_client.containers.list(all=True, filters={"label": f"trtmatrix.host-pid={os.getpid()}"}) == []
+
+
+# Run inside a worker container: which folders take a new file, and what the process may do.
+INSIDE = """
+import json, os, resource, sys
+wrote = {}
+for folder in sys.argv[1:]:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "probe"), "w") as fh:
+            fh.write("x")
+        wrote[folder] = "yes"
+    except OSError as exc:
+        wrote[folder] = exc.strerror
+status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
+shm = os.statvfs("/dev/shm")
+print(json.dumps({"wrote": wrote, "NoNewPrivs": status["NoNewPrivs"].strip(), "CapEff": status["CapEff"].strip(),
+                  "stack": resource.getrlimit(resource.RLIMIT_STACK)[0], "shm": shm.f_blocks * shm.f_frsize}))
+"""
+
+
+def test_a_container_gets_no_privileges_and_only_its_own_folders(docker_client, tmp_path):
+    """`docker inspect` of a real worker container started by the backend, and writes tried from
+    inside it while its (hanging) cell runs."""
+    from matrix.environments.backend import running
+    from matrix.environments.docker import PIDS_LIMIT
+    from matrix.store.cache import result_dir, timing_cache
+
+    cache = (tmp_path / "cache").resolve()
+    backend = docker_backend(cache)
+    envdef, worker_home = backend.envdef, backend.worker_home
+    own, timing = result_dir(cache, envdef.name, "a" * 64), timing_cache(cache, envdef.name, backend.fingerprint())
+    other = result_dir(cache, "ort-1.17-docker", "b" * 64)  # another environment's stored result
+    other.mkdir(parents=True)
+    inputs = cache / "artifacts" / "case" / "inputs.npz"
+    inputs.parent.mkdir(parents=True)
+    np.savez(inputs, x=np.zeros(1, np.float32))
+    job = cache / "jobs" / f"{envdef.name}.json"
+    job.parent.mkdir(parents=True, exist_ok=True)
+    job.write_text(json.dumps({"env": envdef.name, "cells": [{
+        "cell_id": "hang", "engine": "onnxruntime", "model": "", "inputs": str(inputs), "node_types": "",
+        "profile": {"inject": "hang"}, "out_dir": str(own), "timing_cache": str(timing), "timeout_s": 300}]}))
+
+    with running(lambda: backend.start(["run", str(job)], tmp_path / "env.log", None)) as worker:
+        container = worker.container
+        container.reload()
+        config, mounts = container.attrs["HostConfig"], container.attrs["Mounts"]
+        allowed = [own, timing.parent, "/tmp"]
+        elsewhere = [other, cache / "results", cache / "timing", cache / "artifacts", worker_home]
+        code, output = container.exec_run([envdef.python or "python3", "-c", INSIDE,
+                                           *map(str, allowed + elsewhere), "/", "/usr/lib"])
+    assert code == 0, output.decode()
+    inside = json.loads(output)
+
+    assert config["CapDrop"] == ["ALL"] and not config["CapAdd"] and not config["Privileged"]
+    assert config["SecurityOpt"] == ["no-new-privileges"]
+    assert config["PidsLimit"] == PIDS_LIMIT > 0
+    assert config["ReadonlyRootfs"] is True and list(config["Tmpfs"]) == ["/tmp"]
+    assert config["NetworkMode"] == "none"
+    assert config["ShmSize"] == 1 << 30
+    # NVIDIA's stack size for NGC images; unlimited locked memory only with a GPU (not here).
+    assert {u["Name"]: (u["Soft"], u["Hard"]) for u in config["Ulimits"]} == {"stack": (64 << 20, 64 << 20)}
+    writable = {m["Source"] for m in mounts if m["RW"]}
+    assert writable == {str(cache / "results" / envdef.name), str(cache / "timing" / envdef.name)}
+    assert {m["Source"] for m in mounts if not m["RW"]} == {str(worker_home), str(cache / "artifacts"),
+                                                           str(cache / "jobs")}
+
+    assert (inside["NoNewPrivs"], int(inside["CapEff"], 16)) == ("1", 0)
+    assert (inside["stack"], inside["shm"]) == (64 << 20, 1 << 30)
+    assert [inside["wrote"][str(folder)] for folder in allowed] == ["yes"] * 3
+    assert (own / "probe").is_file() and (timing.parent / "probe").is_file()
+    # Nothing written anywhere else reaches the host (a path under /tmp lands in the container's
+    # own tmpfs; elsewhere the write fails), and the image cannot be changed.
+    assert [folder for folder in elsewhere if (folder / "probe").exists()] == []
+    assert list(other.iterdir()) == []
+    for refused in (cache / "artifacts", worker_home, "/", "/usr/lib"):
+        assert inside["wrote"][str(refused)] == "Read-only file system"
 
 
 def test_an_absent_unpullable_image_skips_its_cells_and_the_rest_runs(docker_client, write_matrix, tmp_path,
@@ -109,13 +225,13 @@ def test_an_absent_unpullable_image_skips_its_cells_and_the_rest_runs(docker_cli
 
 def test_a_retagged_image_reruns_its_cells(docker_client, write_matrix, tmp_path, tiny_model):
     """What a re-pulled tag does: same definition, new image id → the stored result is not reused."""
-    from matrix.images import ensure_image
+    from matrix.environments.images import ensure_image
 
     images = tmp_path / "images"
     images.mkdir()
     tag = f"trtmatrix-test/retagged:{os.getpid()}"
     (images / "pulled.toml").write_text(
-        f'engine = "onnxruntime"\nversion = "any"\nbackend = "docker"\nimage = "{tag}"\n')
+        f'engine = "onnxruntime"\nversion = "1.0"\nbackend = "docker"\nimage = "{tag}"\n')
     old = ensure_image(docker_client, load_envdef(REPO / "images" / "ort-1.17-docker.toml"))
     new = ensure_image(docker_client, load_envdef(REPO / "images" / "ort-1.32-docker.toml"))
     model, inputs = tiny_model
@@ -189,7 +305,7 @@ def cli(*args):
 
 
 def test_images_build_skips_up_to_date_and_check_says_why_not(docker_client):
-    from matrix.images import ensure_image, local_tag
+    from matrix.environments.images import ensure_image, local_tag
 
     envdef = load_envdef(REPO / "images" / "ort-1.32-docker.toml")
     ensure_image(docker_client, envdef)

@@ -1,14 +1,16 @@
 """Prepared artifacts are real exports whose float64 references agree with the exported graph."""
 
+import os
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pandas as pd
-import pytest
 
-from conftest import SMALL, small_matrix
+from conftest import SMALL
 from matrix.plan import build_plan
 from matrix.prepare import INPUTS, MODEL, REFERENCE, model_for_profile, prepare
+from matrix.prepare.fingerprint import option_files, variant_key
 from matrix.run import MatrixRun
 from matrix.store import PARQUET
 
@@ -60,6 +62,40 @@ def test_fp16_variant_keeps_softmax_in_fp32(prepared):
     assert softmax_inputs and softmax_inputs <= casts_to_fp32
     plain = onnx.load(str(model_for_profile(directory, plan.config.profiles["fp16"], "onnxruntime")))
     assert {i.data_type for i in plain.graph.initializer if i.dims} == {onnx.TensorProto.FLOAT16}
+
+
+def test_fp16_copies_are_named_by_their_variant_key_and_other_engines_run_the_export(prepared):
+    """The key holds the host converter's version: another onnxruntime makes another copy."""
+    plan, done = prepared
+    directory = next(d for (case, _), d in done.items() if case == "layernorm_block")
+    fp16, fp32 = plan.config.profiles["fp16"], plan.config.profiles["fp32"]
+    key = variant_key(fp16, "onnxruntime")
+    assert model_for_profile(directory, fp16, "onnxruntime").name == f"model.fp16-{key[:16]}.onnx"
+    assert model_for_profile(directory, fp16, "tensorrt") == directory / MODEL
+    assert model_for_profile(directory, fp32, "onnxruntime") == directory / MODEL
+    assert variant_key(fp16, "tensorrt") is variant_key(fp32, "onnxruntime") is None
+
+
+def test_option_files_are_the_existing_paths_that_options_name(tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    (checkpoint / "onnx").mkdir(parents=True)
+    (checkpoint / ".git").mkdir()
+    weights, pack = checkpoint / "onnx" / "weights.bin", checkpoint / ".git" / "pack"
+    weights.write_bytes(b"1")
+    pack.write_bytes(b"1")
+    options = {"checkpoint": str(checkpoint), "config": {"files": [str(weights)], "sep": "/", "prefix": ""},
+               "dtype": "fp16", "missing": str(tmp_path / "nowhere")}
+    found = option_files(options)
+    assert set(found) == {str(checkpoint), str(weights)}  # words, "/", "" and missing paths name no file
+
+    pack.write_bytes(b"2")  # hidden files (.git, .cache) are not the checkpoint
+    os.utime(pack, ns=(1, 1))
+    assert option_files(options) == found
+    os.utime(weights, ns=(2, 2))  # touched, same content
+    assert option_files(options) == found
+    weights.write_bytes(b"2")
+    os.utime(weights, ns=(3, 3))
+    assert option_files(options)[str(checkpoint)] != found[str(checkpoint)]
 
 
 def test_onnx_file_case_reference_from_the_onnx_reference_evaluator(write_matrix, tiny_model):

@@ -12,7 +12,7 @@ import pytest
 from onnx import numpy_helper
 
 from conftest import PROFILES
-from matrix.gpus import host_gpus
+from matrix.environments.gpus import host_gpus
 from matrix.plan import build_plan
 from matrix.run import MatrixRun
 from matrix.store import JSONL, PARQUET, REPORT

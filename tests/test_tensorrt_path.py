@@ -5,29 +5,35 @@ The inspector-JSON tests use layer records written in the documented layout of
 IEngineInspector's JSON (that is pure parsing logic); nothing here stands in for a TensorRT run.
 """
 
+import importlib
 import json
 import shutil
 import subprocess
+import sys
 import textwrap
+import types
+from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pandas as pd
 import pytest
 
 from conftest import REPO
 from matrix.config import ConfigError, load_config
-from matrix.graph_checks import graph_warnings
-from matrix.gpus import gpu_missing_reason
-from matrix.known_issues import REGISTRY, apply_known_issues, load_registry
-from matrix.layers import node_types
+from matrix.prepare.graph_checks import graph_warnings
+from matrix.environments.gpus import gpu_missing_reason
+from matrix.sources.known_issues import REGISTRY, apply_known_issues, load_registry
+from matrix.prepare.layers import node_types
 from matrix.prepare import MODEL, case_meta
-from matrix.records import empty_record
-from matrix.staging import stage_worker
+from matrix.store.records import empty_record
+from matrix.environments.staging import stage_worker
 from matrix.store import to_frame
-from matrix.worker.layer_select import NoMatch, select_names
-from matrix.worker.trt_inspection import check_fp32_layers
-from matrix.worker.trt_settings import builder_settings
+from matrix.worker.layer_select import NoMatch, select_layers, select_names
+from matrix.worker.probe import describe
+from matrix.worker.trt_dtypes import fit_inputs
+from matrix.worker.trt_inspection import check_fp32_layers, onnx_origins
 
 PROFILES = load_config(REPO / "matrix.toml").profiles
 
@@ -40,27 +46,6 @@ def layers_of(prepared, case):
     _, done = prepared
     artifacts = next(path for (name, _), path in done.items() if name == case)
     return list(node_types(onnx.load(str(artifacts / MODEL))).items())
-
-
-# --- profile → builder settings ------------------------------------------------------------
-
-def test_fp32_profile_means_strict_fp32():
-    settings = builder_settings(profile("fp32"), [])
-    assert (settings["fp16"], settings["tf32"], settings["precision_constraints"]) == (False, False, None)
-    assert settings["layer_precisions"] == {} and "builder_optimization_level" not in settings
-
-
-def test_fp16_with_fp32_layers_obeys_constraints_on_exactly_those_layers():
-    names = ["/norms.0/LayerNormalization", "/final/LayerNormalization"]
-    settings = builder_settings(profile("fp16-layernorm-fp32"), names)
-    assert settings["fp16"] is True and settings["precision_constraints"] == "obey"
-    assert settings["layer_precisions"] == dict.fromkeys(names, "FLOAT")
-    assert settings["layer_output_types"] == dict.fromkeys(names, "FLOAT")
-    assert settings["profiling_verbosity"] == "DETAILED"
-
-
-def test_optimisations_off_is_the_lowest_builder_level():
-    assert builder_settings(profile("fp32-noopt"), [])["builder_optimization_level"] == 0
 
 
 # --- op type / glob → exact layer names on real exports of the seed cases --------------------
@@ -158,6 +143,150 @@ def test_a_requested_layer_missing_from_the_engine_is_absent():
     assert details[0]["verdict"] == "absent"
 
 
+def test_a_layer_the_engine_lists_only_by_its_onnx_node_is_found_through_it():
+    """The parser's second layer of a node (`<node>_1`) has no name of its own in a Myelin region."""
+    engine = [{"Name": "{ForeignNode[/attn/MatMul.../attn/MatMul_1]}", "LayerType": "Myelin",
+               "Metadata": "[ONNX Layer: /attn/MatMul]\x1f[ONNX Layer: /attn/Softmax | Local Function: Attention]"}]
+    _, details = check_fp32_layers(engine, ["/attn/Softmax_1"], {"/attn/Softmax_1": ["/attn/Softmax"]})
+    assert details[0]["verdict"] == "fused"
+    assert check_fp32_layers(engine, ["/attn/Softmax_1"])[1][0]["verdict"] == "absent"
+
+
+# --- keep_fp32 through the ONNX nodes TensorRT layers came from ---------------------------------
+
+def test_metadata_names_the_onnx_nodes_without_their_properties():
+    """onnx-tensorrt writes `[ONNX Layer: <node> | <property> | ...]`, several once fused."""
+    text = "[ONNX Layer: /attn/Softmax | Local Function: Attention]\x1e[ONNX Layer: /norm/LayerNormalization]"
+    assert onnx_origins(text) == ["/attn/Softmax", "/norm/LayerNormalization"]
+    assert onnx_origins("") == onnx_origins(None) == []
+
+
+def trt10_layers(nodes):
+    """Layers as TensorRT 10's parser makes them for ONNX nodes: the first named after the node, the
+    next `<node>_1`, a helper `ONNXTRT_...`; every one's metadata names its node."""
+    layers = []
+    for index, node in enumerate(nodes):
+        meta = "[ONNX Layer: {}]".format(node)
+        layers += [(node, meta, ["FLOAT"]), (node + "_1", meta, ["FLOAT"]),
+                   ("ONNXTRT_ShapeShuffle_{}".format(index), meta, ["INT64"])]
+    return layers
+
+
+def test_op_types_select_every_floating_layer_of_their_nodes_on_a_real_export(prepared):
+    node_types = dict(layers_of(prepared, "layernorm_block"))
+    norms = [name for name, op in node_types.items() if op == "LayerNormalization"]
+    layers = trt10_layers(node_types)
+    selected = select_layers(layers, node_types, ["LayerNormalization"])
+    assert selected == [name for node in norms for name in (node, node + "_1")]
+    # Matching layer names against ONNX node names (the old rule) misses every `<node>_1` layer.
+    assert select_names([(name, node_types.get(name)) for name, _, _ in layers], ["LayerNormalization"]) == norms
+
+
+def test_a_layer_named_unlike_any_node_is_selected_through_its_metadata():
+    layers = [("ONNXTRT_Broadcast_7", "[ONNX Layer: /attn/Softmax | Local Function: Attention]", ["HALF"]),
+              ("/other/Add", "[ONNX Layer: /other/Add]", ["HALF"])]
+    node_types = {"/attn/Softmax": "Softmax", "/other/Add": "Add"}
+    assert select_layers(layers, node_types, ["Softmax"]) == ["ONNXTRT_Broadcast_7"]
+    assert select_layers(layers, node_types, ["/attn/*"]) == ["ONNXTRT_Broadcast_7"]
+    assert select_layers(layers, node_types, ["ONNXTRT_*"]) == ["ONNXTRT_Broadcast_7"]  # its own name too
+
+
+def test_before_tensorrt_10_a_layer_is_the_node_of_its_own_name():
+    layers = [("/attn/Softmax", "", ["FLOAT"]), ("(Unnamed Layer* 7) [Shuffle]", "", ["FLOAT"])]
+    node_types = {"/attn/Softmax": "Softmax"}
+    assert select_layers(layers, node_types, ["Softmax"]) == ["/attn/Softmax"]
+    assert select_layers(layers, node_types, ["*Shuffle*"]) == ["(Unnamed Layer* 7) [Shuffle]"]
+
+
+def test_a_pattern_that_selects_nothing_is_reported_by_name():
+    layers = trt10_layers(["/attn/Softmax"])
+    with pytest.raises(NoMatch, match="'LayerNormalization_\\*'"):
+        select_layers(layers, {"/attn/Softmax": "Softmax"}, ["Softmax", "LayerNormalization_*"])
+    with pytest.raises(NoMatch, match="'ONNXTRT_\\*'"):  # only an INT64 shape layer: nothing to hold in FP32
+        select_layers(layers, {"/attn/Softmax": "Softmax"}, ["ONNXTRT_*"])
+
+
+# --- the TensorRT glue, against a stand-in `tensorrt` module (no TensorRT here) -----------------
+
+class DataType:
+    def __init__(self, name):
+        self.name = name
+
+
+class Output:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+class Layer:
+    """What _apply_layer_settings touches of a network layer: name, precision, outputs."""
+
+    def __init__(self, name, *dtypes):
+        self.name, self.outputs, self.precision, self.output_types = name, [Output(d) for d in dtypes], None, {}
+        self.num_outputs = len(dtypes)
+
+    def get_output(self, index):
+        return self.outputs[index]
+
+    def set_output_type(self, index, dtype):
+        self.output_types[index] = dtype
+
+
+@pytest.fixture
+def trt_engine(monkeypatch):
+    """The real tensorrt_engine module, imported against a stand-in `tensorrt` (Polygraphy is real)."""
+    trt = types.ModuleType("tensorrt")
+    trt.__version__ = "10.8.0.43"
+    trt.float32, trt.float16, trt.int32, trt.int64 = (DataType(n) for n in ("FLOAT", "HALF", "INT32", "INT64"))
+    monkeypatch.setitem(sys.modules, "tensorrt", trt)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the module appends the staged Polygraphy
+    engine = importlib.import_module("matrix.worker.engines.tensorrt_engine")
+    yield engine, trt
+    sys.modules.pop(engine.__name__)
+
+
+def test_only_floating_outputs_of_a_kept_layer_are_forced_to_fp32(trt_engine):
+    engine, trt = trt_engine
+    topk, softmax = Layer("/topk/TopK", trt.float16, trt.int32), Layer("/attn/Softmax", trt.float16)
+    engine._apply_layer_settings([topk, softmax, Layer("/other", trt.float16)],
+                                 {"layer_precisions": {"/topk/TopK": "FLOAT", "/attn/Softmax": "FLOAT"}})
+    assert topk.precision is softmax.precision is trt.float32
+    assert topk.output_types == {0: trt.float32}  # the INT32 indices keep their type
+    assert softmax.output_types == {0: trt.float32}
+
+
+def test_the_worker_reports_the_polygraphy_it_runs_with(trt_engine):
+    info = describe("tensorrt")
+    assert info["engine_version"] == "10.8.0.43"
+    assert info["polygraphy_version"] == version("polygraphy")
+
+
+# --- int64 inputs against INT32 bindings (TensorRT before 10) ------------------------------------
+
+def test_int64_inputs_are_cast_for_int32_bindings_and_pass_polygraphys_own_check():
+    from polygraphy.backend.base.util import check_inputs
+    from polygraphy.common import TensorMetadata
+    from polygraphy.datatype import DataType as PolygraphyType
+    from polygraphy.exception import PolygraphyException
+
+    ids = np.array([[0, 9, 250001, 2]], dtype=np.int64)  # BGE's input_ids: vocabulary of 250002
+    binding = TensorMetadata().add("input_ids", PolygraphyType.INT32, (1, 4))
+    with pytest.raises(PolygraphyException, match="unexpected dtype"):
+        check_inputs({"input_ids": ids}, binding)  # what TrtRunner.infer does with the raw array
+    fed, casts = fit_inputs({"input_ids": ids}, {"input_ids": "INT32"})
+    check_inputs(fed, binding)
+    assert fed["input_ids"].dtype == np.int32 and (fed["input_ids"] == ids).all()
+    assert casts == ["input_ids: int64 -> int32 (the engine's binding is INT32; values fit)"]
+
+
+def test_int64_inputs_stay_for_int64_bindings_and_values_outside_int32_are_an_error():
+    ids = np.array([[1, 2 ** 40]], dtype=np.int64)
+    fed, casts = fit_inputs({"input_ids": ids, "x": np.ones(2, np.float32)}, {"input_ids": "INT64", "x": "FLOAT"})
+    assert fed["input_ids"] is ids and casts == []  # TensorRT 10 binds INT64 as it is
+    with pytest.raises(ValueError, match=r"'input_ids' is int64 with values in \[1, 1099511627776\], outside int32"):
+        fit_inputs({"input_ids": ids}, {"input_ids": "INT32"})
+
+
 # --- the known-issue registry ------------------------------------------------------------------
 
 def records(**overrides):
@@ -175,11 +304,13 @@ def registry():
 
 
 def test_registry_names_real_cases_and_profiles(registry):
-    config = load_config(REPO / "matrix.toml")
-    assert {issue.id.split("-")[1] for issue in registry} == {"000", "001", "002", "003", "004"}
+    """Every entry's case runs, with all its profiles, in the default matrix or one of matrices/."""
+    configs = [load_config(path) for path in [REPO / "matrix.toml", *sorted((REPO / "matrices").glob("*.toml"))]]
+    seeds = {issue.id.split("-")[1] for issue in registry if issue.id.startswith("seed-")}
+    assert seeds == {"000", "001", "002", "003", "004"}  # one entry per seed problem of ../shared/seeds
     for issue in registry:
-        assert issue.case in config.cases, issue.id
-        assert set(issue.profiles) <= set(config.cases[issue.case].profiles), issue.id
+        assert any(issue.case in config.cases and set(issue.profiles) <= set(config.cases[issue.case].profiles)
+                   for config in configs), issue.id
 
 
 def test_known_issue_turns_expected_failures_into_xfail_and_fixed_ones_into_xpass(registry):
@@ -229,16 +360,21 @@ def test_pure_tensorrt_modules_run_on_python_38(tmp_path):
     home = stage_worker(tmp_path)
     script = textwrap.dedent("""
         import json
-        from trtmatrix_worker.layer_select import select_names
+        from trtmatrix_worker.layer_select import select_layers, select_names
         from trtmatrix_worker.trt_settings import builder_settings
         from trtmatrix_worker.trt_inspection import check_fp32_layers
+        from trtmatrix_worker.trt_dtypes import fit_inputs
         names = select_names([("/a/Softmax", "Softmax"), ("/b/MatMul", "MatMul")], ["Softmax"])
+        layers = select_layers([("L7", "[ONNX Layer: /a/Softmax]", ["HALF", "INT32"])], {"/a/Softmax": "Softmax"},
+                               ["Softmax"])
         settings = builder_settings({"precision": "fp16", "optimization": "on"}, names)
-        print(json.dumps([names, settings["precision_constraints"], check_fp32_layers([], names)[0]]))
+        print(json.dumps([names, layers, settings["precision_constraints"], check_fp32_layers([], names)[0],
+                          fit_inputs({}, {})]))
         """)
     out = subprocess.run([PY38, "-c", script], env={"PYTHONPATH": str(home)}, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == [["/a/Softmax"], "obey", "ok: 0/1 requested FP32 layers ran in FP32"]
+    assert json.loads(out.stdout) == [["/a/Softmax"], ["L7"], "obey", "ok: 0/1 requested FP32 layers ran in FP32",
+                                      [{}, []]]
 
 
 # --- real TensorRT: only on a GPU host ------------------------------------------------------------
@@ -260,13 +396,22 @@ def test_tensorrt_environment_runs_the_seed_cases(write_matrix):
         profiles = ["fp32", "fp16-layernorm-fp32"]
         """, environments=("trt-10.8",), timeout_s=1800)
     frame = read_run(MatrixRun(build_plan(config)).execute()).set_index("profile")
-    assert frame.loc["fp32", "engine_version"].startswith("10.8")
-    assert frame.loc["fp32", "status"] == "pass"
-    assert frame.loc["fp16-layernorm-fp32", "precision_check"]  # the engine inspector said something
+    fp32, fp16 = frame.loc["fp32"], frame.loc["fp16-layernorm-fp32"]
+    assert fp32["engine_version"].startswith("10.8") and fp32["gpu"]
+    # Strict FP32 (no TF32) against the float64 reference: the matrix file's FP32 tolerance holds.
+    assert fp32["status"] == "pass" and fp32["max_abs"] <= 1e-4 and fp32["nan_count"] == 0
+    # FP16 is measurably coarser than FP32, and still finite.
+    assert fp32["max_abs"] < fp16["max_abs"] < 1.0 and fp16["nan_count"] == 0
+    # The inspector reported on the layers of every LayerNormalization node (4 blocks + final): the
+    # first layer of a node bears its name; from TensorRT 10 its further layers are held in FP32 too.
+    details = json.loads(fp16["layer_precisions"])
+    assert fp16["precision_check"].split(":")[0] in ("ok", "NOT HONOURED", "UNVERIFIED")
+    nodes = {f"/norms.{i}/LayerNormalization" for i in range(4)} | {"/final/LayerNormalization"}
+    assert nodes <= {d["layer"] for d in details}
 
 
 def test_the_report_marks_cells_whose_fp32_layers_did_not_run_in_fp32():
-    from matrix.report import key_number
+    from matrix.report.html import key_number
 
     row = {"max_abs": 0.25, "status": "fail"}
     assert key_number(pd.Series({**row, "precision_check": "NOT HONOURED: 5/5 requested FP32 layers ..."})) == "2.5e-01 ⚠"

@@ -14,6 +14,7 @@ import traceback
 import numpy as np
 
 from .engines import Unsupported, load_engine
+from .files import OUTPUTS, REPEATS, RESULT
 from .probe import describe
 
 
@@ -40,19 +41,46 @@ def inject_fault(kind):
         raise RuntimeError("injected failure <script>alert('x')</script> & more")
 
 
+def _identical(a, b):
+    """Bit for bit: any difference between repeats of one engine on one input is news."""
+    return a.keys() == b.keys() and all(
+        a[n].shape == b[n].shape and a[n].dtype == b[n].dtype and a[n].tobytes() == b[n].tobytes() for n in a)
+
+
+def save_runs(out_dir, runs):
+    """outputs.npz: the first run (warm-up included). repeats.npz: each later run whose outputs
+    differ from every run kept so far, as "<run index>/<output name>", so the host can judge the
+    worst run and measure run-to-run drift. Nothing more is written when all runs agree."""
+    np.savez(os.path.join(out_dir, OUTPUTS), **runs[0])
+    kept, repeats = [runs[0]], {}
+    for index, outputs in enumerate(runs[1:], start=1):
+        if not any(_identical(outputs, seen) for seen in kept):
+            kept.append(outputs)
+            repeats.update({"{}/{}".format(index, name): value for name, value in outputs.items()})
+    if repeats:
+        np.savez(os.path.join(out_dir, REPEATS), **repeats)
+
+
 def execute(spec):
     engine = load_engine(spec["engine"])
     profile = spec["profile"]
     with np.load(spec["inputs"]) as data:
         inputs = {name: data[name] for name in data.files}
     inject_fault(profile.get("inject"))
-    result = engine.run(spec, inputs, log)
-    outputs = result["outputs"]
+    runs, build_s, infer_ms, info = [], [], [], {}
+    for build in range(profile.get("builds", 1)):  # builds > 1: tactic choices may differ per build
+        result = engine.run(dict(spec, build_index=build), inputs, log)
+        runs.extend(result["runs"])
+        build_s.append(result["build_s"])
+        infer_ms.append(result["infer_ms"])
+        info = result["info"]
     if profile.get("inject") == "nan":
-        outputs = {name: np.full_like(value, np.nan) for name, value in outputs.items()}
-    np.savez(os.path.join(spec["out_dir"], "outputs.npz"), **outputs)
-    return {"status": "ok", "build_s": result["build_s"], "infer_ms": result["infer_ms"],
-            "info": result["info"]}
+        runs = [{name: np.full_like(value, np.nan) for name, value in outputs.items()} for outputs in runs]
+    elif profile.get("inject") == "drift":  # right on the first inference, off by one on every later one
+        runs = runs[:1] + [{name: value + 1 for name, value in outputs.items()} for outputs in runs[1:]]
+    save_runs(spec["out_dir"], runs)
+    return {"status": "ok", "build_s": max(build_s), "infer_ms": float(np.median(infer_ms)),
+            "runs": len(runs), "runs_per_build": len(runs) // len(build_s), "info": info}
 
 
 def run_cell(spec_path):
@@ -67,7 +95,7 @@ def run_cell(spec_path):
     except Exception as exc:
         traceback.print_exc()
         record.update(status="error", error="{}: {}".format(type(exc).__name__, exc))
-    write_json(os.path.join(spec["out_dir"], "result.json"), record)
+    write_json(os.path.join(spec["out_dir"], RESULT), record)
     log("cell finished: {}".format(record["status"]))
     return 0
 

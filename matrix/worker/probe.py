@@ -12,6 +12,8 @@ def describe(engine_name):
     engine = load_engine(engine_name)
     info = {"engine": engine_name, "engine_version": engine.version(),
             "python_version": platform.python_version()}
+    if engine_name == "tensorrt":  # the layer between trtmatrix and TensorRT: the image's own or the staged one
+        info["polygraphy_version"] = engine.polygraphy_version()
     info.update(engine.device())
     info.update(nvidia_facts())
     return info

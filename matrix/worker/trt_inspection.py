@@ -4,14 +4,23 @@ Reads the engine inspector's per-layer JSON (ProfilingVerbosity.DETAILED). A req
 found as an engine layer of the same name, as part of a fused name ("A + B"), in a Myelin region
 ("{ForeignNode[A...B]}", whose name lists only its first and last layer), or in the "Metadata"
 field where TensorRT 10 lists the ONNX layers an engine layer came from.
+
+TensorRT 10's ONNX parser writes that metadata on every network layer it makes for a node, as
+`[ONNX Layer: <node name> | <property> | ...]` (several, separated by \x1e or \x1f, once fused):
+onnx_origins reads it, for the engine layers here and for the network layers in layer_select.
 """
 
 import re
 
 FUSED_SPLIT = re.compile(r" \+ |\.\.\.|^\{ForeignNode\[|\]\}$")
-ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
+ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^|\]]+)")
 DTYPES = (("BFLOAT16", "bf16"), ("FP32", "fp32"), ("FLOAT", "fp32"), ("FP16", "fp16"), ("HALF", "fp16"),
           ("FP8", "fp8"), ("INT8", "int8"), ("INT32", "int32"), ("INT64", "int64"), ("BOOL", "bool"))
+
+
+def onnx_origins(metadata):
+    """The ONNX node names a layer's metadata names (none before TensorRT 10)."""
+    return [name.strip() for name in ONNX_LAYER.findall(metadata or "")]
 
 
 def output_dtype(layer):
@@ -33,16 +42,22 @@ def is_fused_region(layer):
 def _members(layer):
     name = str(layer.get("Name", ""))
     members = {part for part in FUSED_SPLIT.split(name) if part}
-    members.update(ONNX_LAYER.findall(str(layer.get("Metadata", ""))))
+    members.update(onnx_origins(str(layer.get("Metadata", ""))))
     return members
 
 
-def check_fp32_layers(engine_layers, requested):
-    """Per requested layer: where it went and in what precision. Returns (summary, details)."""
+def _home(engine_layers, name):
+    return next((l for l in engine_layers if l.get("Name") == name), None) or \
+        next((l for l in engine_layers if name in _members(l)), None)
+
+
+def check_fp32_layers(engine_layers, requested, origins=None):
+    """Per requested layer: where it went and in what precision. `origins`: {layer: the ONNX nodes
+    it came from}, for a layer the engine lists only by its node. Returns (summary, details)."""
     details = []
     for name in requested:
-        home = next((l for l in engine_layers if l.get("Name") == name), None) or \
-            next((l for l in engine_layers if name in _members(l)), None)
+        names = [name, *(origins or {}).get(name, ())]
+        home = next(filter(None, (_home(engine_layers, n) for n in names)), None)
         if home is None:
             details.append({"layer": name, "engine_layer": None, "fused": None, "precision": None,
                             "verdict": "absent"})  # folded away (constant, no-op) or renamed

@@ -1,13 +1,16 @@
 """TensorRT through Polygraphy: ONNX → network → builder config → engine → inference.
 
 NOT YET RUN ON REAL TENSORRT: trtmatrix's development machines have no GPU and cannot install
-TensorRT. The pure parts (profile → settings, pattern → layer names, inspector JSON → verdicts)
+TensorRT. The pure parts (profile → settings, pattern → layer names through the ONNX nodes they
+came from, which outputs may be FP32, int64 inputs for INT32 bindings, inspector JSON → verdicts)
 are tested on the host; this file is the thin glue to the real API, kept small on purpose.
 
 Polygraphy absorbs the API differences between TensorRT 8.6, 9.x and 10.x (explicit-batch flag,
 build_serialized_network, bindings vs named I/O tensors, execute_async_v2 vs v3). What this file
 touches directly exists unchanged in all of them: layer.precision, layer.set_output_type,
-IEngineInspector (8.2+) with LayerInformationFormat.JSON, ProfilingVerbosity.DETAILED.
+IEngineInspector (8.2+) with LayerInformationFormat.JSON, ProfilingVerbosity.DETAILED,
+ITensor.dtype, the named I/O tensors of ICudaEngine (8.5+); ILayer.metadata only from 10 (read
+with a default before).
 """
 
 import json
@@ -17,13 +20,15 @@ import time
 
 import numpy as np
 
-from ..layer_select import select_names
+from ..layer_select import layer_origins, select_layers
+from ..trt_dtypes import fit_inputs, floating_outputs
 from ..trt_inspection import check_fp32_layers
 from ..trt_settings import builder_settings
 
 # Polygraphy staged beside the worker; used only when the image has none of its own.
 sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "_fallback"))
 
+import polygraphy  # noqa: E402
 import tensorrt as trt  # noqa: E402
 from polygraphy.backend.trt import (  # noqa: E402
     CreateConfig, Profile, TrtRunner, engine_from_network, network_from_onnx_path)
@@ -34,6 +39,10 @@ REPEATS = 5
 
 def version():
     return trt.__version__
+
+
+def polygraphy_version():
+    return polygraphy.__version__
 
 
 def device():
@@ -48,11 +57,15 @@ def _node_types(spec):
         return json.load(fh)
 
 
+def _output_dtypes(layer):
+    return [layer.get_output(index).dtype.name for index in range(layer.num_outputs)]
+
+
 def _apply_layer_settings(network, settings):
     for layer in network:
         if layer.name in settings["layer_precisions"]:
             layer.precision = trt.float32
-            for index in range(layer.num_outputs):
+            for index in floating_outputs(_output_dtypes(layer)):
                 layer.set_output_type(index, trt.float32)
 
 
@@ -69,6 +82,11 @@ def _config(settings, inputs, timing_cache):
                         load_timing_cache=timing_cache, profiles=[profile], **extra)
 
 
+def _binding_dtypes(engine):
+    names = [engine.get_tensor_name(index) for index in range(engine.num_io_tensors)]
+    return {name: engine.get_tensor_dtype(name).name for name in names}
+
+
 def _engine_layers(engine):
     inspector = engine.create_engine_inspector()
     info = json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
@@ -79,14 +97,16 @@ def run(spec, inputs, log):
     profile = spec["profile"]
     start = time.perf_counter()
     builder, network, parser = network_from_onnx_path(spec["model"])
-    node_types = _node_types(spec)
-    layers = [(layer.name, node_types.get(layer.name)) for layer in network]
-    fp32_layers = select_names(layers, profile["keep_fp32"]) if profile["keep_fp32"] else []
+    layers = [(layer.name, getattr(layer, "metadata", ""), _output_dtypes(layer)) for layer in network]
+    fp32_layers = select_layers(layers, _node_types(spec), profile["keep_fp32"]) if profile["keep_fp32"] else []
+    origins = {name: layer_origins(name, metadata) for name, metadata, _ in layers if name in fp32_layers}
     log("{} layers in the parsed network; keep FP32 resolved to {} exact layer names: {}".format(
-        len(layers), len(fp32_layers), fp32_layers))
+        len(layers), len(fp32_layers), origins))
     settings = builder_settings(profile, fp32_layers)
     _apply_layer_settings(network, settings)
-    timing_cache = spec.get("timing_cache")
+    # A second build (profile `builds = 2`) searches tactics afresh: with the timing cache it would
+    # replay the first build's choices and hide tactic non-determinism.
+    timing_cache = spec.get("timing_cache") if not spec.get("build_index") else None
     config = _config(settings, inputs, timing_cache)
     engine = engine_from_network((builder, network, parser), config=config, save_timing_cache=timing_cache)
     build_s = time.perf_counter() - start
@@ -95,21 +115,25 @@ def run(spec, inputs, log):
     engine_layers = _engine_layers(engine)
     with open(os.path.join(spec["out_dir"], "engine_layers.json"), "w") as fh:
         json.dump(engine_layers, fh, indent=1)
-    summary, details = check_fp32_layers(engine_layers, fp32_layers)
+    summary, details = check_fp32_layers(engine_layers, fp32_layers, origins)
     if summary:
         log("precision check: " + summary)
 
+    feeds, casts = fit_inputs(inputs, _binding_dtypes(engine))
+    for cast in casts:
+        log("input " + cast)
+    runs, times = [], []
     with TrtRunner(engine) as runner:
-        for _ in range(WARMUP):
-            runner.infer(feed_dict=inputs)
-        times = []
-        for _ in range(REPEATS):
-            outputs = runner.infer(feed_dict=inputs, copy_outputs_to_host=True)
-            times.append(runner.last_inference_time() * 1000)
+        for index in range(WARMUP + REPEATS):
+            outputs = runner.infer(feed_dict=feeds, copy_outputs_to_host=True)
+            if index >= WARMUP:
+                times.append(runner.last_inference_time() * 1000)
+            runs.append({name: np.array(value) for name, value in outputs.items()})
     return {
-        "outputs": {name: np.array(value) for name, value in outputs.items()},
+        "runs": runs,
         "build_s": build_s,
         "infer_ms": float(np.median(times)),
         "info": {"precision_check": summary, "layer_precisions": details, "fp32_layers": fp32_layers,
-                 "engine_layer_count": len(engine_layers), "settings": settings},
+                 "fp32_origins": origins, "input_casts": casts, "engine_layer_count": len(engine_layers),
+                 "settings": settings},
     }

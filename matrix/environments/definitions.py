@@ -1,0 +1,115 @@
+"""Environment definitions: one TOML file per environment under images/.
+
+A definition says which engine and version an environment is meant to provide and how to get
+it (pinned pip requirements for a virtualenv, or a container image / Dockerfile). The version
+written here is only what we asked for: cells record the version the worker reports inside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
+
+from ..config import ConfigError, Items, Name, Strict, read_toml, validate
+
+# Docker's reference grammar (registry[:port]/path:tag@digest), so no definition can smuggle
+# anything else into an API call or a log line.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = (rf"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+                   r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?$")
+ImageReference = Annotated[str, StringConstraints(pattern=IMAGE_REFERENCE, max_length=255)]
+# A file beside the definitions in images/, never a path elsewhere.
+FileName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+BuildArgName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+
+
+def _requirement(text: str) -> str:
+    """uv takes each requirement as an argument: one starting with `-` (`--index-url=...`) would be
+    an option, so only a PEP 508 requirement is taken."""
+    if text.startswith("-"):
+        raise ValueError(f"{text!r} is not a requirement but an option")
+    try:
+        Requirement(text)
+    except InvalidRequirement as exc:
+        raise ValueError(f"{text!r} is not a requirement (PEP 508): {str(exc).splitlines()[0]}") from None
+    return text
+
+
+def _not_an_option(text: str) -> str:
+    if text.startswith("-"):
+        raise ValueError(f"{text!r} is an option, not an interpreter")
+    return text
+
+
+class EnvDef(Strict):
+    name: Name
+    engine: Literal["onnxruntime", "tensorrt"]
+    version: str = Field(min_length=1)
+    backend: Literal["venv", "docker"]
+    gpu: bool = False
+    # venv backend
+    requirements: Items[Annotated[str, AfterValidator(_requirement)]] = ()
+    python: Annotated[str, AfterValidator(_not_an_option)] | None = None
+    # docker backend
+    image: ImageReference | None = None
+    dockerfile: FileName | None = None
+    build_args: dict[BuildArgName, str] = {}
+    # Where the engine/version/image mapping comes from (release notes, index page).
+    source: str = ""
+    description: str = ""
+    path: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("version")
+    @classmethod
+    def _pep440(cls, value: str) -> str:
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise ValueError(f"{value!r} is not a PEP 440 version") from None
+        return value
+
+    @model_validator(mode="after")
+    def _backend_fields(self) -> EnvDef:
+        if self.backend == "venv" and not self.requirements:
+            raise ValueError("a venv environment needs 'requirements' (pinned pip specifiers)")
+        if self.backend == "docker" and not (self.image or self.dockerfile):
+            raise ValueError("a docker environment needs 'image' or 'dockerfile'")
+        if self.image and self.dockerfile:
+            raise ValueError("give 'image' or 'dockerfile', not both")
+        if self.dockerfile and self.path and not (self.path.parent / self.dockerfile).is_file():
+            raise ValueError(f"dockerfile {self.dockerfile!r} not found beside {self.path.name}")
+        return self
+
+    def definition_hash(self) -> str:
+        """Changes whenever the definition does; part of every cell's content key."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def load_envdef(path: Path) -> EnvDef:
+    data = read_toml(path)
+    data.setdefault("name", path.stem)
+    if data["name"] != path.stem:
+        raise ConfigError(path, "name", f"must match the file name {path.stem!r}")
+    return validate(EnvDef, {**data, "path": path}, path)
+
+
+def load_envdefs(images_dir: Path, names: tuple[str, ...], config_path: Path) -> list[EnvDef]:
+    envs = []
+    for i, name in enumerate(names):
+        path = images_dir / f"{name}.toml"
+        if not path.is_file():
+            raise ConfigError(config_path, f"run.environments.{i}",
+                              f"no environment definition {path} for {name!r}")
+        envs.append(load_envdef(path))
+    return envs
+
+
+def available_envdefs(images_dir: Path) -> list[EnvDef]:
+    return [load_envdef(p) for p in sorted(images_dir.glob("*.toml"))]

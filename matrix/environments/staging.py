@@ -1,0 +1,50 @@
+"""Put the worker where an environment can import it without installing anything.
+
+The worker package is copied to `<cache>/worker/<hash>/trtmatrix_worker/`; an environment gets
+that folder on PYTHONPATH (venv) or mounted read-only (container). The hash is part of every
+cell's content key, so changing the worker re-runs cells. Polygraphy (pure Python) is staged in
+`_fallback/` beside it: the TensorRT engine appends that to sys.path, so an image's own
+Polygraphy wins and images without one still work.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import shutil
+from functools import cache
+from pathlib import Path
+
+WORKER_SOURCE = Path(__file__).parents[1] / "worker"
+PACKAGE_NAME = "trtmatrix_worker"
+FALLBACK = "_fallback"
+FALLBACK_PACKAGES = ("polygraphy",)
+
+
+def _worker_files() -> list[Path]:
+    return [p for p in WORKER_SOURCE.rglob("*.py") if "__pycache__" not in p.parts]
+
+
+@cache
+def worker_hash() -> str:
+    from ..store.hashing import hash_files, hash_json
+
+    versions = [f"{name}=={importlib.metadata.version(name)}" for name in FALLBACK_PACKAGES]
+    return hash_json([hash_files(_worker_files(), root=WORKER_SOURCE), versions])
+
+
+def stage_worker(cache_dir: Path) -> Path:
+    """Return the folder to put on PYTHONPATH; `python -m trtmatrix_worker` then works there."""
+    home = cache_dir / "worker" / worker_hash()[:16]
+    if not (home / PACKAGE_NAME).is_dir():
+        tmp = home.with_name(home.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        for path in _worker_files():
+            target = tmp / PACKAGE_NAME / path.relative_to(WORKER_SOURCE)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        for name in FALLBACK_PACKAGES:
+            source = Path(importlib.util.find_spec(name).submodule_search_locations[0])
+            shutil.copytree(source, tmp / FALLBACK / name, ignore=shutil.ignore_patterns("__pycache__"))
+        tmp.rename(home)
+    return home

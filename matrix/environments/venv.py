@@ -1,0 +1,98 @@
+"""The `venv` backend: uv creates one virtualenv per resolved environment definition and reuses it.
+
+The folder is named by the definition and its resolution (resolve.py): a dependency that moves
+gets a new venv, installed exactly from the lock, and the resolution is the fingerprint.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+from uv import find_uv_bin
+
+from ..store.hashing import hash_json
+from .definitions import EnvDef
+from ..worker.files import WATCH_STDIN
+from .backend import EnvironmentUnavailable
+from .gpus import with_host_gpus
+from .resolve import resolve_env
+
+DONE_MARK = ".trtmatrix-complete"
+LOCK = "requirements.lock"
+STOP_GRACE_S = 5
+
+
+def venv_fingerprint(envdef: EnvDef) -> str:
+    """What the venv holds beyond its definition (interpreter build, every resolved version), plus
+    the host's GPUs for a GPU environment. Raises EnvironmentUnavailable when it cannot be resolved."""
+    return with_host_gpus(envdef, resolve_env(envdef).key)
+
+
+class VenvBackend:
+    def __init__(self, envdef: EnvDef, cache_dir: Path, worker_home: Path):
+        self.envdef = envdef
+        self.worker_home = worker_home
+        self.resolution = resolve_env(envdef)
+        folder = hash_json([envdef.definition_hash(), self.resolution.key])[:12]
+        self.path = cache_dir / "venvs" / f"{envdef.name}-{folder}"
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    def _uv(self, *args: str) -> None:
+        try:
+            subprocess.run([find_uv_bin(), *args], check=True, capture_output=True, text=True)
+        except subprocess.CalledProcessError as exc:
+            tail = "\n".join((exc.stderr or exc.stdout or "").strip().splitlines()[-6:])
+            raise EnvironmentUnavailable(f"uv {args[0]} {args[1]} failed for {self.envdef.name}: {tail}") from None
+
+    def prepare(self) -> None:
+        if (self.path / DONE_MARK).is_file():
+            return
+        self._uv("venv", "--quiet", "--clear", "--python", self.resolution.interpreter, str(self.path))
+        (self.path / LOCK).write_text(self.resolution.lock)
+        offline = ["--offline"] if self.resolution.offline else []
+        self._uv("pip", "sync", "--quiet", *offline, "--python", str(self.python), str(self.path / LOCK))
+        (self.path / DONE_MARK).write_text(self.resolution.python + "\n")
+
+    def fingerprint(self) -> str:
+        return venv_fingerprint(self.envdef)
+
+    def facts(self) -> dict:
+        return {"image": None, "image_digest": None}
+
+    def start(self, args: list[str], log_path: Path, gpu: int | None) -> ProcessWorker:
+        env = {**os.environ, "PYTHONPATH": str(self.worker_home), "PYTHONNOUSERSITE": "1", WATCH_STDIN: "1"}
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        with log_path.open("w") as log:
+            # stdin: a pipe nobody writes to; it closes when this process dies, however it dies,
+            # and the supervisor then stops its cell and exits.
+            process = subprocess.Popen([str(self.python), "-m", "trtmatrix_worker", *args], env=env,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+        return ProcessWorker(process)
+
+
+class ProcessWorker:
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+
+    def lines(self) -> Iterator[str]:
+        yield from self.process.stdout
+
+    def wait(self) -> int:
+        return self.process.wait()
+
+    def stop(self) -> None:
+        """SIGTERM first: the supervisor then kills its cell's process group itself."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()

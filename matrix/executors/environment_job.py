@@ -1,0 +1,72 @@
+"""One environment's cells through its worker, and their raw results: what every executor runs.
+
+The host only starts the worker's supervisor and reads its event lines; each cell's result.json
+(written by the worker, whatever happened to the cell) is the source of truth.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..config import Profile
+from ..environments.backend import Backend, EnvironmentUnavailable, running
+from ..environments.definitions import EnvDef
+from ..plan import Cell
+from ..store.cache import env_log, jobs_folder
+from ..store.records import log_tail
+from ..worker.files import RESULT
+
+
+@dataclass(frozen=True)
+class CellJob:
+    cell: Cell
+    model: Path
+    inputs: Path
+    profile: Profile
+    result_dir: Path
+    node_types: Path  # {ONNX node name: op type}, so the worker can select layers by op type
+    timing_cache: Path  # one per environment (TensorRT)
+
+    def spec(self, engine: str, timeout_s: float) -> dict:
+        return {
+            "cell_id": self.cell.cell_id,
+            "engine": engine,
+            "model": str(self.model),
+            "inputs": str(self.inputs),
+            "profile": self.profile.model_dump(mode="json"),
+            "out_dir": str(self.result_dir),
+            "node_types": str(self.node_types),
+            "timing_cache": str(self.timing_cache),
+            "timeout_s": timeout_s,
+        }
+
+
+def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path,
+                    timeout_s: float, gpu: int | None, on_event: Callable[[dict], None]) -> dict[str, dict]:
+    """Return {cell_id: raw result}. Never raises for a cell's or an environment's failure."""
+    job_dir = jobs_folder(cache_dir)
+    job_dir.mkdir(parents=True, exist_ok=True)
+    job_file = job_dir / f"{envdef.name}.json"
+    job_file.write_text(json.dumps({"env": envdef.name,
+                                    "cells": [job.spec(envdef.engine, timeout_s) for job in jobs]}))
+    log_path = env_log(cache_dir, envdef.name)
+    try:
+        with running(lambda: backend.start(["run", str(job_file)], log_path, gpu)) as worker:
+            for line in worker.lines():
+                if line.startswith("{"):
+                    on_event({**json.loads(line), "env": envdef.name})
+            returncode = worker.wait()
+    except EnvironmentUnavailable as exc:
+        return {job.cell.cell_id: {"status": "skipped", "error": str(exc)} for job in jobs}
+    results = {}
+    for job in jobs:
+        try:
+            results[job.cell.cell_id] = json.loads((job.result_dir / RESULT).read_text())
+        except (OSError, ValueError):
+            tail = "\n".join(log_tail(log_path).splitlines()[-10:])
+            results[job.cell.cell_id] = {"status": "error",
+                                         "error": f"worker exited {returncode} before this cell: {tail}"}
+    return results

@@ -1,0 +1,147 @@
+"""Prepare, on the host, once per case and parameter set: model.onnx, inputs.npz, reference.npz.
+
+Artifacts live in a content-addressed cache (`<cache>/artifacts/<case>-<key>/`) and are written
+to a temporary folder first, so an interrupted prepare never leaves a half-written entry.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import threading
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..config import Profile
+from ..sources import CaseSpec, Params
+from ..store.cache import artifacts_folder
+from .fingerprint import variant_key
+from .fp16_variant import write_fp16_variant
+from .graph_checks import graph_warnings
+from .layers import node_types, resolve_nodes
+
+MODEL, INPUTS, REFERENCE, META = "model.onnx", "inputs.npz", "reference.npz", "case.json"
+NODE_TYPES = "node_types.json"
+
+
+def artifact_dir(cache_dir: Path, case: str, key: str) -> Path:
+    return artifacts_folder(cache_dir) / f"{case}-{key[:16]}"
+
+
+def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
+    target = artifact_dir(cache_dir, spec.name, key)
+    if (target / META).is_file():
+        return target
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    meta = _prepare_onnx_file(spec, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
+    meta["graph_warnings"] = graph_warnings(onnx.load(str(tmp / MODEL), load_external_data=False))
+    (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    return target
+
+
+def _as_tuple(out: Any) -> tuple:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
+    import torch
+
+    case = spec.torch_case
+    torch.manual_seed(case.seed)
+    module, inputs = case.build(**params, **spec.entry.options)
+    module = module.float().eval()
+    names = list(inputs)
+    args = tuple(inputs.values())
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.onnx.export(
+            module, args, str(out / MODEL),
+            input_names=names,
+            output_names=list(case.export.output_names),
+            dynamic_axes=case.export.dynamic_axes,
+            opset_version=case.export.opset,
+            dynamo=case.export.dynamo,
+        )
+        # The reference: the same module and the same inputs, in float64.
+        reference = copy.deepcopy(module).double()
+        ref_args = tuple(a.double() if a.is_floating_point() else a for a in args)
+        ref_outputs = _as_tuple(reference(*ref_args))
+    onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
+    if len(onnx_outputs) != len(ref_outputs):
+        raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
+    np.savez(out / INPUTS, **{n: a.detach().numpy() for n, a in zip(names, args)})
+    np.savez(out / REFERENCE, **{n: r.detach().numpy().astype(np.float64) for n, r in zip(onnx_outputs, ref_outputs)})
+    return {
+        "kind": "torch",
+        "source": str(case.source),
+        "description": case.description,
+        "seed": case.seed,
+        "export": {"opset": case.export.opset, "dynamo": case.export.dynamo,
+                   "dynamic_axes": case.export.dynamic_axes},
+        "torch": torch.__version__,
+        "reference": "PyTorch float64",
+        # Exporter warnings (tracer, deprecation) belong with the case, not on the terminal.
+        "export_warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
+    }
+
+
+def _prepare_onnx_file(spec: CaseSpec, out: Path) -> dict:
+    paths = spec.onnx_paths()
+    model = onnx.load(str(paths["onnx"]))
+    onnx.save(model, str(out / MODEL), save_as_external_data=model.ByteSize() > 1.5e9)
+    with np.load(paths["inputs"]) as data:  # checked against the model when the plan was built
+        inputs = {n: data[n] for n in data.files}
+    np.savez(out / INPUTS, **inputs)
+    output_names = [o.name for o in model.graph.output]
+    if "expected" in paths:
+        with np.load(paths["expected"]) as data:
+            reference = {n: data[n].astype(np.float64) for n in output_names}
+        how = f"given outputs ({paths['expected']})"
+    else:
+        from onnx.reference import ReferenceEvaluator
+
+        results = ReferenceEvaluator(model).run(None, inputs)
+        reference = {n: np.asarray(r).astype(np.float64) for n, r in zip(output_names, results)}
+        how = "onnx.reference.ReferenceEvaluator (numpy, in the model's own dtype)"
+    np.savez(out / REFERENCE, **reference)
+    return {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "reference": how}
+
+
+def case_meta(artifacts: Path) -> dict:
+    return json.loads((artifacts / META).read_text())
+
+
+def node_types_file(artifacts: Path) -> Path:
+    """{node name: op type} of the exported model, for the worker's layer selection."""
+    target = artifacts / NODE_TYPES
+    if not target.is_file():
+        tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(node_types(onnx.load(str(artifacts / MODEL), load_external_data=False))))
+        tmp.replace(target)
+    return target
+
+
+def model_for_profile(artifacts: Path, profile: Profile, engine: str) -> Path:
+    """onnxruntime needs an FP16 copy of the model for FP16 profiles (checked before any cell uses
+    it, see fp16_variant); TensorRT takes the FP32 model and builder flags. A copy is named by its
+    variant key, so another converter version makes a new one."""
+    key = variant_key(profile, engine)
+    if key is None:
+        return artifacts / MODEL
+    target = artifacts / f"model.fp16-{key[:16]}.onnx"
+    if not target.is_file():
+        model = onnx.load(str(artifacts / MODEL))
+        tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
+        write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp)
+        tmp.replace(target)
+    return target

@@ -1,0 +1,219 @@
+"""What a person sees in the terminal: a progress bar while a run goes, a compact table after."""
+
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatchcase
+
+import pandas as pd
+from rich.console import Console
+from rich.markup import escape as escape_markup
+from rich.measure import Measurement
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .error_text import DRIFT_MARK, drift_text, worst_error
+from .upgrade import env_order
+
+SHORT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "error": ("ERR", "yellow"),
+         "crash": ("CRASH", "bold magenta"), "timeout": ("T/O", "magenta"), "skipped": ("skip", "dim"),
+         "xfail": ("xfail", "blue"), "xpass": ("XPASS", "bold cyan")}
+
+# Control characters (an ANSI escape in a name, say) are shown as text, never sent to the terminal.
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def escape(text: str) -> str:
+    """User text as data for rich: markup escaped, control characters written out (\\x1b)."""
+    return escape_markup(CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text)))
+
+
+console = Console(stderr=True)  # progress and run summaries: stdout stays for the run directory
+out = Console()  # listings that are the command's answer
+
+
+class RunProgress:
+    """Turns run events into one progress bar over all cells on a terminal, and into one plain
+    line per set-up and per finished cell in a log (a bar cannot be redrawn in a file)."""
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=console, disable=not console.is_terminal)
+        self.task = self.progress.add_task("starting", total=total)
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.stop()
+
+    def _say(self, text: str) -> None:
+        if console.is_terminal:
+            self.progress.update(self.task, description=escape(text))
+        else:
+            console.print(escape(text), soft_wrap=True, highlight=False)
+
+    def __call__(self, event: dict) -> None:
+        kind = event["event"]
+        if kind == "prepare":
+            params = " ".join(f"{k}={v}" for k, v in event["params"].items())
+            self._say(f"prepare {event['case']} {params}".strip())
+        elif kind == "setup":
+            self._say(f"set up {event['env']}")
+        elif kind == "start" and console.is_terminal:
+            self._say(event["cell_id"])
+        elif kind == "recorded":
+            self.done += 1
+            self.progress.advance(self.task)
+            if not console.is_terminal:
+                console.print(escape(f"[{self.done}/{self.total}] {event['status']} {event['cell_id']}"),
+                              soft_wrap=True, highlight=False)
+
+
+def status_text(row: pd.Series) -> tuple[str, str]:
+    word, style = SHORT.get(row["status"], (row["status"], ""))
+    worst = worst_error(row, precision=0)
+    if worst:
+        word = f"{word} {worst}"
+    if drift_text(row):
+        word = f"{word} {DRIFT_MARK}"
+    return word, style
+
+
+def styled(row: pd.Series) -> str:
+    word, style = status_text(row)
+    return f"[{style}]{escape(word)}[/]" if style else escape(word)
+
+
+def fits(table: Table, target: Console = console) -> bool:
+    """Whether the table prints without squeezing a column (a log file is 80 columns wide unless
+    COLUMNS says otherwise)."""
+    unbounded = target.options.update_width(10 ** 6)
+    return Measurement.get(target, unbounded, table).maximum <= target.width
+
+
+def results_table(frame: pd.DataFrame) -> Table:
+    envs = env_order(frame)
+    table = Table(show_lines=False, header_style="bold", pad_edge=False)
+    table.add_column("case / profile")
+    for env in envs:
+        table.add_column(escape(env), no_wrap=True)
+    for row_id, group in frame.groupby("row_id", sort=False):
+        by_env = {r["env"]: styled(r) for _, r in group.iterrows()}
+        table.add_row(escape(row_id), *(by_env.get(e, "") for e in envs))
+    return table
+
+
+LOOK_AT = ["fail", "error", "crash", "timeout", "xpass"]
+
+
+def results_lines(frame: pd.DataFrame) -> list[str]:
+    """What a log reader needs when the matrix is too wide: counts per environment, and the full
+    id of every cell worth a look with its worst error (and drift), never truncated."""
+    lines = []
+    for env in env_order(frame):
+        cells = frame[frame["env"] == env]
+        line = f"{env}: {summary_line(cells)}"
+        if (cells["status"] == "skipped").all():
+            line += f" ({str(cells['error'].iloc[0]).splitlines()[0]})"
+        lines.append(escape(line))
+    look = frame[frame["status"].isin(LOOK_AT) | frame["drift_max_abs"].fillna(0).gt(0)]
+    if len(look):
+        lines.append(f"{len(look)} cells to look at:")
+    for _, r in look.iterrows():
+        worst = worst_error(r)
+        if worst and not worst.startswith(("NaN", "Inf")):
+            worst = f"max_abs {worst}"
+        details = ", ".join(t for t in (worst, drift_text(r), r["error"] if isinstance(r["error"], str) else None) if t)
+        word, style = SHORT.get(r["status"], (r["status"], ""))
+        lines.append(f"  [{style}]{word}[/] {escape(r['cell_id'])}" + (f"  {escape(details.splitlines()[0])}" if details else ""))
+    return lines
+
+
+def print_results(frame: pd.DataFrame, target: Console = console) -> None:
+    table = results_table(frame)
+    if fits(table, target):
+        target.print(table)
+        return
+    for line in results_lines(frame):
+        target.print(line, soft_wrap=True)
+
+
+def _side(row: pd.Series, side: str) -> dict:
+    return {key.removesuffix(f"_{side}"): value for key, value in row.items() if key.endswith(f"_{side}")}
+
+
+CHANGES = ["newly failing", "newly passing", "unchanged", "not comparable"]
+
+
+def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str, str, str]]:
+    """(change, row, status A, status B, worst A, worst B, Δ max_abs) in the order a reader wants."""
+    compared = compared.assign(_order=compared["change"].map(CHANGES.index)).sort_values(["_order", "row_id"])
+    rows = []
+    for _, r in compared.iterrows():
+        a, b = _side(r, "a"), _side(r, "b")
+        worst = [" ".join(t for t in (worst_error(x, 2), drift_text(x)) if t) for x in (a, b)]
+        delta = f"{r['delta_max_abs']:+.2e}" if pd.notna(r["delta_max_abs"]) else ""
+        rows.append((r["change"], r["row_id"], str(r["status_a"]), str(r["status_b"]), *worst, delta))
+    return rows
+
+
+def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Console = out) -> None:
+    table = Table(title=escape(f"{env_a} → {env_b}"), header_style="bold", pad_edge=False)
+    for column in ("change", "row", env_a, env_b, "worst A", "worst B", "Δ max_abs"):
+        table.add_column(escape(column))
+    colour = {"newly failing": "bold red", "newly passing": "green"}
+    rows = _upgrade_rows(compared)
+    for change, *rest in rows:
+        table.add_row(f"[{colour[change]}]{change}[/]" if change in colour else change, *(escape(x) for x in rest))
+    if fits(table, target):
+        target.print(table)
+        return
+    target.print(escape(f"{env_a} → {env_b}"), soft_wrap=True)
+    for change in CHANGES:
+        group = [row for row in rows if row[0] == change]
+        target.print(f"{change} ({len(group)}):", soft_wrap=True)
+        for _, row_id, status_a, status_b, worst_a, worst_b, delta in group:
+            numbers = f"  {worst_a or '—'} → {worst_b or '—'}" if worst_a or worst_b else ""
+            target.print(escape(f"  {row_id}: {status_a} → {status_b}{numbers}"), soft_wrap=True)
+
+
+def history_table(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None) -> Table:
+    table = Table(header_style="bold", pad_edge=False)
+    table.add_column("cell")
+    for run_id, _ in runs:
+        table.add_column(run_id[:15], no_wrap=True)
+    by_run = [{r["cell_id"]: styled(r) for _, r in frame.iterrows()} for _, frame in runs]
+    cells = sorted({cell for statuses in by_run for cell in statuses})
+    for cell in cells:
+        if cell_glob is None or fnmatchcase(cell, cell_glob):
+            table.add_row(escape(cell), *(statuses.get(cell, "") for statuses in by_run))
+    return table
+
+
+def summary_line(frame: pd.DataFrame) -> str:
+    counts = frame["status"].value_counts()
+    return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def definitions_table(envdefs: list) -> Table:
+    table = Table(header_style="bold", pad_edge=False)
+    for column in ("name", "engine", "version", "backend", "gpu", "built from", "source"):
+        table.add_column(column, overflow="fold")
+    for e in envdefs:
+        args = " ".join(f"{k}={v}" for k, v in e.build_args.items())
+        origin = e.image or (f"images/{e.dockerfile} {args}" if e.dockerfile else " ".join(e.requirements))
+        table.add_row(*(escape(str(x)) for x in (e.name, e.engine, e.version, e.backend, "yes" if e.gpu else "", origin, e.source)))
+    return table
+
+
+def checks_table(checks: list) -> Table:
+    table = Table(header_style="bold", pad_edge=False)
+    for column in ("name", "image", "present", "pullable", "runnable here"):
+        table.add_column(column, overflow="fold")
+    for c in checks:
+        runnable = "[green]yes[/]" if c.runnable == "yes" else f"[red]{escape(c.runnable)}[/]"
+        table.add_row(escape(c.env), escape(c.image), "yes" if c.present else "no", escape(c.pullable), runnable)
+    return table

@@ -1,0 +1,41 @@
+"""How a cell's worst error is written wherever a person reads one (terminal, report, history,
+JUnit, diff): one function, so a NaN is shown first everywhere and never as a small number."""
+
+from __future__ import annotations
+
+import math
+
+DRIFT_MARK = "↯"  # the outputs differed between inferences of the same engine on the same inputs
+
+
+def _count(value) -> int:
+    try:
+        return 0 if value is None or math.isnan(value) else int(value)
+    except TypeError:  # pandas.NA
+        return 0
+
+
+def _number(value) -> float | None:
+    try:
+        return None if value is None or math.isnan(value) else float(value)
+    except TypeError:
+        return None
+
+
+def worst_error(row, precision: int = 1) -> str | None:
+    """'NaN×512' (and/or 'Inf×3') when outputs held non-finite values where the reference is
+    finite, else max_abs ('2.7e-03'); None for a cell without numbers."""
+    nans, infs = _count(row.get("nan_count")), _count(row.get("inf_count"))
+    if nans or infs:
+        return " ".join(f"{text}×{n}" for text, n in (("NaN", nans), ("Inf", infs)) if n)
+    value = _number(row.get("max_abs"))
+    return None if value is None else f"{value:.{precision}e}"
+
+
+def drift_text(row) -> str | None:
+    """'drift 1.4e+03 from run 2' when a later inference differed from the first, else None."""
+    value = _number(row.get("drift_max_abs"))
+    if not value:
+        return None
+    run = _count(row.get("drift_run"))
+    return f"drift {value:.1e}" + (f" from run {run}" if run else "")

@@ -1,0 +1,121 @@
+"""A run's report.html: one self-contained page (inline CSS/JS/SVG, no network), rendered by jinja2
+with autoescaping on, because engine logs and errors contain `<` and `&`.
+
+The matrix itself is static HTML (readable without JavaScript). The cell details, filters and
+the upgrade view read the cells from an embedded JSON block (jinja's `tojson`, which escapes
+`<`, `>` and `&`) and write to the page with textContent only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+
+import numpy as np
+import pandas as pd
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from .error_text import DRIFT_MARK, drift_text, worst_error
+from .upgrade import default_pair, env_order
+
+STATUSES = ["pass", "fail", "error", "crash", "timeout", "skipped", "xfail", "xpass"]
+DETAIL_FIELDS = [
+    "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
+    "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs",
+    "drift_run", "runs", "atol", "rtol",
+    "build_s", "infer_ms", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
+    "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
+]
+
+# The templates of every page (report, index, history), shared by html and publish.
+TEMPLATES = Environment(loader=PackageLoader("matrix.report", "templates"), autoescape=select_autoescape(default=True))
+
+
+def key_number(row: pd.Series) -> str:
+    """What a cell shows besides its colour: the worst error when there are numbers (NaN/Inf
+    counts first), ↯ when repeated inferences differed, ⚠ when requested FP32 layers did not
+    (verifiably) run in FP32."""
+    text = worst_error(row) or {"skipped": "skip"}.get(row["status"], row["status"])
+    if drift_text(row):
+        text = f"{text} {DRIFT_MARK}"
+    check = row.get("precision_check")
+    return f"{text} ⚠" if isinstance(check, str) and not check.startswith("ok") else text
+
+
+def _plain(value):
+    """A value for the page's JSON: missing → null; ±inf → "inf"/"-inf" (JSON has no infinity)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    value = value.item() if hasattr(value, "item") else value
+    if isinstance(value, float) and math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def cell_data(row: pd.Series, config: str) -> dict:
+    data = {name: _plain(row.get(name)) for name in DETAIL_FIELDS}
+    data["params"] = json.loads(row["params"])
+    data["outputs"] = [{k: _plain(v) if isinstance(v, float) else v for k, v in o.items()}
+                       for o in json.loads(row["outputs"] or "[]")]
+    data["worst"] = worst_error(row, 3)
+    data["drift"] = drift_text(row)
+    data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
+    return data
+
+
+def case_plot(frame: pd.DataFrame, case: str, envs: list[str]) -> dict:
+    """Worst max_abs per environment for each profile of a case, on a log scale, with each
+    profile's atol as a dashed line: geometry for a small inline SVG."""
+    width, height, left, top, bottom = 560, 180, 46, 10, 40
+    sub = frame[(frame["case"] == case) & frame["max_abs"].notna() & (frame["max_abs"] > 0)]
+    plotted = [e for e in envs if e in set(sub["env"])]
+    if not plotted:
+        return {}
+    finite = sub.loc[np.isfinite(sub["max_abs"]), "max_abs"]
+    values = list(finite) + list(sub["atol"])
+    low, high = math.floor(math.log10(max(min(values), 1e-12))), math.ceil(math.log10(max(values)))
+    high = max(high, low + 1)
+    step = (width - left - 70) / max(len(plotted) - 1, 1)  # room for the last rotated label
+
+    def y(value: float) -> float:
+        return round(top + (high - math.log10(max(value, 10.0 ** low))) / (high - low) * (height - top - bottom), 1)
+
+    series = []
+    for index, (profile, group) in enumerate(sub.groupby("profile", sort=False)):
+        worst = group.groupby("env")["max_abs"].max()
+        # A NaN/Inf output (max_abs inf) sits on the top edge, drawn and labelled apart.
+        points = sorted((round(left + plotted.index(e) * step, 1), y(v) if np.isfinite(v) else top,
+                         "" if np.isfinite(v) else "NaN/Inf") for e, v in worst.items())
+        series.append({"profile": profile, "color": f"hsl({index * 67 % 360}, 65%, 40%)", "points": points,
+                       "tol": y(group["atol"].iloc[0]), "atol": group["atol"].iloc[0]})
+    ticks = [{"y": y(10.0 ** p), "label": f"1e{p}"} for p in range(low, high + 1)]
+    labels = [{"x": round(left + i * step, 1), "env": e} for i, e in enumerate(plotted)]
+    return {"width": width, "height": height, "left": left, "series": series, "ticks": ticks, "labels": labels,
+            "bottom": height - bottom}
+
+
+def render_report(frame: pd.DataFrame, run: dict) -> str:
+    envs = env_order(frame)
+    engines = frame.groupby("env")["engine"].first().to_dict()
+    versions = {env: (group["engine_version"].dropna().iloc[0] if group["engine_version"].notna().any()
+                      else group["env_version"].iloc[0]) for env, group in frame.groupby("env")}
+    config = run.get("config", "matrix.toml")
+    cells, rows = [], []
+    for row_id, group in frame.groupby("row_id", sort=False):
+        by_env = {}
+        for _, r in group.iterrows():
+            by_env[r["env"]] = {"index": len(cells), "status": r["status"], "text": key_number(r),
+                                "cell_id": r["cell_id"]}
+            cells.append(cell_data(r, config))
+        first = group.iloc[0]
+        rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
+                     "profile": first["profile"], "statuses": " ".join(sorted(set(group["status"]))),
+                     "cells": [by_env.get(e) for e in envs]})
+    counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
+    cases = list(dict.fromkeys(frame["case"]))
+    return TEMPLATES.get_template("report.html.j2").render(
+        run=run, envs=envs, engines=engines, versions=versions, rows=rows, cases=cases,
+        counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
+        plots=[(case, case_plot(frame, case, envs)) for case in cases],
+        data={"cells": cells, "envs": envs, "pair": default_pair(frame)})

@@ -1,0 +1,53 @@
+"""Cells as JUnit test cases, for CI systems that show test reports: one suite per environment,
+one test case per row (case · params · profile)."""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pandas as pd
+
+from ..store import replace_atomically
+from .error_text import drift_text, worst_error
+
+FAILED = {"fail", "timeout"}
+ERRORED = {"error", "crash"}
+
+
+def _message(row: pd.Series) -> str:
+    parts = [f"{row['status']}"]
+    worst = worst_error(row, 3)
+    if worst:
+        finite = pd.notna(row["max_abs"]) and math.isfinite(row["max_abs"])
+        shown = f"max_abs {worst}" if finite else f"{worst} in the outputs (max_abs inf)"
+        parts.append(f"{shown} (atol {row['atol']:g}, rtol {row['rtol']:g})")
+    if drift_text(row):
+        parts.append(drift_text(row))
+    if row.get("error"):
+        parts.append(str(row["error"]))
+    return "; ".join(parts)
+
+
+def write_junit(frame: pd.DataFrame, path: Path, run_id: str) -> None:
+    suites = ET.Element("testsuites", name=f"trtmatrix {run_id}")
+    for env, group in frame.groupby("env", sort=False):
+        suite = ET.SubElement(suites, "testsuite", name=env, tests=str(len(group)),
+                              failures=str(int(group["status"].isin(FAILED).sum())),
+                              errors=str(int(group["status"].isin(ERRORED).sum())),
+                              skipped=str(int(group["status"].isin({"skipped", "xfail"}).sum())))
+        for _, row in group.iterrows():
+            seconds = row["build_s"] if pd.notna(row["build_s"]) else 0.0
+            case = ET.SubElement(suite, "testcase", classname=f"trtmatrix.{env}", name=row["row_id"],
+                                 time=f"{seconds:.3f}")
+            status = row["status"]
+            if status in FAILED:
+                ET.SubElement(case, "failure", message=_message(row), type=status).text = row.get("log_tail") or ""
+            elif status in ERRORED:
+                ET.SubElement(case, "error", message=_message(row), type=status).text = row.get("log_tail") or ""
+            elif status == "skipped":
+                ET.SubElement(case, "skipped", message=str(row.get("error") or "skipped"))
+            elif status == "xfail":
+                ET.SubElement(case, "skipped", message=f"known issue {row['known_issue']}: {_message(row)}")
+    replace_atomically(path, lambda tmp: ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True))

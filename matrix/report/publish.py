@@ -1,0 +1,57 @@
+"""Render a run folder's report.html, and the pages across runs: reports/index.html (every run,
+with its environments and counts) and reports/history.html (each cell's status over the last runs).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..store import REPORT, RUN_META, list_runs, read_run, write_text_atomically
+from .html import STATUSES, TEMPLATES, key_number, render_report
+
+INDEX, HISTORY = "index.html", "history.html"
+HISTORY_RUNS = 30
+
+def run_meta(run_dir: Path) -> dict:
+    path = run_dir / RUN_META
+    meta = json.loads(path.read_text()) if path.is_file() else {}
+    return {"run_id": run_dir.name, **meta}
+
+
+def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
+    write_text_atomically(run_dir / REPORT, render_report(frame, run_meta(run_dir)))
+
+
+def render_run(run_dir: Path, frame: pd.DataFrame | None = None) -> None:
+    """report.html of this run, then the index and history of the reports folder it sits in."""
+    write_report(run_dir, read_run(run_dir) if frame is None else frame)
+    render_index(run_dir.parent.parent)
+
+
+def render_index(reports_dir: Path) -> None:
+    runs = list_runs(reports_dir)
+    summaries, history = [], []
+    for run_dir in reversed(runs):
+        frame = read_run(run_dir)
+        counts = frame["status"].value_counts()
+        summaries.append({**run_meta(run_dir), "envs": sorted(set(frame["env"])), "cells": len(frame),
+                          "counts": {s: int(counts.get(s, 0)) for s in STATUSES}})
+        if len(history) < HISTORY_RUNS:
+            history.append((run_dir.name, frame))
+    write_text_atomically(reports_dir / INDEX,
+                          TEMPLATES.get_template("index.html.j2").render(runs=summaries, statuses=STATUSES))
+    write_text_atomically(reports_dir / HISTORY,
+                          TEMPLATES.get_template("history.html.j2").render(**history_table(history)))
+
+
+def history_table(history: list[tuple[str, pd.DataFrame]]) -> dict:
+    """Rows: every cell id seen in the last runs; columns: those runs, newest first."""
+    run_ids = [run_id for run_id, _ in history]
+    cells: dict[str, dict[str, dict]] = {}
+    for run_id, frame in history:
+        for _, row in frame.iterrows():
+            cells.setdefault(row["cell_id"], {})[run_id] = {"status": row["status"], "text": key_number(row)}
+    return {"run_ids": run_ids, "cells": sorted(cells.items())}

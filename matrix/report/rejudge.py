@@ -1,0 +1,38 @@
+"""Re-apply tolerances and known issues to a stored run, without running anything again.
+
+Every cell that produced outputs keeps them (cells/<key>/outputs.npz) and the run keeps the
+float64 references (refs/<artifact>/reference.npz), so a changed tolerance in matrix.toml or a
+new entry in known_issues.toml gives new verdicts from the same measurements.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..compare import compare_files
+from ..config import MatrixConfig
+from ..sources.known_issues import KnownIssue, apply_known_issues
+from ..prepare import REFERENCE
+from ..store import REFS
+from ..worker.files import OUTPUTS
+
+JUDGED = {"pass", "fail"}
+
+
+def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:
+    frame = frame.copy()
+    for index, row in frame[frame["verdict"].isin(JUDGED)].iterrows():
+        outputs = run_dir / "cells" / str(row["content_key"])[:24] / OUTPUTS
+        reference = run_dir / REFS / str(row["artifact"]) / REFERENCE
+        if not (outputs.is_file() and reference.is_file()):
+            continue
+        tol = (config.tolerance(row["case"], row["profile"])
+               if row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles else None)
+        atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
+        verdict, judged = compare_files(outputs, reference, atol, rtol)
+        for key, value in {**judged, "atol": atol, "rtol": rtol, "verdict": verdict}.items():
+            frame.at[index, key] = value
+    frame["status"] = frame["verdict"]
+    return apply_known_issues(frame, issues)

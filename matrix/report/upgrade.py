@@ -1,0 +1,85 @@
+"""Ordering environments by version and comparing two of them: "can we move from A to B?".
+
+The report's upgrade view does the same classification in the browser (any pair the reader
+picks); `trtmatrix diff` and the run's exit status use this module.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from packaging.version import InvalidVersion, Version
+
+GOOD = {"pass", "xpass"}
+BAD = {"fail", "error", "crash", "timeout", "xfail"}
+ENGINE_ORDER = {"onnxruntime": 0, "tensorrt": 1}
+
+
+def _version(text) -> Version:
+    try:
+        return Version(str(text))
+    except InvalidVersion:
+        return Version("0")
+
+
+def _versions(frame: pd.DataFrame) -> dict[str, tuple[str, Version]]:
+    """{env: (engine, version)}: the version the worker reported where a cell ran, else the configured one."""
+    found = {}
+    for env, group in frame.groupby("env", sort=False):
+        reported = group["engine_version"].dropna()
+        found[env] = (group["engine"].iloc[0], _version(reported.iloc[0] if len(reported) else group["env_version"].iloc[0]))
+    return found
+
+
+def env_order(frame: pd.DataFrame) -> list[str]:
+    """Environments by engine, then by version, then name."""
+    versions = _versions(frame)
+    return sorted(versions, key=lambda env: (ENGINE_ORDER.get(versions[env][0], 9), versions[env][1], env))
+
+
+def default_pair(frame: pd.DataFrame) -> tuple[str, str] | None:
+    """An upgrade worth looking at: the two newest distinct versions of one engine, the newest
+    engine that has two among the environments that produced results (never one version against
+    itself, e.g. a venv and a container of it)."""
+    ran = set(frame.loc[frame["status"] != "skipped", "env"])
+    versions = _versions(frame)
+    order = [e for e in env_order(frame) if e in ran] or env_order(frame)
+    by_engine: dict[str, dict[Version, str]] = {}
+    for env in order:  # the first environment of each version, in name order
+        engine, version = versions[env]
+        by_engine.setdefault(engine, {}).setdefault(version, env)
+    for engine in sorted(by_engine, key=lambda e: ENGINE_ORDER.get(e, 9), reverse=True):
+        newest = by_engine[engine]
+        if len(newest) >= 2:
+            return tuple(newest[v] for v in sorted(newest)[-2:])
+    return None
+
+
+def change(status_a: str, status_b: str) -> str:
+    if status_a == "skipped" or status_b == "skipped" or pd.isna(status_a) or pd.isna(status_b):
+        return "not comparable"
+    if status_a in GOOD and status_b in BAD:
+        return "newly failing"
+    if status_a in BAD and status_b in GOOD:
+        return "newly passing"
+    return "unchanged"
+
+
+def compare(frame: pd.DataFrame, env_a: str, env_b: str) -> pd.DataFrame:
+    """One line per row present in either environment, with the metric delta."""
+    cols = ["row_id", "status", "max_abs", "nan_count", "inf_count", "drift_max_abs", "drift_run"]
+    a = frame.loc[frame["env"] == env_a, cols].set_index("row_id")
+    b = frame.loc[frame["env"] == env_b, cols].set_index("row_id")
+    both = a.join(b, how="outer", lsuffix="_a", rsuffix="_b")
+    both["change"] = [change(x, y) for x, y in zip(both["status_a"], both["status_b"])]
+    # No difference of infinities (a NaN/Inf output) is shown as a number.
+    finite = np.isfinite(both["max_abs_a"].astype(float)) & np.isfinite(both["max_abs_b"].astype(float))
+    both["delta_max_abs"] = (both["max_abs_b"] - both["max_abs_a"]).where(finite)
+    return both.reset_index()
+
+
+def regressions(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
+    """Cells that were good in the previous run and are bad now (same cell id)."""
+    joined = previous[["cell_id", "status"]].merge(current[["cell_id", "status", "max_abs", "nan_count", "inf_count"]], on="cell_id",
+                                                   suffixes=("_before", "_now"))
+    return joined[joined["status_before"].isin(GOOD) & joined["status_now"].isin(BAD - {"xfail"})]

@@ -1,0 +1,90 @@
+"""Where cases come from: Python case files (`cases/*.py`, discovered by path), a user's ONNX file
+with inputs (and expected outputs), and the known-issue registry beside the case files. Each
+becomes a CaseSpec; nothing downstream needs to know which kind it was.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..case import CaseDef
+from ..config import NAME_PATTERN, CaseEntry, ConfigError, MatrixConfig, param_values_problem
+from .case_files import declared_case_names, discover_cases
+from .known_issues import REGISTRY, KnownIssue
+from .onnx_files import check_onnx_case
+
+Params = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """A case as the matrix uses it: a torch case from cases/ or an ONNX file from the config."""
+
+    name: str
+    entry: CaseEntry
+    root: Path
+    torch_case: CaseDef | None = None
+
+    @property
+    def is_onnx_file(self) -> bool:
+        return self.torch_case is None
+
+    def onnx_paths(self) -> dict[str, Path]:
+        named = {"onnx": self.entry.onnx, "inputs": self.entry.inputs, "expected": self.entry.expected}
+        return {k: (self.root / v).resolve() for k, v in named.items() if v}
+
+    def param_grid(self) -> list[Params]:
+        axes = dict(self.torch_case.params) if self.torch_case else {}
+        axes.update(self.entry.params or {})
+        names = sorted(axes)
+        return [tuple(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
+
+
+def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
+    root = config_path.parent
+    needs_discovery = any(not entry.onnx for entry in config.cases.values())
+    found = discover_cases(root / config.run.cases_dir) if needs_discovery else {}
+    specs = {}
+    for name, entry in config.cases.items():
+        if entry.onnx:
+            spec = CaseSpec(name, entry, root)
+            for key, path in spec.onnx_paths().items():
+                if not path.is_file():
+                    raise ConfigError(config_path, f"cases.{name}.{key}", f"file not found: {path}")
+            check_onnx_case(spec.onnx_paths())
+        elif name in found:
+            spec = CaseSpec(name, entry, root, found[name])
+            _check_params(found[name])
+            unknown = set(entry.params or {}) - set(found[name].params)
+            if unknown:
+                raise ConfigError(config_path, f"cases.{name}.params",
+                                  f"{sorted(unknown)} are not parameters of the case in {found[name].source}")
+        else:
+            raise ConfigError(config_path, f"cases.{name}",
+                              f"no case named {name!r} in {root / config.run.cases_dir} and no 'onnx' file given")
+        specs[name] = spec
+    return specs
+
+
+def _check_params(case: CaseDef) -> None:
+    """A case file's own parameters end up in cell ids like the matrix file's: the same rules."""
+    for name, values in case.params.items():
+        if not (isinstance(name, str) and len(name) <= 80 and re.match(NAME_PATTERN, name)):
+            raise ConfigError(case.source, f"{case.name}.params", f"{name!r} is not a valid name")
+        if problem := param_values_problem(values):
+            raise ConfigError(case.source, f"{case.name}.params.{name}{problem[0]}", problem[1])
+
+
+def check_known_issues(issues: tuple[KnownIssue, ...], config: MatrixConfig, config_path: Path) -> None:
+    """Each entry must name a case, or a typo silently turns an expected failure into a red cell.
+    The registry serves every matrix file on its case files, so a case of this matrix, or any case
+    file's case beside it, will do; profiles are not checked (a matrix may run fewer)."""
+    cases_dir = config_path.parent / config.run.cases_dir
+    known = set(config.cases) | declared_case_names(cases_dir)
+    for i, issue in enumerate(issues):
+        if issue.case not in known:
+            raise ConfigError(cases_dir / REGISTRY, f"issue.{i}.case", f"unknown case {issue.case!r}")

@@ -1,0 +1,166 @@
+"""Records → pandas → `reports/runs/<run-id>/`, and reading runs back.
+
+A run folder holds the results (parquet, JSON lines, CSV, JSON), per-cell files, per-environment
+logs, the float64 references (so `trtmatrix report` can re-apply tolerances later) and
+report.html (rendered afterwards by matrix.report: storing never renders). It is assembled under
+a temporary name and renamed at the end, so an interrupted run leaves nothing that looks like a
+finished run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from .locks import is_free, run_lock
+from .records import COLUMNS
+
+RUNS = "runs"
+PARQUET, JSONL, CSV, JSON, REPORT = "results.parquet", "results.jsonl", "results.csv", "results.json", "report.html"
+REFS = "refs"
+RUN_META = "run.json"
+EXPORTS = {"parquet": PARQUET, "jsonl": JSONL, "csv": CSV, "json": JSON}
+
+
+def folder_problem(path: Path) -> str | None:
+    """Why `path` cannot take a run's output, or None: checked before a run, not after it."""
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file, not a folder"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"{path} cannot be created: {exc.strerror}"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return None
+
+
+def to_frame(records: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(records, columns=COLUMNS)
+    frame["params"] = frame["params"].map(lambda p: json.dumps(p or {}, sort_keys=True))
+    frame = frame.astype({"nan_count": "Int64", "inf_count": "Int64", "ref_nonfinite": "Int64", "drift_run": "Int64", "runs": "Int64",
+                          "drift_max_abs": float, "reused": bool})
+    return frame
+
+
+def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary file beside `path`, then rename it over `path`: a reader, a crash
+    or a full disk never leaves a truncated file under the real name."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    replace_atomically(path, lambda tmp: tmp.write_text(text))
+
+
+def export(frame: pd.DataFrame, path, kind: str) -> None:
+    if kind == "parquet":
+        frame.to_parquet(path, index=False)
+    elif kind == "jsonl":
+        frame.to_json(path, orient="records", lines=True)
+    elif kind == "csv":
+        frame.to_csv(path, index=False)
+    elif kind == "json":
+        frame.to_json(path, orient="records", indent=1)
+    else:
+        raise ValueError(f"unknown export format {kind!r}; one of {', '.join(EXPORTS)}")
+
+
+def write_tables(run_dir: Path, frame: pd.DataFrame) -> None:
+    for kind, name in EXPORTS.items():
+        replace_atomically(run_dir / name, lambda tmp: export(frame, tmp, kind))
+
+
+def stage_run(reports_dir: Path, meta: dict, frame: pd.DataFrame, result_dirs: dict[str, Path],
+              env_logs: dict[str, Path], references: list[Path]) -> Path:
+    """Write a run folder under its temporary name `<run-id>.partial`; finish_run gives it its name."""
+    tmp = reports_dir / RUNS / f"{meta['run_id']}.partial"
+    try:
+        _write_run_files(tmp, meta, frame, result_dirs, env_logs, references)
+    except BaseException:  # a full disk, say: nothing half-written stays behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp
+
+
+def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: dict[str, Path],
+                     env_logs: dict[str, Path], references: list[Path]) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "cells").mkdir(parents=True)
+    (tmp / "envs").mkdir()
+    for directory in result_dirs.values():
+        if directory.is_dir():
+            shutil.copytree(directory, tmp / "cells" / directory.name, dirs_exist_ok=True)
+    for env, log in env_logs.items():  # the worker's / container's own output, per environment
+        if log.is_file():
+            shutil.copy2(log, tmp / "envs" / f"{env}.log")
+    for reference in references:
+        (tmp / REFS / reference.parent.name).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(reference, tmp / REFS / reference.parent.name / reference.name)
+    write_tables(tmp, frame)
+    (tmp / RUN_META).write_text(json.dumps(meta, indent=1))
+
+
+def remove_dead_partials(reports_dir: Path) -> list[str]:
+    """`<run id>.partial` folders of runs that died before finishing (their run lock is free):
+    removed, since nothing in them is lost — the cells they finished are in the result cache, and
+    the next run reuses them. Returns the run ids."""
+    runs = reports_dir / RUNS
+    removed = []
+    for folder in sorted(runs.glob("*.partial")) if runs.is_dir() else []:
+        run_id = folder.name.removesuffix(".partial")
+        lock = run_lock(runs, run_id)
+        if is_free(lock):
+            shutil.rmtree(folder, ignore_errors=True)
+            Path(lock.lock_file).unlink(missing_ok=True)
+            removed.append(run_id)
+    return removed
+
+
+def finish_run(staged: Path) -> Path:
+    final = staged.with_name(staged.name.removesuffix(".partial"))
+    staged.rename(final)
+    return final
+
+
+def read_run(run_dir: Path) -> pd.DataFrame:
+    return pd.read_parquet(run_dir / PARQUET)
+
+
+def list_runs(reports_dir: Path) -> list[Path]:
+    """Finished runs, oldest first (run ids start with a UTC timestamp)."""
+    runs = reports_dir / RUNS
+    if not runs.is_dir():
+        return []
+    return sorted(p for p in runs.iterdir() if p.is_dir() and not p.name.endswith(".partial")
+                  and (p / PARQUET).is_file())
+
+
+def find_run(reports_dir: Path, run: str | None) -> Path:
+    """A run by id, id prefix or path; the newest when None."""
+    runs = list_runs(reports_dir)
+    if run is None:
+        if not runs:
+            raise FileNotFoundError(f"no runs under {reports_dir / RUNS}")
+        return runs[-1]
+    if Path(run).is_dir() and (Path(run) / PARQUET).is_file():
+        return Path(run)
+    matches = [p for p in runs if p.name.startswith(run)]
+    if len(matches) != 1:
+        raise FileNotFoundError(f"{len(matches)} runs under {reports_dir / RUNS} match {run!r}")
+    return matches[0]
+
+
+def previous_run(reports_dir: Path, run_dir: Path) -> Path | None:
+    earlier = [p for p in list_runs(reports_dir) if p.name < run_dir.name]
+    return earlier[-1] if earlier else None

@@ -1,0 +1,72 @@
+"""The layout of the cache folder (`[run] cache_dir`): where prepared artifacts, job files, cell
+results and timing caches live, and which stored results may be reused.
+
+Results and timing caches are kept per environment, so a container is given only its own
+folders to write to.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..worker.files import RESULT
+from .hashing import hash_json
+
+# A crash or timeout may not happen again: those results are not reused.
+NOT_REUSED = {"crash", "timeout"}
+# Written by the cell's own process once its engine loaded (worker/probe.py describe); a result
+# without it came from the infrastructure around the cell.
+ENGINE_FIELD = "engine_version"
+
+
+def artifacts_folder(cache_dir: Path) -> Path:
+    return cache_dir / "artifacts"
+
+
+def jobs_folder(cache_dir: Path) -> Path:
+    return cache_dir / "jobs"
+
+
+def results_folder(cache_dir: Path, env: str) -> Path:
+    """One per environment, so a container gets only its own mounted writable."""
+    return cache_dir / "results" / env
+
+
+def result_dir(cache_dir: Path, env: str, result_key: str) -> Path:
+    return results_folder(cache_dir, env) / result_key[:24]
+
+
+def result_key(content_key: str, env_fingerprint: str) -> str:
+    """The cell's content key, plus what the backend knows only at run time (the image id)."""
+    return hash_json([content_key, env_fingerprint]) if env_fingerprint else content_key
+
+
+def stored_result(directory: Path) -> dict | None:
+    """A finished result that may be reused, or None. Only what the engine produced for the cell is
+    reused: outputs (pass/fail), an exception the engine raised inside the cell (`error`), a profile
+    it cannot run (`skipped`). A result without the engine's version is infrastructure — the
+    supervisor's "exited without a result", an engine that did not even import (a broken venv or
+    image) — and, like a crash or a timeout, is retried by the next run, never replayed."""
+    try:
+        result = json.loads((directory / RESULT).read_text())
+    except (OSError, ValueError):
+        return None
+    reusable = result.get("status") not in NOT_REUSED and result.get(ENGINE_FIELD)
+    return result if reusable else None
+
+
+def env_log(cache_dir: Path, env: str) -> Path:
+    return jobs_folder(cache_dir) / f"{env}.log"
+
+
+def timing_folder(cache_dir: Path, env: str) -> Path:
+    """One per environment, like results_folder."""
+    return cache_dir / "timing" / env
+
+
+def timing_cache(cache_dir: Path, env: str, env_fingerprint: str) -> Path:
+    """Tactic timings are only valid for the same TensorRT build and GPU: one file per image."""
+    directory = timing_folder(cache_dir, env)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory / f"{env_fingerprint.removeprefix('sha256:')[:12] or 'local'}.cache"

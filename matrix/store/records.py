@@ -1,0 +1,40 @@
+"""One record per cell: the row format of results.parquet / results.jsonl (see README)."""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+COLUMNS = [
+    "run_id", "cell_id", "row_id", "case", "params", "profile", "precision", "env", "engine", "env_version",
+    "engine_version", "status", "verdict", "known_issue", "reported", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
+    "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol", "build_s",
+    "infer_ms", "error",
+    "log_tail", "graph_warnings", "precision_check", "layer_precisions", "host", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
+    "content_key", "reused", "artifact", "outputs",
+]
+# Taken as they are from the worker's result.json and the backend's facts about the environment.
+REPORTED = ["error", "engine_version", "python_version", "gpu", "driver_version", "cuda_version",
+            "build_s", "infer_ms", "runs", "image", "image_digest"]
+LOG_TAIL_LINES = 40
+HOST = socket.gethostname()
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def log_tail(path: Path) -> str:
+    """The end of a cell's log, without the colour codes engines put in their own logging."""
+    try:
+        lines = ANSI_ESCAPE.sub("", path.read_text(errors="replace")).splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+def empty_record(**fields) -> dict:
+    record = dict.fromkeys(COLUMNS)
+    record.update(host=HOST, reused=False, outputs="[]")
+    record.update(fields)
+    return record

@@ -1,0 +1,11 @@
+"""The contract between the worker and the host, defined here once (the host imports this module;
+the worker imports nothing of the host): the files a cell leaves in its results folder, and the
+environment variable that tells the supervisor its stdin is a line to the orchestrator."""
+
+CELL_SPEC = "cell.json"      # what to run, written by the supervisor
+RESULT = "result.json"       # status, timings and facts: always written, whatever the cell did
+OUTPUTS = "outputs.npz"      # the first inference's outputs (warm-up included)
+REPEATS = "repeats.npz"      # later inferences that differ from every one kept so far ("<run>/<output>")
+LOG = "cell.log"             # the cell process's own stdout and stderr
+
+WATCH_STDIN = "TRTMATRIX_WATCH_STDIN"  # "1": stdin closes when the orchestrator dies (kill -9 included)

@@ -1,0 +1,86 @@
+"""A bad file of an ONNX-file case stops `trtmatrix plan` with one line naming that file (exit 2),
+instead of becoming an `error` cell in every environment at run time."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from conftest import PROFILES, make_tiny_model, tiny_case
+
+TRTMATRIX = Path(sys.executable).with_name("trtmatrix")
+
+
+def plan(config: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(TRTMATRIX), "plan", "-c", str(config)], capture_output=True, text=True)
+
+
+def matrix(write_matrix, model: Path, inputs: Path, expected: Path | None = None) -> Path:
+    body = PROFILES + tiny_case(model, inputs) + (f'expected = "{expected}"\n' if expected else "")
+    return write_matrix(body, environments=("ort-1.32",))
+
+
+def assert_one_line_naming(proc: subprocess.CompletedProcess, path: Path, *words: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {path}: "), lines
+    for word in words:
+        assert word in lines[0]
+
+
+def test_a_good_case_plans(write_matrix, tiny_model):
+    proc = plan(matrix(write_matrix, *tiny_model))
+    assert proc.returncode == 0, proc.stderr
+    assert "tiny/fp32/ort-1.32" in proc.stdout
+
+
+def test_symbolic_dimensions_take_any_size(write_matrix, tmp_path):
+    model, _ = make_tiny_model(tmp_path)
+    proto = onnx.load(str(model))
+    proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(proto, str(model))
+    inputs = tmp_path / "batch7.npz"
+    np.savez(inputs, x=np.zeros((7, 16), dtype=np.float32))
+    assert plan(matrix(write_matrix, model, inputs)).returncode == 0
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.0], ids=["truncated", "empty"])
+def test_corrupt_model(write_matrix, tiny_model, cut):
+    model, inputs = tiny_model
+    data = model.read_bytes()
+    model.write_bytes(data[:int(len(data) * cut)])
+    assert_one_line_naming(plan(matrix(write_matrix, model, inputs)), model, "not a valid ONNX model")
+
+
+@pytest.mark.parametrize("arrays, words", [
+    ({"z": np.zeros((4, 16), np.float32)}, ["x: missing", "['z']"]),
+    ({"x": np.zeros((4, 15), np.float32)}, ["x: shape [4, 15]", "[4, 16]"]),
+    ({"x": np.zeros((4, 16, 1), np.float32)}, ["x: shape [4, 16, 1]"]),
+    ({"x": np.zeros((4, 16), np.float64)}, ["x: dtype float64", "float32"]),
+], ids=["input-missing", "wrong-shape", "wrong-rank", "wrong-dtype"])
+def test_bad_inputs(write_matrix, tiny_model, tmp_path, arrays, words):
+    model, _ = tiny_model
+    inputs = tmp_path / "bad_inputs.npz"
+    np.savez(inputs, **arrays)
+    assert_one_line_naming(plan(matrix(write_matrix, model, inputs)), inputs, *words)
+
+
+def test_inputs_file_that_is_no_npz(write_matrix, tiny_model, tmp_path):
+    model, _ = tiny_model
+    inputs = tmp_path / "inputs.npz"
+    inputs.write_text("x = 1\n")
+    assert_one_line_naming(plan(matrix(write_matrix, model, inputs)), inputs, "not a readable .npz file")
+
+
+@pytest.mark.parametrize("arrays, words", [
+    ({"logits": np.zeros((4, 8))}, ["y: missing", "['logits']"]),
+    ({"y": np.zeros((8, 4))}, ["y: shape [8, 4]", "[4, 8]"]),
+], ids=["wrong-name", "wrong-shape"])
+def test_bad_expected_outputs(write_matrix, tiny_model, tmp_path, arrays, words):
+    expected = tmp_path / "expected.npz"
+    np.savez(expected, **arrays)
+    assert_one_line_naming(plan(matrix(write_matrix, *tiny_model, expected)), expected, *words)

@@ -1,0 +1,172 @@
+"""Nothing lost, nothing silent: runs stopped by signals at random moments, two runs at once, a
+full disk, and paths that cannot be written. Real `trtmatrix run` processes, real venv workers and
+real containers; the checks are what a user would look at (processes, containers, the results)."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import PROFILES, REPO, make_tiny_model, matrix_file, tiny_case
+from matrix.store import list_runs, read_run
+
+ENVS = ("ort-1.32", "ort-1.32-docker")
+# Each run has work to do: the hang cell times out after 1 s and a timeout is never reused.
+BODY = PROFILES + '[profiles.nan]\ninject = "nan"\n[profiles.crash]\ninject = "crash"\n[profiles.hang]\ninject = "hang"\n'
+PROFILE_NAMES = ("fp32", "fp16", "nan", "crash", "hang")
+
+
+def start(config: Path, *args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "250"})
+
+
+def workers_of(cache: Path) -> list[str]:
+    """Command lines of live processes that work on this cache (supervisors and cells)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = next(line for line in (proc / "status").read_text().splitlines() if line.startswith("State:"))
+        except (OSError, StopIteration):
+            continue
+        if str(cache) in cmdline and "trtmatrix_worker" in cmdline and " Z " not in state + " ":
+            found.append(cmdline)
+    return found
+
+
+def containers_of(docker_client, pid: int, running_only: bool) -> list:
+    return docker_client.containers.list(all=not running_only, filters={"label": f"trtmatrix.host-pid={pid}"})
+
+
+def verdicts(run_dir: Path) -> pd.DataFrame:
+    return read_run(run_dir).set_index("cell_id")[["status", "max_abs", "nan_count"]].sort_index()
+
+
+def eventually(check, seconds: float = 15.0):
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if not value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def project(tmp_path, docker_client):
+    model, inputs = make_tiny_model(tmp_path)
+    cache = tmp_path / "cache"
+    config = matrix_file(tmp_path, cache, BODY + tiny_case(model, inputs, PROFILE_NAMES), environments=ENVS,
+                         timeout_s=1)
+    return config, cache, tmp_path / "reports"
+
+
+def test_signals_at_random_moments_leave_nothing_behind_and_the_run_resumes(project, docker_client):
+    config, cache, reports = project
+    reference_run = start(config)
+    reference_run.communicate(timeout=300)
+    assert reference_run.returncode == 0
+    reference = verdicts(list_runs(reports)[-1])
+    assert set(reference["status"]) == {"pass", "fail", "crash", "timeout"}
+
+    rng = random.Random(20261123)
+    stops = [signal.SIGTERM] * 20 + [signal.SIGKILL] * 20 + [signal.SIGHUP] * 2
+    rng.shuffle(stops)
+    pids = []
+    for signum in stops:
+        run = start(config, *(["--no-reuse"] if rng.random() < 0.5 else []))
+        pids.append(run.pid)
+        time.sleep(rng.uniform(0.3, 6.0))
+        run.send_signal(signum)
+        _, stderr = run.communicate(timeout=60)
+        # 0/1: it finished before the signal came; -signum: it died before it had started anything.
+        if run.returncode not in (0, 1, -signum):
+            assert run.returncode == 128 + signum, stderr
+            assert stderr.strip().splitlines()[-1].startswith(f"stopped by {signum.name}"), stderr
+        # No worker process outlives its orchestrator, kill -9 included; nor does a running container.
+        assert eventually(lambda: workers_of(cache)) == []
+        assert eventually(lambda: containers_of(docker_client, run.pid, running_only=True)) == []
+        if signum != signal.SIGKILL:
+            assert containers_of(docker_client, run.pid, running_only=False) == []
+
+    resumed = start(config)
+    resumed.communicate(timeout=300)
+    assert resumed.returncode == 0
+    final = list_runs(reports)[-1]
+    pd.testing.assert_frame_equal(verdicts(final), reference)  # no cell lost, none twice, same verdicts
+    assert not list((reports / "runs").glob("*.partial"))  # a dead run's leftovers are cleaned up
+    assert all(containers_of(docker_client, pid, running_only=False) == [] for pid in pids)
+    for run_dir in list_runs(reports):  # every run folder that looks finished is finished
+        assert (run_dir / "report.html").read_text().rstrip().endswith("</html>")
+        assert len(read_run(run_dir)) == len(reference)
+
+
+def test_two_runs_started_together_both_finish_with_the_same_verdicts(project):
+    config, cache, reports = project
+    runs = [start(config), start(config)]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    first, second = list_runs(reports)
+    pd.testing.assert_frame_equal(verdicts(first), verdicts(second))
+    assert "skipped" not in set(verdicts(first)["status"])
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs: room for the cache's small files, not for a run folder and its report."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True)
+    if made.returncode != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"cannot mount a tmpfs in CI: {made.stderr.strip()}")
+        pytest.skip(f"needs root to mount a small tmpfs: {made.stderr.strip()}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_ends_the_run_with_one_line_and_status_3_and_no_run_folder(tmp_path, small_disk, tiny_model):
+    model, inputs = tiny_model
+    config = matrix_file(tmp_path, tmp_path / "cache", PROFILES + tiny_case(model, inputs, ("fp32", "fp16")),
+                         environments=("ort-1.32",))
+    config.write_text(config.read_text().replace(f'reports_dir = "{tmp_path / "reports"}"', f'reports_dir = "{small_disk}"'))
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * 200_000)  # the disk fills up while the run writes its folder
+    run = start(config)
+    _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 3, stderr
+    lines = stderr.strip().splitlines()
+    assert lines[-1].startswith("error: trtmatrix failed: OSError") and "No space left on device" in lines[-1]
+    assert "Traceback" not in stderr
+    traceback_file = Path(lines[-1].split("traceback in ")[1].split(";")[0])
+    assert "No space left on device" in traceback_file.read_text()
+    runs = small_disk / "runs"
+    assert list_runs(small_disk) == [] and not list(runs.glob("*.partial"))  # nothing that looks like a run
+
+    debug = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--debug"], cwd=REPO,
+                           capture_output=True, text=True)
+    assert debug.returncode == 3 and "Traceback (most recent call last)" in debug.stderr
+
+
+def test_outputs_that_cannot_be_written_are_one_line_and_status_2(write_matrix, tiny_model, tmp_path):
+    model, inputs = tiny_model
+    config = write_matrix(PROFILES + tiny_case(model, inputs))
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "matrix.cli", *args], cwd=REPO, capture_output=True, text=True)
+
+    junit = cli("run", "-c", str(config), "--junit-xml", str(tmp_path / "missing" / "junit.xml"))
+    assert junit.returncode == 2 and junit.stderr.count("\n") == 1 and "no folder" in junit.stderr
+    assert list_runs(tmp_path / "reports") == []  # checked before anything ran
+    assert cli("run", "-c", str(config)).returncode == 0
+    export = cli("export", "-c", str(config), "--format", "csv", "-o", str(tmp_path / "missing" / "out.csv"))
+    assert export.returncode == 2 and export.stderr.count("\n") == 1 and "non-existent directory" in export.stderr
+    folder = cli("plan", "-c", str(tmp_path))
+    assert folder.returncode == 2 and folder.stderr.count("\n") == 1 and "not a matrix file" in folder.stderr
