@@ -1,0 +1,74 @@
+"""Real onnxruntime regressions, each in a model of two to four nodes (CPU, onnxruntime only).
+
+Found and bisected here over released onnxruntime wheels; the bad and good versions are in
+cases/known_issues.toml and README.md ("Real onnxruntime regressions"), and
+matrices/ort-regressions.toml runs the cases on the versions around each boundary.
+
+- ort_clip_fp16_min_only: an FP16 Clip with only `min` given. onnxruntime 1.19.0 and 1.19.2
+  take the missing `max` as 0 (the CPU kernel's float16 default), so every positive value
+  becomes 0. A kernel bug: it shows with graph optimisations on and off.
+- ort_pad_maxpool_fusion: Pad (constant 0) → MaxPool. From 1.17.0 to 1.31.1 the Pad is folded
+  into MaxPool's own padding (PadFusion), which MaxPool fills with -inf, not 0: a border window
+  whose values are all negative gives its maximum instead of 0. Optimisations off: right.
+- ort_pad_avgpool_fusion: Pad (constant 0) → AveragePool(count_include_pad=0). 1.19.0 to 1.20.1
+  fold the Pad into the pool without setting count_include_pad, so the padded zeros drop out of
+  the border averages. Optimisations off: right.
+
+The Pad is written with its own ONNX symbolic (one Pad node with constant pads and value), as
+models exported by other tools have it; torch's own export of F.pad computes the pads with a
+dozen constant nodes that onnxruntime folds first, which would only hide the fused pair.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from matrix.case import Export, case
+
+
+class _ZeroPad2d(torch.autograd.Function):
+    """F.pad(x, (p, p, p, p)) with value 0, exported as one ONNX Pad node."""
+
+    @staticmethod
+    def forward(ctx, x, p: int):
+        return F.pad(x, (p, p, p, p))
+
+    @staticmethod
+    def symbolic(g, x, p: int):
+        pads = g.op("Constant", value_t=torch.tensor([0, 0, p, p, 0, 0, p, p], dtype=torch.int64))
+        value = g.op("Constant", value_t=torch.tensor(0.0))
+        return g.op("Pad", x, pads, value, mode_s="constant")
+
+
+class ClipFp16MinOnly(nn.Module):
+    def forward(self, x):
+        return x.half().clamp(min=-0.5).float()
+
+
+class PadMaxPool(nn.Module):
+    def forward(self, x):
+        return F.max_pool2d(_ZeroPad2d.apply(x, 1), kernel_size=3, stride=2)
+
+
+class PadAvgPool(nn.Module):
+    def forward(self, x):
+        return F.avg_pool2d(_ZeroPad2d.apply(x, 1), kernel_size=3, stride=1, count_include_pad=False)
+
+
+@case(export=Export(opset=17, output_names=("y",)))
+def ort_clip_fp16_min_only():
+    """Cast to FP16 → Clip(min=-0.5, no max) → Cast to FP32; onnxruntime 1.19.x clips at max 0."""
+    return ClipFp16MinOnly(), {"x": torch.randn(2, 64)}
+
+
+@case(export=Export(opset=17, output_names=("y",)))
+def ort_pad_maxpool_fusion():
+    """Pad(constant 0) → MaxPool 3x3/2; onnxruntime 1.17.0-1.31.1 fuse the Pad into MaxPool (-inf padding)."""
+    # Mostly negative values: the explicit zero padding wins the border windows' maximum.
+    return PadMaxPool(), {"x": torch.randn(1, 4, 8, 8) - 1}
+
+
+@case(export=Export(opset=17, output_names=("y",)))
+def ort_pad_avgpool_fusion():
+    """Pad(constant 0) → AveragePool 3x3/1, count_include_pad=0; onnxruntime 1.19.0-1.20.1 drop the zeros."""
+    return PadAvgPool(), {"x": torch.randn(1, 4, 8, 8) + 1}

@@ -1,0 +1,142 @@
+"""`trtmatrix bisect ROW --engine E --good A --bad B`: since which release is a row's verdict B's?
+
+A binary search over the engine's releases between A and B, each step an ordinary cell run of the
+row in that release's environment (isolated, cached, judged like any cell): about log2(n) runs.
+It finds the first version whose verdict equals B's and the last one before it that still has A's.
+A later than B searches the other way: the first release that fixed a failing row.
+
+Where the versions come from (`--engine`):
+- onnxruntime: every release on PyPI that has a wheel for this Python (`pip index versions`);
+- tensorrt: the versions of the tensorrt definitions in images/ (NGC tags, or the pip wheels they
+  name) — not run on real TensorRT from this repository.
+A version without a definition in images/ gets a venv environment made on the fly (uv, pinned
+`engine==version` and numpy), cached like any other.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pandas as pd
+from packaging.version import Version
+
+from ..environments.definitions import EnvDef, available_envdefs
+from ..plan import Plan, plan_for_row
+from ..run import MatrixRun
+
+# Works with every onnxruntime release on PyPI for Python 3.11 (1.15.0-1.32.0, measured).
+NUMPY_PIN = "numpy==1.26.4"
+PYPI_PACKAGE = {"onnxruntime": "onnxruntime"}
+
+
+class BisectError(ValueError):
+    """Not a question bisect can answer (same verdict at both ends, unknown version…)."""
+
+
+@dataclass
+class Step:
+    version: str
+    status: str
+    max_abs: float | None
+    environment: str
+
+
+@dataclass
+class Bisection:
+    row: str
+    engine: str
+    good: str
+    bad: str
+    versions: list[str]
+    source: str
+    tested: list[Step] = field(default_factory=list)
+    first_bad: str | None = None
+    last_good: str | None = None
+
+    def to_json(self) -> dict:
+        return {"row": self.row, "engine": self.engine, "good": self.good, "bad": self.bad,
+                "first_bad": self.first_bad, "last_good": self.last_good, "source": self.source,
+                "versions": self.versions,
+                "tested": [{"version": s.version, "status": s.status, "max_abs": s.max_abs,
+                            "environment": s.environment} for s in self.tested]}
+
+
+def released_versions(engine: str, envdefs: list[EnvDef]) -> tuple[list[str], str]:
+    """(every release of the engine, oldest first; where the list comes from)."""
+    if engine in PYPI_PACKAGE:
+        package = PYPI_PACKAGE[engine]
+        listing = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package, "--json"],
+                                 capture_output=True, text=True, timeout=120)
+        if listing.returncode != 0:
+            raise BisectError(f"cannot list {package} releases on the package index: {listing.stderr.strip()[-300:]}")
+        versions = json.loads(listing.stdout)["versions"]
+        return sorted(versions, key=Version), f"the package index: pip index versions {package} (wheels for this Python)"
+    versions = sorted({e.version for e in envdefs if e.engine == engine}, key=Version)
+    return versions, f"the {engine} definitions in images/ (their NGC tags or pinned wheels)"
+
+
+def between(versions: list[str], good: str, bad: str) -> list[str]:
+    """The versions from A to B inclusive, in search order (A first), whichever is older."""
+    for name, version in (("--good", good), ("--bad", bad)):
+        if version not in versions:
+            raise BisectError(f"{name} {version} is not a known release ({', '.join(versions[-8:])}, …)")
+    low, high = sorted((Version(good), Version(bad)))
+    span = [v for v in versions if low <= Version(v) <= high]
+    return span if Version(good) < Version(bad) else span[::-1]
+
+
+def envdef_for(engine: str, version: str, known: list[EnvDef]) -> EnvDef:
+    """The definition in images/ for this version (a venv preferred), else a venv made on the fly."""
+    matching = sorted((e for e in known if e.engine == engine and e.version == version and not e.gpu),
+                      key=lambda e: e.backend != "venv")
+    if matching:
+        return matching[0]
+    if engine not in PYPI_PACKAGE:
+        raise BisectError(f"no definition in images/ for {engine} {version}")
+    return EnvDef(name=f"{engine}-{version}", engine=engine, version=version, backend="venv",
+                  requirements=(f"{PYPI_PACKAGE[engine]}=={version}", NUMPY_PIN),
+                  source=f"made by trtmatrix bisect: {PYPI_PACKAGE[engine]}=={version} from the package index")
+
+
+def search(bisection: Bisection, run: Callable[[str], Step]) -> Bisection:
+    """Binary search, assuming the verdict changes once between A and B."""
+    order = bisection.versions
+    ends = [run(order[0]), run(order[-1])]
+    bisection.tested.extend(ends)
+    good_status, bad_status = ends[0].status, ends[1].status
+    if good_status == bad_status:
+        raise BisectError(f"{bisection.row} is {good_status} at both {order[0]} and {order[-1]}: nothing to bisect")
+    low, high = 0, len(order) - 1  # verdict at low is A's, at high B's
+    while high - low > 1:
+        middle = (low + high) // 2
+        step = run(order[middle])
+        bisection.tested.append(step)
+        if step.status == bad_status:  # the verdict before known issues: what was measured
+            high = middle
+        else:
+            low = middle
+    bisection.first_bad, bisection.last_good = order[high], order[low]
+    return bisection
+
+
+def bisect_row(plan: Plan, row: str, engine: str, good: str, bad: str,
+               on_event: Callable[[dict], None] = lambda e: None) -> Bisection:
+    """Bisect one row of the plan's matrix; each step runs the row in one environment."""
+    if row not in plan.rows:
+        raise BisectError(f"{row!r} is not a row of the matrix (rows look like {plan.rows[0]!r})")
+    known = available_envdefs(plan.path("images_dir"))
+    versions, source = released_versions(engine, known)
+    bisection = Bisection(row, engine, good, bad, between(versions, good, bad), source)
+
+    def run(version: str) -> Step:
+        envdef = envdef_for(engine, version, known)
+        on_event({"event": "bisect", "version": version, "env": envdef.name})
+        record = MatrixRun(plan_for_row(plan, row, envdef), on_event=on_event).judge().iloc[0]
+        max_abs = None if pd.isna(record["max_abs"]) else float(record["max_abs"])
+        return Step(version, record["verdict"], max_abs, envdef.name)
+
+    return search(bisection, run)

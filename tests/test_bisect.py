@@ -1,0 +1,93 @@
+"""`trtmatrix bisect` finds the releases the known-issue registry documents for the real onnxruntime
+regressions of cases/ort_regressions.py, on real onnxruntime versions (venvs from images/ and
+made on the fly), through the real command line."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from conftest import REPO, matrix_file
+from matrix.investigations.bisect import Bisection, BisectError, Step, between, search
+from matrix.sources.known_issues import load_registry
+from matrix.store import list_runs
+
+REGISTRY = {issue.case: issue for issue in load_registry(REPO / "cases" / "known_issues.toml")}
+RELEASES = ["1.16.3", "1.17.0", "1.18.1", "1.19.0", "1.19.2", "1.20.0", "1.20.1", "1.21.0"]
+
+
+def documented_boundary(case: str, versions: list[str]) -> str:
+    """The first (oldest) of `versions` that the registry entry says is bad."""
+    spec = SpecifierSet(REGISTRY[case].versions)
+    return next(v for v in versions if v in spec)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, cache_dir):
+    home = tmp_path_factory.mktemp("bisect")
+    body = '[profiles.fp32]\nprecision = "fp32"\n'
+    body += "".join(f'[cases.{case}]\nprofiles = ["fp32"]\n' for case in ("ort_pad_avgpool_fusion", "ort_pad_maxpool_fusion"))
+    return matrix_file(home, cache_dir, body, environments=("ort-1.32",)), home
+
+
+def bisect(config, *args):
+    result = subprocess.run([sys.executable, "-m", "matrix.cli", "bisect", *args, "-c", str(config), "--json"],
+                            cwd=REPO, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    return result, (json.loads(result.stdout) if result.returncode == 0 else None)
+
+
+def test_the_search_runs_about_log2_n_cells_and_finds_the_boundary():
+    versions = [f"1.{minor}.0" for minor in range(40)]
+    for boundary in (1, 7, 20, 39):
+        runs = []
+
+        def run(version):
+            runs.append(version)
+            return Step(version, "fail" if versions.index(version) >= boundary else "pass", None, "env")
+
+        found = search(Bisection("r", "onnxruntime", versions[0], versions[-1], versions, "test"), run)
+        assert (found.first_bad, found.last_good) == (versions[boundary], versions[boundary - 1])
+        assert len(runs) <= math.ceil(math.log2(len(versions))) + 2
+    with pytest.raises(BisectError, match="nothing to bisect"):
+        search(Bisection("r", "onnxruntime", "1.0.0", "1.1.0", ["1.0.0", "1.1.0"], "test"),
+               lambda v: Step(v, "pass", None, "env"))
+    assert between(RELEASES, "1.21.0", "1.19.0") == ["1.21.0", "1.20.1", "1.20.0", "1.19.2", "1.19.0"]
+
+
+def test_bisect_finds_the_documented_first_bad_release(project):
+    config, home = project
+    subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config)], cwd=REPO, check=True,
+                   capture_output=True)
+    result, found = bisect(config, "ort_pad_avgpool_fusion/fp32", "--good", "1.18.1", "--bad", "1.20.1")
+    assert result.returncode == 0, result.stderr
+    assert found["first_bad"] == documented_boundary("ort_pad_avgpool_fusion", RELEASES) == "1.19.0"
+    assert found["last_good"] == "1.18.1"
+    assert {step["status"] for step in found["tested"] if step["version"] >= "1.19.0"} == {"fail"}
+    written = json.loads((list_runs(home / "reports")[-1] / "bisect" / "ort_pad_avgpool_fusion__fp32.json").read_text())
+    assert written["first_bad"] == "1.19.0" and written["tested"] == found["tested"]
+
+
+def test_bisect_the_other_way_finds_the_fix_with_environments_made_on_the_fly(project):
+    config, _ = project
+    result, found = bisect(config, "ort_pad_maxpool_fusion/fp32", "--good", "1.32.0", "--bad", "1.29.0")
+    assert result.returncode == 0, result.stderr
+    spec = SpecifierSet(REGISTRY["ort_pad_maxpool_fusion"].versions)
+    assert found["first_bad"] == "1.31.1" and found["first_bad"] in spec  # the last bad release before the fix
+    assert found["last_good"] == "1.32.0" and found["last_good"] not in spec
+    made = [step["environment"] for step in found["tested"] if step["environment"].startswith("onnxruntime-")]
+    assert made, found["tested"]  # 1.29.0 and others have no definition in images/
+
+
+def test_a_question_bisect_cannot_answer_is_one_line_and_status_2(project):
+    config, _ = project
+    same, _ = bisect(config, "ort_pad_avgpool_fusion/fp32", "--good", "1.19.0", "--bad", "1.19.2")
+    last = same.stderr.strip().splitlines()[-1]  # after the progress lines: one line saying why
+    assert same.returncode == 2 and last.startswith("error: ") and "nothing to bisect" in last
+    unknown, _ = bisect(config, "ort_pad_avgpool_fusion/fp32", "--good", "1.18.9", "--bad", "1.19.2")
+    assert unknown.returncode == 2 and "1.18.9 is not a known release" in unknown.stderr
+    row, _ = bisect(config, "nope/fp32", "--good", "1.18.1", "--bad", "1.19.2")
+    assert row.returncode == 2 and "is not a row of the matrix" in row.stderr

@@ -1,0 +1,121 @@
+"""The real onnxruntime regressions of cases/ort_regressions.py, run for real through
+matrices/ort-regressions.toml on the last good and the first bad release of each: the verdicts
+must be the measured ones, and the known-issue entries must turn exactly the bad cells into xfail.
+
+Only the environments at the lower boundaries run here (four uv virtualenvs, about 30 s on two
+cores); `trtmatrix run -c matrices/ort-regressions.toml` runs the upper boundaries too.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import onnx
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from conftest import REPO
+from matrix.sources.known_issues import REGISTRY, load_registry
+from matrix.store import list_runs, read_run
+
+MATRIX = REPO / "matrices" / "ort-regressions.toml"
+
+# Measured here (README.md, "Real onnxruntime regressions"): issue id -> case, the profiles that
+# fail, the last good and first bad release below the range, the last bad and first good above it.
+MEASURED = {
+    "ort-clip-fp16-missing-bound":
+        ("ort_clip_fp16_min_only", {"fp32", "fp32-noopt"}, "1.18.1", "1.19.0", "1.19.2", "1.20.0"),
+    "ort-pad-averagepool-fusion-count-include-pad":
+        ("ort_pad_avgpool_fusion", {"fp32"}, "1.18.1", "1.19.0", "1.20.1", "1.21.0"),
+    "ort-pad-maxpool-fusion-zero-padding":
+        ("ort_pad_maxpool_fusion", {"fp32"}, "1.16.3", "1.17.0", "1.31.1", "1.32.0"),
+}
+LOWER_BOUNDARIES = ("ort-1.16.3", "ort-1.17.0", "ort-1.18.1", "ort-1.19.0")
+
+
+def registry():
+    issues = {issue.id: issue for issue in load_registry(REPO / "cases" / REGISTRY)}
+    return {issue_id: issues[issue_id] for issue_id in MEASURED}
+
+
+def test_the_registry_holds_the_measured_ranges_and_the_matrix_runs_every_boundary():
+    matrix = MATRIX.read_text()
+    for issue_id, issue in registry().items():
+        case, profiles, last_good, first_bad, last_bad, first_good = MEASURED[issue_id]
+        assert (issue.case, set(issue.profiles)) == (case, profiles)
+        assert (issue.engine, issue.expected) == ("onnxruntime", "fail")
+        versions = SpecifierSet(issue.versions)
+        assert first_bad in versions and last_bad in versions, issue.versions
+        assert last_good not in versions and first_good not in versions, issue.versions
+        assert issue.source.startswith("https://github.com/microsoft/onnxruntime/")
+        assert f"[cases.{case}]" in matrix
+        for version in (last_good, first_bad, last_bad, first_good):
+            names = [p.stem for p in (REPO / "images").glob("ort-*.toml")
+                     if f'version = "{version}"' in p.read_text() and 'backend = "venv"' in p.read_text()]
+            assert any(f'"{name}"' in matrix for name in names), f"no environment of {version} in {MATRIX.name}"
+
+
+@pytest.fixture(scope="module")
+def lower_boundary_run(tmp_path_factory, cache_dir):
+    """matrices/ort-regressions.toml itself, with its folders pointed at the repository (cases,
+    images) and at this test session (cache, reports), on the four lower-boundary versions."""
+    directory = tmp_path_factory.mktemp("regressions")
+    text = MATRIX.read_text()
+    for key, value in (("cases_dir", REPO / "cases"), ("images_dir", REPO / "images"),
+                       ("cache_dir", cache_dir), ("reports_dir", directory / "reports")):
+        text, count = re.subn(rf'^{key} = ".*"$', f'{key} = "{value}"', text, flags=re.M)
+        assert count == 1, key
+    config = directory / "ort-regressions.toml"
+    config.write_text(text)
+    envs = [arg for env in LOWER_BOUNDARIES for arg in ("--env", env)]
+    done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), *envs], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run,) = list_runs(directory / "reports")
+    return read_run(run)
+
+
+def test_bad_versions_fail_as_known_issues_and_good_versions_pass(lower_boundary_run):
+    frame = lower_boundary_run
+    issues = registry()
+    by_case = {MEASURED[i][0]: (i, issue) for i, issue in issues.items()}
+    assert set(frame["case"]) == set(by_case)
+    assert set(frame["env"]) == set(LOWER_BOUNDARIES)
+    for row in frame.itertuples():
+        issue_id, issue = by_case[row.case]
+        profiles = MEASURED[issue_id][1]
+        bad = row.profile in profiles and row.engine_version in SpecifierSet(issue.versions)
+        where = f"{row.cell_id} (onnxruntime {row.engine_version}): {row.status}, max_abs {row.max_abs}"
+        if bad:
+            assert (row.verdict, row.status, row.known_issue) == ("fail", "xfail", issue_id), where
+            assert row.max_abs > 0.5, where  # a wrong answer, not a rounding difference
+        else:
+            assert (row.verdict, row.status) == ("pass", "pass"), where
+    # The boundary pairs themselves ran: the last good passes, the first bad fails.
+    cells = frame.set_index(["case", "profile", "engine_version"])
+    for case, profiles, last_good, first_bad, *_ in MEASURED.values():
+        for profile in profiles:
+            assert cells.loc[(case, profile, last_good), "verdict"] == "pass"
+            assert cells.loc[(case, profile, first_bad), "verdict"] == "fail"
+
+
+def test_the_fusion_bugs_need_the_optimizer_and_the_clip_bug_does_not(lower_boundary_run):
+    """What tells a graph-optimizer fault from a kernel fault: the same cell with ORT_DISABLE_ALL."""
+    cells = lower_boundary_run.set_index(["case", "profile", "engine_version"])["verdict"]
+    assert cells[("ort_pad_maxpool_fusion", "fp32", "1.17.0")] == "fail"
+    assert cells[("ort_pad_maxpool_fusion", "fp32-noopt", "1.17.0")] == "pass"
+    assert cells[("ort_pad_avgpool_fusion", "fp32", "1.19.0")] == "fail"
+    assert cells[("ort_pad_avgpool_fusion", "fp32-noopt", "1.19.0")] == "pass"
+    assert cells[("ort_clip_fp16_min_only", "fp32", "1.19.0")] == "fail"
+    assert cells[("ort_clip_fp16_min_only", "fp32-noopt", "1.19.0")] == "fail"
+
+
+def test_each_case_is_a_handful_of_nodes_around_the_documented_op(lower_boundary_run, cache_dir):
+    """The exported models: the faulty op is the one op besides casts, constants and the Pad."""
+    expected = {"ort_clip_fp16_min_only": ["Cast", "Constant", "Clip", "Cast"],
+                "ort_pad_maxpool_fusion": ["Constant", "Constant", "Pad", "MaxPool"],
+                "ort_pad_avgpool_fusion": ["Constant", "Constant", "Pad", "AveragePool"]}
+    for case, ops in expected.items():
+        (model,) = (cache_dir / "artifacts").glob(f"{case}-*/model.onnx")
+        assert [node.op_type for node in onnx.load(str(model)).graph.node] == ops, case
