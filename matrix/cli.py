@@ -237,38 +237,39 @@ def export_cmd(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
         _fail(f"-o {output}: {exc.strerror or exc}")
 
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the finding as JSON.")]
+
+
+def _investigation_progress(event: dict) -> None:
+    from .report.console import console, escape
+
+    if event["event"] in ("setup", "recorded", "bisect"):
+        text = {"setup": lambda e: f"set up {e['env']}", "recorded": lambda e: f"{e['status']} {e['cell_id']}",
+                "bisect": lambda e: f"bisect: {e['version']} ({e['env']})"}[event["event"]](event)
+        console.print(escape(text), soft_wrap=True, highlight=False, style="dim")
+
+
 @app.command()
 def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, as the matrix prints it.")],
            good: Annotated[str, typer.Option(help="A release where the row has its good verdict.")],
            bad: Annotated[str, typer.Option(help="A release where it has the other verdict (later or earlier).")],
            engine: Annotated[str, typer.Option(help="onnxruntime (releases on PyPI) or tensorrt (images/).")] = "onnxruntime",
-           config: ConfigOpt = Path("matrix.toml"),
-           as_json: Annotated[bool, typer.Option("--json", help="Print the finding as JSON.")] = False) -> None:
+           config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Since which release does a row fail (or pass)? A binary search over the engine's releases
     from --good to --bad, each step an ordinary, cached cell run; the finding is also written
-    into the newest run folder (bisect/<row>.json)."""
+    into the newest run folder (bisect/<row>/bisect.json) and shown in the report."""
     import json
 
     from .investigations.bisect import BisectError, bisect_row
-    from .report.console import console, escape, out
-    from .store import find_run
+    from .report.console import escape, out
 
     the_plan = _plan(config)
-    say = lambda event: event["event"] == "bisect" and console.print(  # noqa: E731
-        escape(f"bisect: {row} on {engine} {event['version']} ({event['env']})"), soft_wrap=True)
     try:
-        found = bisect_row(the_plan, row, engine, good, bad, on_event=say)
+        found = bisect_row(the_plan, row, engine, good, bad, on_event=_investigation_progress)
     except BisectError as exc:
         _fail(str(exc))
     finding = found.to_json()
-    try:
-        run_dir = find_run(the_plan.path("reports_dir"), None)
-    except FileNotFoundError:
-        run_dir = None
-    if run_dir is not None:
-        target = run_dir / "bisect" / (row.replace("/", "__") + ".json")
-        target.parent.mkdir(exist_ok=True)
-        target.write_text(json.dumps(finding, indent=1))
+    target = _keep_finding(the_plan, "bisect", row, finding)
     if as_json:
         typer.echo(json.dumps({k: finding[k] for k in ("row", "first_bad", "last_good", "tested")}))
         return
@@ -278,8 +279,82 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
     out.print(escape(f"first with the --bad verdict: {found.first_bad}; last with the --good verdict: "
                      f"{found.last_good} ({len(found.tested)} of {len(found.versions)} releases run; "
                      f"versions from {found.source})"), soft_wrap=True)
-    if run_dir is not None:
+    if target is not None:
         out.print(escape(f"written to {target}"), soft_wrap=True)
+
+
+def _keep_finding(the_plan, kind: str, item: str, finding: dict, tables=None, run_ref: str | None = None) -> Path | None:
+    """Into the run folder asked about (the newest by default), whose report is rendered again to
+    show it; None when there is no run yet."""
+    from .report.publish import render_run
+    from .store import find_run
+    from .store.findings import write_finding
+
+    try:
+        run_dir = find_run(the_plan.path("reports_dir"), run_ref)
+    except FileNotFoundError as exc:
+        if run_ref is not None:
+            _fail(str(exc))
+        return None
+    target = write_finding(run_dir, kind, item, finding, tables)
+    render_run(run_dir)
+    return target
+
+
+@app.command()
+def explain(cell: Annotated[str, typer.Argument(help="The cell: case/k=v/profile/env, as the matrix prints it.")],
+            run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
+    """Where does a cell leave tolerance? Every intermediate tensor of its model, run in the cell's
+    environment and profile, against float64; the first divergent node is the first whose outputs
+    leave tolerance while its inputs are within it. Written into the run folder (explain/<cell>/)
+    and shown in the report's cell details."""
+    import json
+
+    from .investigations.explain import ExplainError, explain_cell
+    from .report.console import escape, out
+    from .report.investigation_text import explain_table, first_divergent_line
+
+    the_plan = _plan(config)
+    try:
+        found = explain_cell(the_plan, cell, on_event=_investigation_progress)
+    except (ExplainError, ConfigError) as exc:
+        _fail(str(exc))
+    finding = found.to_json()
+    target = _keep_finding(the_plan, "explain", cell, finding, {"layers": found.nodes}, run_ref)
+    if as_json:
+        typer.echo(json.dumps({k: finding[k] for k in ("cell", "first_divergent", "nodes")}))
+        return
+    out.print(explain_table(found.nodes, finding["first_divergent"]))
+    for line in [*found.notes, first_divergent_line(finding)] + ([f"written to {target.parent}"] if target else []):
+        out.print(escape(line), soft_wrap=True, highlight=False)
+
+
+@app.command()
+def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: case/k=v/profile/env.")],
+              run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
+    """Which layers must stay in FP32 for a failing FP16 cell to pass? Delta debugging over op
+    types, then node names, each trial an ordinary cell; prints a profile ready to paste into
+    the matrix file. Written into the run folder (precision/<cell>/) and shown in the report."""
+    import json
+
+    from .investigations.precision import PrecisionError, find_fp32_nodes
+    from .report.console import escape, out
+    from .report.investigation_text import precision_profile
+
+    the_plan = _plan(config)
+    try:
+        finding = find_fp32_nodes(the_plan, cell, on_event=_investigation_progress)
+    except (PrecisionError, ConfigError) as exc:
+        _fail(str(exc))
+    target = _keep_finding(the_plan, "precision", cell, finding, run_ref=run_ref)
+    if as_json:
+        typer.echo(json.dumps({k: finding.get(k) for k in ("cell", "keep_fp32", "op_types", "trials", "profile")}))
+        return
+    out.print(escape(finding["summary"]), soft_wrap=True, highlight=False)
+    if finding["profile"]:
+        out.print(escape(precision_profile(finding["profile_name"], finding["profile"])), soft_wrap=True, highlight=False)
+    if target is not None:
+        out.print(escape(f"written to {target}"), soft_wrap=True, highlight=False)
 
 
 images_app = typer.Typer(no_args_is_help=True, help="Environment definitions under images/: list, build, check.")

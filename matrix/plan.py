@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from .config import ConfigError, MatrixConfig, Profile, load_config
+from .config import CaseEntry, ConfigError, MatrixConfig, Profile, load_config
 from .environments.definitions import EnvDef, load_envdefs
 from .environments.staging import worker_hash
 from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_files, prepare_code_hash,
@@ -59,6 +59,13 @@ class Plan:
     def profile(self, name: str) -> Profile:
         return self.config.profiles[name]
 
+    def cell(self, cell_id: str) -> Cell:
+        for cell in self.cells:
+            if cell.cell_id == cell_id:
+                return cell
+        raise ConfigError(self.config_path, "cell", f"{cell_id!r} is not a cell of the matrix "
+                                                    f"(cells look like {self.cells[0].cell_id!r})")
+
     @cached_property
     def rows(self) -> list[str]:
         return list(dict.fromkeys(cell.row_id for cell in self.cells))
@@ -103,6 +110,36 @@ def plan_for_row(plan: Plan, row_id: str, env: EnvDef) -> Plan:
     cell = Cell(template.case, template.params, template.profile, env.name, template.artifact_key,
                 content_key(template.artifact_key, plan.profile(template.profile), env, worker_hash()))
     return Plan(plan.config, plan.config_path, plan.cases, {env.name: env}, [cell], plan.known_issues)
+
+
+def plan_of_trials(plan: Plan, cell_id: str, models: dict[str, dict[str, Path]] | None = None,
+                   profiles: dict[str, Profile] | None = None) -> Plan:
+    """Trials of one cell in its own environment, as ordinary cells: other ONNX models of it
+    (explain's observed copies: ONNX-file cases {name: {"onnx", "inputs", "expected"}}) or other
+    profiles of its case (precision's keep_fp32 sets), each judged with the cell's tolerance."""
+    template = plan.cell(cell_id)
+    env = plan.envs[template.env]
+    tolerance = plan.config.tolerance(template.case, template.profile)
+    profiles = profiles or {template.profile: plan.profile(template.profile)}
+    code = worker_hash()
+    tolerances = {name: tolerance for name in profiles}
+    if models:
+        cases = {name: CaseSpec(name, CaseEntry(profiles=tuple(profiles), tolerances=tolerances,
+                                                **{k: str(v) for k, v in files.items()}), Path("/"))
+                 for name, files in models.items()}
+        rows = [(name, ()) for name in cases]
+    else:
+        spec = plan.cases[template.case]
+        entry = spec.entry.model_copy(update={"profiles": tuple(profiles), "tolerances": tolerances})
+        cases = {spec.name: CaseSpec(spec.name, entry, spec.root, spec.torch_case)}
+        rows = [(spec.name, template.params)]
+    cells = []
+    for case, params in rows:
+        artifact = template.artifact_key if not models else artifact_key(cases[case], params)
+        cells += [Cell(case, params, name, env.name, artifact, content_key(artifact, profile, env, code))
+                  for name, profile in profiles.items()]
+    config = plan.config.model_copy(update={"profiles": profiles, "cases": {n: s.entry for n, s in cases.items()}})
+    return Plan(config, plan.config_path, cases, {env.name: env}, cells, ())
 
 
 def build_plan(config_path: Path | str, only_cases: list[str] | None = None,

@@ -67,7 +67,7 @@ def test_bisect_finds_the_documented_first_bad_release(project):
     assert found["first_bad"] == documented_boundary("ort_pad_avgpool_fusion", RELEASES) == "1.19.0"
     assert found["last_good"] == "1.18.1"
     assert {step["status"] for step in found["tested"] if step["version"] >= "1.19.0"} == {"fail"}
-    written = json.loads((list_runs(home / "reports")[-1] / "bisect" / "ort_pad_avgpool_fusion__fp32.json").read_text())
+    written = json.loads((list_runs(home / "reports")[-1] / "bisect" / "ort_pad_avgpool_fusion__fp32" / "bisect.json").read_text())
     assert written["first_bad"] == "1.19.0" and written["tested"] == found["tested"]
 
 

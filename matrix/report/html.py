@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from .findings_view import findings_by_cell
+from .log_axis import log_axis
 from .error_text import DRIFT_MARK, drift_text, worst_error
 from .upgrade import default_pair, env_order
 
@@ -73,13 +75,8 @@ def case_plot(frame: pd.DataFrame, case: str, envs: list[str]) -> dict:
     if not plotted:
         return {}
     finite = sub.loc[np.isfinite(sub["max_abs"]), "max_abs"]
-    values = list(finite) + list(sub["atol"])
-    low, high = math.floor(math.log10(max(min(values), 1e-12))), math.ceil(math.log10(max(values)))
-    high = max(high, low + 1)
+    y, ticks = log_axis(list(finite) + list(sub["atol"]), top, height - top - bottom)
     step = (width - left - 70) / max(len(plotted) - 1, 1)  # room for the last rotated label
-
-    def y(value: float) -> float:
-        return round(top + (high - math.log10(max(value, 10.0 ** low))) / (high - low) * (height - top - bottom), 1)
 
     series = []
     for index, (profile, group) in enumerate(sub.groupby("profile", sort=False)):
@@ -89,14 +86,16 @@ def case_plot(frame: pd.DataFrame, case: str, envs: list[str]) -> dict:
                          "" if np.isfinite(v) else "NaN/Inf") for e, v in worst.items())
         series.append({"profile": profile, "color": f"hsl({index * 67 % 360}, 65%, 40%)", "points": points,
                        "tol": y(group["atol"].iloc[0]), "atol": group["atol"].iloc[0]})
-    ticks = [{"y": y(10.0 ** p), "label": f"1e{p}"} for p in range(low, high + 1)]
     labels = [{"x": round(left + i * step, 1), "env": e} for i, e in enumerate(plotted)]
     return {"width": width, "height": height, "left": left, "series": series, "ticks": ticks, "labels": labels,
             "bottom": height - bottom}
 
 
-def render_report(frame: pd.DataFrame, run: dict) -> str:
+def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]] | None = None) -> str:
+    """`findings`: what investigations wrote into the run folder (store/findings.py), shown in
+    the details of the cells they concern."""
     envs = env_order(frame)
+    shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
     engines = frame.groupby("env")["engine"].first().to_dict()
     versions = {env: (group["engine_version"].dropna().iloc[0] if group["engine_version"].notna().any()
                       else group["env_version"].iloc[0]) for env, group in frame.groupby("env")}
@@ -107,7 +106,7 @@ def render_report(frame: pd.DataFrame, run: dict) -> str:
         for _, r in group.iterrows():
             by_env[r["env"]] = {"index": len(cells), "status": r["status"], "text": key_number(r),
                                 "cell_id": r["cell_id"]}
-            cells.append(cell_data(r, config))
+            cells.append({**cell_data(r, config), "findings": shown.get(r["cell_id"], {})})
         first = group.iloc[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
                      "profile": first["profile"], "statuses": " ".join(sorted(set(group["status"]))),

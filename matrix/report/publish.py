@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..store import REPORT, RUN_META, list_runs, read_run, write_text_atomically
+from ..store.findings import read_findings
 from .html import STATUSES, TEMPLATES, key_number, render_report
 
 INDEX, HISTORY = "index.html", "history.html"
@@ -22,7 +23,7 @@ def run_meta(run_dir: Path) -> dict:
 
 
 def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
-    write_text_atomically(run_dir / REPORT, render_report(frame, run_meta(run_dir)))
+    write_text_atomically(run_dir / REPORT, render_report(frame, run_meta(run_dir), read_findings(run_dir)))
 
 
 def render_run(run_dir: Path, frame: pd.DataFrame | None = None) -> None:

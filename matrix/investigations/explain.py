@@ -1,0 +1,192 @@
+"""`trtmatrix explain CELL`: the first node of a cell's model whose outputs leave tolerance while
+all its inputs are still within it.
+
+1. Every intermediate floating-point tensor is computed in float64 on the host (float64_graph),
+   for exported and ONNX-file models alike.
+2. The same tensors are observed in the cell's own environment and profile: a copy of the model
+   with them as its graph outputs runs as an ordinary cell (an ONNX-file case whose expected
+   outputs are the float64 values), so engine, FP16 copy, isolation and judgement are the
+   matrix's own. TensorRT gets the same copy: its ONNX parser makes every graph output a network
+   output, as Polygraphy's `--trt-outputs mark all` does (not yet run on real TensorRT).
+3. Observing a tensor changes what is computed: engines do not fuse across a graph output
+   (onnxruntime's fusions, TensorRT's layer fusion). Where observing every tensor at once makes
+   the cell's failure disappear, each node is observed alone instead (one cell per node, all in
+   one environment job): a fused pair then fails at its last node, whose input still looked right.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+import pandas as pd
+
+from ..plan import Plan, plan_of_trials
+from ..prepare import INPUTS, MODEL, artifact_dir
+from ..prepare.layers import resolve_nodes
+from ..run import MatrixRun
+from ..store.locks import cache_lock
+from .float64_graph import FLOAT_TYPES, float64_values, node_label
+
+ALL_AT_ONCE, ONE_AT_A_TIME = "every tensor at once", "one node at a time"
+# Observing one node at a time is one cell per node: beyond this, say so rather than run for hours.
+MAX_SINGLE_OBSERVATIONS = 400
+RAN = {"pass", "fail"}
+
+
+class ExplainError(ValueError):
+    """Not a cell explain can work on (it did not run, or its model cannot be observed)."""
+
+
+@dataclass
+class Explanation:
+    cell: str
+    verdict: str
+    max_abs: float | None
+    atol: float
+    rtol: float
+    observed: str
+    nodes: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def first_divergent(self) -> dict | None:
+        hits = self.nodes[(self.nodes["within"] == False) & (self.nodes["inputs_within"] == True)]  # noqa: E712
+        if hits.empty:
+            return None
+        row = hits.iloc[0]
+        return {"node": row["node"], "op_type": row["op_type"], "order": int(row["order"]),
+                "max_abs": _number(row["max_abs"]), "outputs": row["outputs"]}
+
+    def to_json(self) -> dict:
+        measured = self.nodes[self.nodes["max_abs"].notna()]
+        return {"cell": self.cell, "verdict": self.verdict, "max_abs": self.max_abs, "atol": self.atol,
+                "rtol": self.rtol, "observed": self.observed, "first_divergent": self.first_divergent,
+                "nodes": len(self.nodes), "notes": self.notes,
+                "errors": [[int(o), _number(v)] for o, v in zip(measured["order"], measured["max_abs"])]}
+
+
+def _number(value) -> float | str | None:
+    """JSON has no infinity: a NaN/Inf output's error is the string "inf"."""
+    if value is None or pd.isna(value):
+        return None
+    return "inf" if np.isinf(value) else float(value)
+
+
+def observable_tensors(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
+    """Every floating-point tensor a node produces, with its type from shape inference; a tensor
+    whose type cannot be inferred cannot be declared as an output and is left out."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    typed = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    return {name: typed[name] for node in model.graph.node for name in node.output
+            if name in typed and typed[name].type.tensor_type.elem_type in FLOAT_TYPES}
+
+
+def with_outputs(model: onnx.ModelProto, outputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    del copy.graph.output[:]
+    copy.graph.output.extend(outputs)
+    return copy
+
+
+class Observer:
+    """Writes observed copies of one model and runs them as trials of the cell."""
+
+    def __init__(self, plan: Plan, cell_id: str, model: onnx.ModelProto, inputs: Path,
+                 reference: dict[str, np.ndarray], folder: Path, on_event: Callable[[dict], None]):
+        self.plan, self.cell_id, self.model, self.inputs = plan, cell_id, model, inputs
+        self.reference, self.folder, self.on_event = reference, folder, on_event
+
+    def copy(self, name: str, outputs: list[onnx.ValueInfoProto]) -> dict[str, Path]:
+        target = self.folder / name
+        target.mkdir(parents=True, exist_ok=True)
+        files = {"onnx": target / "model.onnx", "inputs": self.inputs, "expected": target / "expected.npz"}
+        onnx.save(with_outputs(self.model, outputs), str(files["onnx"]))
+        np.savez(files["expected"], **{v.name: self.reference[v.name] for v in outputs})
+        return files
+
+    def run(self, copies: dict[str, list[onnx.ValueInfoProto]]) -> dict[str, dict]:
+        """{tensor: its metrics (compare.OutputMetrics as a dict)} over every copy run."""
+        case = self.plan.cell(self.cell_id).case
+        models = {f"{case}.{name}": self.copy(name, outputs) for name, outputs in copies.items()}
+        frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, models=models), on_event=self.on_event).judge()
+        broken = frame[~frame["verdict"].isin(RAN)]
+        if not broken.empty:
+            row = broken.iloc[0]
+            raise ExplainError(f"the observed copy of the model did not run ({row['verdict']}): {row['error']}")
+        return {o["name"]: o for outputs in frame["outputs"] for o in json.loads(outputs)}
+
+
+def node_table(model: onnx.ModelProto, metrics: dict[str, dict], missing: dict[str, str],
+               fp32_nodes: set[str] | None) -> pd.DataFrame:
+    """One row per node in topological order: its outputs' worst error against float64, whether
+    they stayed within tolerance and whether all its observed inputs did; for an FP16 profile
+    (fp32_nodes given), whether keep_fp32 held the node in FP32."""
+    within_by_tensor = {name: m["mismatch_frac"] == 0 for name, m in metrics.items()}
+    rows = []
+    for order, node in enumerate(model.graph.node):
+        label = node_label(node, order)
+        measured = [metrics[name] for name in node.output if name in metrics]
+        inputs = [within_by_tensor[name] for name in node.input if name in within_by_tensor]
+        note = missing.get(label) or ("" if measured else "no floating-point output")
+        rows.append({
+            "order": order, "node": label, "op_type": node.op_type,
+            "outputs": ", ".join(node.output),
+            "max_abs": max((m["max_abs"] for m in measured), default=np.nan),
+            "max_rel": max((m["max_rel"] for m in measured), default=np.nan),
+            "nan_count": sum(m["nan_count"] for m in measured) if measured else pd.NA,
+            "inf_count": sum(m["inf_count"] for m in measured) if measured else pd.NA,
+            "mismatch_frac": max((m["mismatch_frac"] for m in measured), default=np.nan),
+            "within": all(m["mismatch_frac"] == 0 for m in measured) if measured else pd.NA,
+            "inputs_within": all(inputs),
+            "fp32": pd.NA if fp32_nodes is None else node.name in fp32_nodes,
+            "note": note,
+        })
+    return pd.DataFrame(rows).astype({"nan_count": "Int64", "inf_count": "Int64", "within": "boolean", "fp32": "boolean"})
+
+
+def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = lambda e: None) -> Explanation:
+    cell = plan.cell(cell_id)
+    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event).judge().iloc[0]
+    if own["verdict"] not in RAN:
+        raise ExplainError(f"{cell_id} is {own['verdict']}, not a cell with outputs to explain: {own['error']}")
+    cache = plan.path("cache_dir")
+    artifacts = artifact_dir(cache, cell.case, cell.artifact_key)
+    model = onnx.load(str(artifacts / MODEL))
+    with np.load(artifacts / INPUTS) as data:
+        inputs = dict(data)
+    reference = float64_values(model, inputs)
+    tensors = [v for name, v in observable_tensors(model).items() if name in reference.values]
+    if not tensors:
+        raise ExplainError(f"no intermediate tensor of {cell.case}'s model has a float64 value to compare with")
+    profile = plan.profile(cell.profile)
+    fp32_nodes = set(resolve_nodes(model, profile.keep_fp32)) if profile.precision == "fp16" else None
+    notes = [f"{label}: {reason}" for label, reason in reference.missing.items()]
+    with cache_lock(cache, f"explain-{cell.artifact_key[:16]}"):
+        observer = Observer(plan, cell_id, model, artifacts / INPUTS, reference.values,
+                            cache / "investigations" / "explain" / cell.artifact_key[:16], on_event)
+        metrics, observed = observer.run({"all": tensors}), ALL_AT_ONCE
+        if own["verdict"] == "fail" and all(m["mismatch_frac"] == 0 for m in metrics.values()):
+            notes.append("with every tensor observed at once the cell passes: the failure needs a fusion "
+                         "across tensors that observing breaks, so each node was observed alone")
+            metrics, observed = _one_at_a_time(observer, model, tensors), ONE_AT_A_TIME
+    nodes = node_table(model, metrics, reference.missing, fp32_nodes)
+    max_abs = None if pd.isna(own["max_abs"]) else float(own["max_abs"])
+    return Explanation(cell_id, own["verdict"], max_abs, float(own["atol"]), float(own["rtol"]), observed, nodes, notes)
+
+
+def _one_at_a_time(observer: Observer, model: onnx.ModelProto, tensors: list[onnx.ValueInfoProto]) -> dict[str, dict]:
+    by_name = {v.name: v for v in tensors}
+    copies = {}
+    for order, node in enumerate(model.graph.node):
+        outputs = [by_name[name] for name in node.output if name in by_name]
+        if outputs:
+            copies[f"node{order}"] = outputs
+    if len(copies) > MAX_SINGLE_OBSERVATIONS:
+        raise ExplainError(f"observing every tensor hides the failure, and observing {len(copies)} nodes one at a "
+                           f"time is more than {MAX_SINGLE_OBSERVATIONS} cells")
+    return observer.run(copies)

@@ -1,0 +1,105 @@
+"""`trtmatrix precision CELL`: the fewest nodes to keep in FP32 for a failing FP16 cell to pass,
+as a profile ready to paste into the matrix file.
+
+A control first: every node in FP32 (keep_fp32 = every op type of the model). If the cell still
+fails, the problem is not precision and the search stops there. Otherwise delta debugging
+(Zeller's ddmin, the search Polygraphy's `debug precision` makes over layers): over op types
+first, then over the names of the nodes of the op types it kept. Each trial is a profile of the
+cell's case with keep_fp32 set (the cell's own keep_fp32 included), run as an ordinary cell
+(isolated, cached, judged with the cell's tolerance); the trials of one round run together, in
+one environment job.
+
+TensorRT: keep_fp32 selects network layers by the op type or name of the ONNX node they came from
+(worker/layer_select.py), so the same search names ONNX nodes there too; not yet run on TensorRT.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import onnx
+
+from ..config import Profile
+from ..plan import Plan, plan_of_trials
+from ..prepare import MODEL, artifact_dir
+from ..run import MatrixRun
+
+GOOD = {"pass"}
+
+
+class PrecisionError(ValueError):
+    """Not a cell precision can work on (not FP16, not failing, did not run)."""
+
+
+@dataclass
+class PrecisionSearch:
+    """Runs keep_fp32 trials of one cell, a round at a time, and counts them."""
+
+    plan: Plan
+    cell_id: str
+    on_event: Callable[[dict], None]
+    trials: int = 0
+    log: list[dict] = field(default_factory=list)
+
+    def passes(self, candidates: list[list[str]]) -> list[bool]:
+        profile = self.plan.profile(self.plan.cell(self.cell_id).profile)
+        profiles = {f"trial{self.trials + i + 1}": Profile(**{**profile.model_dump(),
+                                                               "keep_fp32": (*profile.keep_fp32, *names)})
+                    for i, names in enumerate(candidates)}
+        self.trials += len(candidates)
+        frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, profiles=profiles), on_event=self.on_event).judge()
+        verdicts = dict(zip(frame["profile"], frame["verdict"]))
+        self.log += [{"keep_fp32": names, "verdict": verdicts[name]} for name, names in zip(profiles, candidates)]
+        return [verdicts[name] in GOOD for name in profiles]
+
+
+def ddmin(items: list[str], passes: Callable[[list[list[str]]], list[bool]]) -> list[str]:
+    """A smallest-it-can-find subset of `items` that still passes, given that all of them do.
+    Each round judges every chunk and every complement together."""
+    n = 2
+    while len(items) >= 2:
+        size = math.ceil(len(items) / n)
+        chunks = [items[i:i + size] for i in range(0, len(items), size)]
+        complements = [[x for x in items if x not in chunk] for chunk in chunks] if len(chunks) > 2 else []
+        results = passes(chunks + complements)
+        hit = next((i for i, ok in enumerate(results) if ok), None)
+        if hit is not None:
+            items, n = (chunks[hit], 2) if hit < len(chunks) else (complements[hit - len(chunks)], max(n - 1, 2))
+        elif n >= len(items):
+            break
+        else:
+            n = min(2 * n, len(items))
+    return items
+
+
+def find_fp32_nodes(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = lambda e: None) -> dict:
+    cell = plan.cell(cell_id)
+    profile = plan.profile(cell.profile)
+    if profile.precision != "fp16":
+        raise PrecisionError(f"{cell_id} is an FP32 cell: precision looks for layers to keep in FP32 in FP16 builds")
+    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event).judge().iloc[0]
+    if own["verdict"] != "fail":
+        raise PrecisionError(f"{cell_id} is {own['verdict']}: precision searches only a failing cell"
+                             + (f" ({own['error']})" if own["error"] else ""))
+    model = onnx.load(str(artifact_dir(plan.path("cache_dir"), cell.case, cell.artifact_key) / MODEL),
+                      load_external_data=False)
+    op_types = sorted({node.op_type for node in model.graph.node})
+    search = PrecisionSearch(plan, cell_id, on_event)
+    finding = {"cell": cell_id, "verdict": own["verdict"], "max_abs": float(own["max_abs"]),
+               "profile_name": f"{cell.profile}-fp32-fix", "profile": None}
+    if not search.passes([op_types])[0]:
+        return {**finding, "trials": search.trials, "tried": search.log,
+                "summary": f"even with every node in FP32 the cell fails ({search.log[0]['verdict']}): "
+                           f"the problem is not FP16 precision"}
+    kept_types = ddmin(op_types, search.passes)
+    nodes = [node for node in model.graph.node if node.op_type in kept_types]
+    # By name, where every node of those types has one (a name is a glob: escaped, it means itself).
+    kept = ddmin([glob.escape(node.name) for node in nodes], search.passes) if all(n.name for n in nodes) else kept_types
+    return {**finding, "trials": search.trials, "tried": search.log, "op_types": kept_types, "keep_fp32": kept,
+            "profile": {**profile.model_dump(include={"precision", "optimization"}),
+                        "keep_fp32": [*profile.keep_fp32, *kept]},
+            "summary": f"{len(kept)} of {len(model.graph.node)} nodes kept in FP32 make the cell pass "
+                       f"(op types {', '.join(kept_types)}; {search.trials} trials)"}
