@@ -12,6 +12,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from conftest import REPO, matrix_file
+from matrix.environments.gpus import gpu_missing_reason
 from matrix.investigations.bisect import Bisection, BisectError, Step, between, search
 from matrix.sources.known_issues import load_registry
 from matrix.store import list_runs
@@ -91,3 +92,10 @@ def test_a_question_bisect_cannot_answer_is_one_line_and_status_2(project):
     assert unknown.returncode == 2 and "1.18.9 is not a known release" in unknown.stderr
     row, _ = bisect(config, "nope/fp32", "--good", "1.18.1", "--bad", "1.19.2")
     assert row.returncode == 2 and "is not a row of the matrix" in row.stderr
+    # TensorRT's releases come from images/; on a host without a GPU its cells are skipped, and bisect says why.
+    if gpu_missing_reason():
+        trt, _ = bisect(config, "ort_pad_avgpool_fusion/fp32", "--engine", "tensorrt", "--good", "8.6.1.6",
+                        "--bad", "10.8.0.43")
+        last = trt.stderr.strip().splitlines()[-1]
+        assert trt.returncode == 2 and last.startswith("error: ") and "did not run on tensorrt 8.6.1.6 (skipped)" in last
+        assert gpu_missing_reason() in last

@@ -31,6 +31,7 @@ from ..run import MatrixRun
 # Works with every onnxruntime release on PyPI for Python 3.11 (1.15.0-1.32.0, measured).
 NUMPY_PIN = "numpy==1.26.4"
 PYPI_PACKAGE = {"onnxruntime": "onnxruntime"}
+MEASURED = {"pass", "fail"}
 
 
 class BisectError(ValueError):
@@ -43,6 +44,7 @@ class Step:
     status: str
     max_abs: float | None
     environment: str
+    error: str | None = None
 
 
 @dataclass
@@ -90,9 +92,10 @@ def between(versions: list[str], good: str, bad: str) -> list[str]:
 
 
 def envdef_for(engine: str, version: str, known: list[EnvDef]) -> EnvDef:
-    """The definition in images/ for this version (a venv preferred), else a venv made on the fly."""
-    matching = sorted((e for e in known if e.engine == engine and e.version == version and not e.gpu),
-                      key=lambda e: e.backend != "venv")
+    """The definition in images/ for this version (CPU before GPU, a venv before a container), else
+    a venv made on the fly."""
+    matching = sorted((e for e in known if e.engine == engine and e.version == version),
+                      key=lambda e: (e.gpu, e.backend != "venv"))
     if matching:
         return matching[0]
     if engine not in PYPI_PACKAGE:
@@ -107,6 +110,9 @@ def search(bisection: Bisection, run: Callable[[str], Step]) -> Bisection:
     order = bisection.versions
     ends = [run(order[0]), run(order[-1])]
     bisection.tested.extend(ends)
+    for end in ends:  # a verdict bisect can compare is one measured from outputs
+        if end.status not in MEASURED:
+            raise BisectError(f"{bisection.row} did not run on {bisection.engine} {end.version} ({end.status}): {end.error}")
     good_status, bad_status = ends[0].status, ends[1].status
     if good_status == bad_status:
         raise BisectError(f"{bisection.row} is {good_status} at both {order[0]} and {order[-1]}: nothing to bisect")
@@ -137,6 +143,6 @@ def bisect_row(plan: Plan, row: str, engine: str, good: str, bad: str,
         on_event({"event": "bisect", "version": version, "env": envdef.name})
         record = MatrixRun(plan_for_row(plan, row, envdef), on_event=on_event).judge().iloc[0]
         max_abs = None if pd.isna(record["max_abs"]) else float(record["max_abs"])
-        return Step(version, record["verdict"], max_abs, envdef.name)
+        return Step(version, record["verdict"], max_abs, envdef.name, record["error"])
 
     return search(bisection, run)
