@@ -77,13 +77,15 @@ def _number(value) -> float | str | None:
     return "inf" if np.isinf(value) else float(value)
 
 
-def observable_tensors(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
-    """Every floating-point tensor a node produces, with its type from shape inference; a tensor
-    whose type cannot be inferred cannot be declared as an output and is left out."""
+def observable_tensors(model: onnx.ModelProto) -> tuple[dict[str, onnx.ValueInfoProto], set[str]]:
+    """Every floating-point tensor a node produces, with its type from shape inference; and the
+    tensors whose type cannot be inferred, which cannot be declared as outputs (not observable)."""
     inferred = onnx.shape_inference.infer_shapes(model)
     typed = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
-    return {name: typed[name] for node in model.graph.node for name in node.output
-            if name in typed and typed[name].type.tensor_type.elem_type in FLOAT_TYPES}
+    produced = [name for node in model.graph.node for name in node.output if name]
+    return ({name: typed[name] for name in produced
+             if name in typed and typed[name].type.tensor_type.elem_type in FLOAT_TYPES},
+            {name for name in produced if name not in typed})
 
 
 def with_outputs(model: onnx.ModelProto, outputs: list[onnx.ValueInfoProto]) -> onnx.ModelProto:
@@ -160,7 +162,12 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     with np.load(artifacts / INPUTS) as data:
         inputs = dict(data)
     reference = float64_values(model, inputs)
-    tensors = [v for name, v in observable_tensors(model).items() if name in reference.values]
+    observable, untyped = observable_tensors(model)
+    tensors = [v for name, v in observable.items() if name in reference.values]
+    for order, node in enumerate(model.graph.node):
+        if untyped & set(node.output):
+            reference.missing.setdefault(node_label(node, order), "not observable: shape inference gives no type "
+                                                                   "for its output")
     if not tensors:
         raise ExplainError(f"no intermediate tensor of {cell.case}'s model has a float64 value to compare with")
     profile = plan.profile(cell.profile)
