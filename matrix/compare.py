@@ -45,6 +45,10 @@ class OutputMetrics:
     nan_count: int
     inf_count: int
     ref_nonfinite: int = 0
+    # How far from passing: the smallest atol that passes at the configured rtol, and the smallest
+    # rtol at the configured atol (infinite where NaN/Inf, or an error on an exact 0, needs more).
+    atol_needed: float = 0.0
+    rtol_needed: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,7 +62,8 @@ def _min_cosine(values) -> float:
 
 # How each metric's worst is taken over the outputs of a cell.
 WORST = {"max_abs": max, "max_rel": max, "mean_abs": max, "rmse": max, "cosine": _min_cosine,
-         "mismatch_frac": max, "nan_count": sum, "inf_count": sum, "ref_nonfinite": sum}
+         "mismatch_frac": max, "nan_count": sum, "inf_count": sum, "ref_nonfinite": sum,
+         "atol_needed": max, "rtol_needed": max}
 # ... and over the runs of one output (counts are per run, so the largest, not the sum).
 WORST_RUN = {**WORST, "nan_count": max, "inf_count": max}
 
@@ -88,9 +93,13 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
               "inf_count": int((np.isinf(out) & (out != ref)).sum()),
               "ref_nonfinite": int((~judged).sum())}
     if (bad & ~(judged & finite)).any():  # a mismatch involving NaN or Inf: no finite error describes it
-        return OutputMetrics(name, tuple(actual.shape), INF, INF, INF, INF, math.nan, **counts)
+        return OutputMetrics(name, tuple(actual.shape), INF, INF, INF, INF, math.nan, **counts,
+                             atol_needed=INF, rtol_needed=INF)
     out, ref = out[judged], ref[judged]
     diff = np.abs(out - ref)
+    over_atol = diff[diff > atol]  # what a larger rtol would have to cover
+    with np.errstate(divide="ignore", over="ignore"):  # an error on an exact (or subnormal) 0: no rtol covers it
+        rtol_needed = float(((over_atol - atol) / np.abs(ref[diff > atol])).max()) if over_atol.size else 0.0
     return OutputMetrics(
         name=name,
         shape=tuple(actual.shape),
@@ -100,6 +109,8 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
         rmse=float(np.sqrt((diff ** 2).mean())) if diff.size else 0.0,
         cosine=_cosine(out, ref),
         **counts,
+        atol_needed=float(np.maximum(diff - rtol * np.abs(ref), 0).max()) if diff.size else 0.0,
+        rtol_needed=rtol_needed,
     )
 
 

@@ -160,3 +160,31 @@ def test_matches_the_element_by_element_oracle(pairs, atol, rtol):
     else:
         finite_ref = [abs(o - r) for o, r in pairs if math.isfinite(r)]
         assert m.max_abs == (max(finite_ref) if finite_ref else 0.0)
+
+
+FINITE = st.floats(-1e3, 1e3, allow_subnormal=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(pairs=st.lists(st.tuples(FINITE, FINITE), min_size=1, max_size=30),
+       atol=st.sampled_from([0.0, 1e-4, 1e-2]), rtol=st.sampled_from([0.0, 1e-3, 1e-2]))
+def test_the_tolerance_needed_is_the_smallest_that_passes(pairs, atol, rtol):
+    """Judged again with atol_needed (at the same rtol), or rtol_needed (at the same atol), every
+    element passes the oracle; with a little less, where more than the configured one is needed,
+    some element fails."""
+    out, ref = np.array([o for o, _ in pairs]), np.array([r for _, r in pairs])
+    m = compare_output("y", out, ref, atol, rtol)
+    assert all(_oracle(o, r, m.atol_needed * (1 + 1e-12) + 1e-300, rtol) for o, r in pairs)
+    if m.atol_needed > atol:
+        assert not all(_oracle(o, r, m.atol_needed * (1 - 1e-9), rtol) for o, r in pairs)
+    if math.isinf(m.rtol_needed):  # an error beyond atol where the reference is exactly 0
+        assert any(r == 0 and abs(o) > atol for o, r in pairs)
+    else:
+        assert all(_oracle(o, r, atol, m.rtol_needed * (1 + 1e-9) + 1e-300) for o, r in pairs)
+        if m.rtol_needed > rtol:
+            assert not all(_oracle(o, r, atol, m.rtol_needed * (1 - 1e-6)) for o, r in pairs)
+
+
+def test_no_tolerance_is_needed_that_a_nan_would_pass():
+    m = compare_output("y", np.array([1.0, np.nan]), np.array([1.0, 2.0]), 1e-4, 1e-3)
+    assert math.isinf(m.atol_needed) and math.isinf(m.rtol_needed)

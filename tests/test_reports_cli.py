@@ -115,3 +115,24 @@ def test_exports_index_history_and_diff(project, tmp_path):
     shown = cli("history", "-c", str(config), "--cell", "tiny/fp16/*")
     assert shown.returncode == 0 and CELL in shown.stdout and "tiny/fp32" not in shown.stdout
     assert cli("diff", "-c", str(config), "--from", "ort-1.32", "--to", "nowhere").returncode == 2
+
+
+def test_the_atol_a_failing_cell_needs_passes_it_and_diff_says_so(project, tmp_path, write_matrix, tiny_model):
+    config = project(fp16_atol=1e-9)
+    assert cli("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    needed = read_run(run_dir).set_index("cell_id").loc[CELL, "atol_needed"]
+    assert 1e-9 < needed < 1  # FP16 noise: far above 1e-9, far below 1
+    # Re-judged at exactly the atol it needs (rtol 0 here) the cell passes; at 1% less it fails.
+    assert cli("report", run_dir.name, "-c", str(project(fp16_atol=needed))).returncode == 0
+    assert status(run_dir) == "pass"
+    assert cli("report", run_dir.name, "-c", str(project(fp16_atol=needed * 0.99))).returncode == 0
+    assert status(run_dir) == "fail"
+    assert pd.read_parquet(run_dir / "results.parquet").set_index("cell_id").loc[CELL, "atol_needed"] == needed
+
+    model, inputs = tiny_model
+    two = write_matrix(PROFILES + tiny_case(model, inputs, ("fp16",)) + "[cases.tiny.tolerances.fp16]\natol = 1e-9\nrtol = 0.0\n",
+                       environments=("ort-1.20", "ort-1.32"), name="two.toml")
+    assert cli("run", "-c", str(two)).returncode == 0
+    shown = cli("diff", "-c", str(two), "--from", "ort-1.20", "--to", "ort-1.32")
+    assert f"needs atol ≥ {needed:.1e}" in shown.stdout, shown.stdout

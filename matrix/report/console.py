@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .error_text import DRIFT_MARK, drift_text, worst_error
+from .error_text import DRIFT_MARK, drift_text, needed_text, worst_error
 from .upgrade import env_order
 
 SHORT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "error": ("ERR", "yellow"),
@@ -154,7 +154,8 @@ def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str,
     rows = []
     for _, r in compared.iterrows():
         a, b = _side(r, "a"), _side(r, "b")
-        worst = [" ".join(t for t in (worst_error(x, 2), drift_text(x)) if t) for x in (a, b)]
+        worst = [" ".join(t for t in (worst_error(x, 2), drift_text(x), needed_text(x) and f"({needed_text(x)})") if t)
+                 for x in (a, b)]
         delta = f"{r['delta_max_abs']:+.2e}" if pd.notna(r["delta_max_abs"]) else ""
         rows.append((r["change"], r["row_id"], str(r["status_a"]), str(r["status_b"]), *worst, delta))
     return rows

@@ -39,3 +39,15 @@ def drift_text(row) -> str | None:
         return None
     run = _count(row.get("drift_run"))
     return f"drift {value:.1e}" + (f" from run {run}" if run else "")
+
+
+def needed_text(row) -> str | None:
+    """'needs atol ≥ 3.1e-03 or rtol ≥ 2.0e-02' for a cell that missed its tolerance: a miss by a
+    hair reads differently from one by orders of magnitude. None for a cell within it."""
+    atol, rtol = _number(row.get("atol_needed")), _number(row.get("rtol_needed"))
+    if atol is None or rtol is None or (atol <= (_number(row.get("atol")) or 0) and not _count(row.get("nan_count"))):
+        return None
+    if math.isinf(atol):
+        return "no tolerance passes it (NaN/Inf)"
+    rtol_text = "no rtol suffices (an error where the reference is 0)" if math.isinf(rtol) else f"rtol ≥ {rtol:.1e}"
+    return f"needs atol ≥ {atol:.1e} or {rtol_text}"

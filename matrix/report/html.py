@@ -18,14 +18,14 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .findings_view import findings_by_cell
 from .log_axis import log_axis
-from .error_text import DRIFT_MARK, drift_text, worst_error
+from .error_text import DRIFT_MARK, drift_text, needed_text, worst_error
 from .upgrade import default_pair, env_order
 
 STATUSES = ["pass", "fail", "error", "crash", "timeout", "skipped", "xfail", "xpass"]
 DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
     "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs",
-    "drift_run", "runs", "atol", "rtol",
+    "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed",
     "build_s", "infer_ms", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
     "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
 ]
@@ -62,6 +62,7 @@ def cell_data(row: pd.Series, config: str) -> dict:
                        for o in json.loads(row["outputs"] or "[]")]
     data["worst"] = worst_error(row, 3)
     data["drift"] = drift_text(row)
+    data["needed"] = needed_text(row)
     data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
     return data
 
