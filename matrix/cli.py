@@ -163,10 +163,13 @@ def _run_dir(config: Path, run_ref: str | None) -> Path:
 
 
 @app.command()
-def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml")) -> None:
+def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
+           tolerances: Annotated[Optional[Path], typer.Option(
+               help="A tolerance file (`tolerances suggest` writes one): its entries replace the matrix file's.")] = None,
+           ) -> None:
     """Re-render a stored run: tolerances from the matrix file and known issues re-applied to the
     stored outputs, nothing run again. Rewrites its tables and report.html."""
-    from .config import load_config
+    from .config import load_config, with_tolerances
     from .sources.known_issues import REGISTRY, load_registry
     from .report.publish import render_run
     from .report.rejudge import rejudge
@@ -175,6 +178,8 @@ def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml")) -> N
     run_dir = _run_dir(config, run_ref)
     try:
         matrix = load_config(config)
+        if tolerances is not None:
+            matrix = with_tolerances(matrix, tolerances)
         issues = load_registry(config.resolve().parent / matrix.run.cases_dir / REGISTRY)
     except ConfigError as exc:
         _fail(str(exc))
@@ -355,6 +360,40 @@ def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: cas
         out.print(escape(precision_profile(finding["profile_name"], finding["profile"])), soft_wrap=True, highlight=False)
     if target is not None:
         out.print(escape(f"written to {target}"), soft_wrap=True, highlight=False)
+
+
+tolerances_app = typer.Typer(no_args_is_help=True, help="Tolerances from measurements.")
+app.add_typer(tolerances_app, name="tolerances")
+
+
+@tolerances_app.command("suggest")
+def tolerances_suggest(
+        run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
+        trusted: Annotated[list[str], typer.Option(help="An environment whose results you trust (repeatable).")] = ...,
+        case: CasesOpt = None,
+        factor: Annotated[float, typer.Option(min=1.0, help="Safety factor on the atol the trusted cells needed.")] = 2.0,
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the TOML here (default: stdout).")] = None,
+) -> None:
+    """Per case and profile, the tolerance the trusted environments need (times --factor, never
+    below their measured noise), as TOML in the matrix file's per-case layout; re-judge a run with
+    it by `trtmatrix report RUN --tolerances FILE`."""
+    from .report.tolerance_suggestions import suggest, to_toml
+    from .store import read_run, write_text_atomically
+
+    run_dir = _run_dir(config, run_ref)
+    try:
+        found = suggest(read_run(run_dir), trusted, factor, case)
+    except ValueError as exc:
+        _fail(str(exc))
+    text = to_toml(found, run_dir.name, trusted, factor)
+    if output is None:
+        typer.echo(text)
+        return
+    try:
+        write_text_atomically(output, text)
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror}")
+    typer.echo(f"{sum(s.atol is not None for s in found)} tolerances written to {output}", err=True)
 
 
 images_app = typer.Typer(no_args_is_help=True, help="Environment definitions under images/: list, build, check.")

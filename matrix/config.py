@@ -201,3 +201,29 @@ def validate(model: type[BaseModel], data: dict, path: Path):
 def load_config(path: Path | str) -> MatrixConfig:
     path = Path(path)
     return validate(MatrixConfig, read_toml(path), path)
+
+
+class CaseTolerances(Strict):
+    tolerances: dict[Name, Tolerance] = Field(min_length=1)
+
+
+class ToleranceFile(Strict):
+    """A file of per-case tolerances (`trtmatrix tolerances suggest` writes one), in the matrix
+    file's own layout: [cases.<case>.tolerances.<profile>] atol/rtol."""
+
+    cases: dict[Name, CaseTolerances] = Field(min_length=1)
+
+
+def with_tolerances(config: MatrixConfig, path: Path) -> MatrixConfig:
+    """The matrix with a tolerance file's entries in place of its own; an entry for a case or
+    profile the matrix does not have is an error, not silently ignored."""
+    given = validate(ToleranceFile, read_toml(path), path)
+    cases = dict(config.cases)
+    for name, entry in given.cases.items():
+        if name not in cases:
+            raise ConfigError(path, f"cases.{name}", f"{name!r} is not a case of the matrix")
+        for profile in entry.tolerances:
+            if profile not in cases[name].profiles:
+                raise ConfigError(path, f"cases.{name}.tolerances.{profile}", f"{name} does not run profile {profile!r}")
+        cases[name] = cases[name].model_copy(update={"tolerances": {**cases[name].tolerances, **entry.tolerances}})
+    return config.model_copy(update={"cases": cases})

@@ -1,0 +1,92 @@
+"""`trtmatrix tolerances suggest`: tolerances from measurements instead of by hand.
+
+Per case × profile: the atol the trusted environments' cells needed at the configured rtol (the
+worst over their rows, outputs and inferences: atol_needed), times a safety factor, never below
+the noise floor measured there (run-to-run drift, and the case's FP32 error against float64).
+A suggestion comes only from trusted environments, so a fault in another one stays red when the
+run is re-judged with it (`trtmatrix report --tolerances FILE`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+RAN = {"pass", "fail"}
+
+
+@dataclass
+class Suggestion:
+    case: str
+    profile: str
+    rtol: float
+    atol: float | None = None  # None: no suggestion, see `why`
+    needed: float | None = None
+    worst: str = ""  # the cell and output that needed it
+    floor: float = 0.0
+    floor_from: str = ""
+    cells: int = 0
+    why: str = ""
+
+
+def round_up(value: float) -> float:
+    """Up to two significant digits, never below `value`."""
+    if value <= 0:
+        return 0.0
+    step = 10.0 ** (math.floor(math.log10(value)) - 1)
+    rounded = float(f"{math.ceil(value / step) * step:.1e}")
+    return rounded if rounded >= value else float(f"{(math.ceil(value / step) + 1) * step:.1e}")
+
+
+def _noise_floor(frame: pd.DataFrame, measured: pd.DataFrame, case: str) -> tuple[float, str]:
+    drift = float(measured["drift_max_abs"].fillna(0).max())
+    fp32 = frame[(frame["case"] == case) & (frame["precision"] == "fp32") & frame["verdict"].isin(RAN)]
+    fp32_error = float(fp32["max_abs"].max()) if not fp32.empty else 0.0
+    if not math.isfinite(fp32_error):  # NaN/Inf in FP32 says nothing about noise
+        fp32_error = 0.0
+    return max((drift, "run-to-run drift"), (fp32_error, "FP32 vs float64"))
+
+
+def suggest(frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[str] | None = None) -> list[Suggestion]:
+    unknown = sorted(set(trusted) - set(frame["env"]))
+    if unknown:
+        raise ValueError(f"--trusted {unknown[0]} is not an environment of the run ({', '.join(sorted(set(frame['env'])))})")
+    mine = frame[frame["env"].isin(trusted)]
+    found = []
+    for (case, profile), group in mine.groupby(["case", "profile"], sort=False):
+        if cases and case not in cases:
+            continue
+        measured = group[group["verdict"].isin(RAN) & group["atol_needed"].notna()]
+        suggestion = Suggestion(case, profile, float(group["rtol"].iloc[0]), cells=len(measured))
+        found.append(suggestion)
+        if measured.empty:
+            suggestion.why = f"no trusted cell has numbers ({', '.join(sorted(set(group['status'])))})"
+            continue
+        worst = measured.loc[measured["atol_needed"].idxmax()]
+        output = max(json.loads(worst["outputs"]), key=lambda o: o["atol_needed"])["name"]
+        suggestion.needed, suggestion.worst = float(worst["atol_needed"]), f"{worst['cell_id']}, output {output}"
+        if math.isinf(suggestion.needed):
+            suggestion.why = f"NaN/Inf in a trusted cell ({suggestion.worst}): no tolerance passes it"
+            continue
+        suggestion.floor, suggestion.floor_from = _noise_floor(mine, measured, case)
+        suggestion.atol = round_up(max(factor * suggestion.needed, suggestion.floor))
+    return found
+
+
+def to_toml(suggestions: list[Suggestion], run_id: str, trusted: list[str], factor: float) -> str:
+    lines = [f"# trtmatrix tolerances suggest: run {run_id}; trusted: {', '.join(trusted)}; factor {factor:g}.",
+             "# atol: factor x the atol the trusted cells needed at the configured rtol, never below the noise",
+             "# floor measured there (run-to-run drift; the case's FP32 error against float64). rtol: as configured.",
+             "# Paste into the matrix file, or re-judge a run: trtmatrix report RUN --tolerances THIS_FILE", ""]
+    for s in suggestions:
+        if s.atol is None:
+            lines += [f"# {s.case} / {s.profile}: no suggestion: {s.why}", ""]
+            continue
+        lines += [f"[cases.{s.case}.tolerances.{s.profile}]",
+                  f"# needed {s.needed:.2e} ({s.worst}; worst of {s.cells} trusted cells); "
+                  f"noise floor {s.floor:.2e} ({s.floor_from})",
+                  f"atol = {s.atol!r}", f"rtol = {s.rtol!r}", ""]
+    return "\n".join(lines)
