@@ -281,9 +281,7 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
     for step in sorted(found.tested, key=lambda s: found.versions.index(s.version)):
         worst = "" if step.max_abs is None else f"  max_abs {step.max_abs:.2e}"
         out.print(escape(f"{engine} {step.version:<12} {step.status:<8}{worst}  ({step.environment})"), soft_wrap=True)
-    out.print(escape(f"first with the --bad verdict: {found.first_bad}; last with the --good verdict: "
-                     f"{found.last_good} ({len(found.tested)} of {len(found.versions)} releases run; "
-                     f"versions from {found.source})"), soft_wrap=True)
+    out.print(escape(found.summary()), soft_wrap=True)
     if target is not None:
         out.print(escape(f"written to {target}"), soft_wrap=True)
 
@@ -316,8 +314,8 @@ def explain(cell: Annotated[str, typer.Argument(help="The cell: case/k=v/profile
     import json
 
     from .investigations.explain import ExplainError, explain_cell
-    from .report.console import escape, out
-    from .report.investigation_text import explain_table, first_divergent_line
+    from .report.console import escape, fits, out
+    from .report.investigation_text import explain_lines, explain_table, first_divergent_line
 
     the_plan = _plan(config)
     try:
@@ -327,9 +325,14 @@ def explain(cell: Annotated[str, typer.Argument(help="The cell: case/k=v/profile
     finding = found.to_json()
     target = _keep_finding(the_plan, "explain", cell, finding, {"layers": found.nodes}, run_ref)
     if as_json:
-        typer.echo(json.dumps({k: finding[k] for k in ("cell", "first_divergent", "nodes")}))
+        typer.echo(json.dumps({k: finding[k] for k in ("cell", "verdict", "first_divergent", "nodes", "observed", "notes")}))
         return
-    out.print(explain_table(found.nodes, finding["first_divergent"]))
+    table = explain_table(found.nodes, finding["first_divergent"])
+    if fits(table, out):
+        out.print(table)
+    else:  # a log 80 columns wide: one line per node shown, names whole
+        for line in explain_lines(found.nodes, finding["first_divergent"]):
+            out.print(escape(line), soft_wrap=True, highlight=False)
     for line in [*found.notes, first_divergent_line(finding)] + ([f"written to {target.parent}"] if target else []):
         out.print(escape(line), soft_wrap=True, highlight=False)
 
@@ -344,7 +347,7 @@ def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: cas
 
     from .investigations.precision import PrecisionError, find_fp32_nodes
     from .report.console import escape, out
-    from .report.investigation_text import precision_profile
+    from .report.investigation_text import fixes_to_paste
 
     the_plan = _plan(config)
     try:
@@ -357,7 +360,7 @@ def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: cas
         return
     out.print(escape(finding["summary"]), soft_wrap=True, highlight=False)
     if finding["profile"]:
-        out.print(escape(precision_profile(finding["profile_name"], finding["profile"])), soft_wrap=True, highlight=False)
+        out.print(escape(fixes_to_paste(finding["profile_name"], finding["profile"])), soft_wrap=True, highlight=False)
     if target is not None:
         out.print(escape(f"written to {target}"), soft_wrap=True, highlight=False)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import Acceptance
 from .worker.files import REPEATS
 
 # Relative error divides by |ref|; this keeps exact zeros in the reference from giving inf.
@@ -171,15 +172,47 @@ def load_runs(outputs: Path) -> tuple[dict[str, np.ndarray], dict[int, dict[str,
     return first, later
 
 
-def compare_files(outputs: Path, reference: Path, atol: float, rtol: float) -> tuple[str, dict]:
+def top_agreement(actual: np.ndarray, reference: np.ndarray, k: int) -> float:
+    """Share of rows whose reference argmax is among the output's k largest values. Rows: all axes
+    but the last; a last axis of size 1 (a score per item) makes one row, ranked across items. A
+    row with NaN or Inf in the output disagrees."""
+    def rows(a: np.ndarray) -> np.ndarray:
+        return a.reshape(1, -1) if a.ndim == 0 or a.shape[-1] == 1 else a.reshape(-1, a.shape[-1])
+
+    out, ref = rows(actual.astype(np.float64)), rows(reference.astype(np.float64))
+    top = np.argsort(-np.nan_to_num(out, nan=-np.inf), axis=1, kind="stable")[:, :k]
+    agree = (top == ref.argmax(axis=1)[:, None]).any(axis=1) & np.isfinite(out).all(axis=1)
+    return float(agree.mean()) if agree.size else 1.0
+
+
+def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], worst: dict,
+                  accept: Acceptance) -> tuple[str, dict]:
+    """The verdict of an acceptance rule (cosine, top-k agreement) over every output and run."""
+    held = []
+    if accept.cosine is not None:
+        held.append(worst["cosine"] >= accept.cosine)  # an undefined (NaN) cosine never holds
+    top1 = None
+    if accept.top1 is not None:
+        top1 = min(top_agreement(outputs[name], reference[name], accept.topk) for outputs in runs for name in reference)
+        held.append(top1 >= accept.top1)
+    return ("pass" if all(held) else "fail"), {"rule": accept.text(), "top1": top1}
+
+
+def compare_files(outputs: Path, reference: Path, atol: float, rtol: float,
+                  accept: Acceptance | None = None) -> tuple[str, dict]:
     """Verdict and record fields (worst metrics, drift, per-output metrics as JSON) from stored
-    .npz files: the same judgement after a run and when `trtmatrix report` re-judges a stored one."""
+    .npz files: the same judgement after a run and when `trtmatrix report` re-judges a stored one.
+    With an acceptance rule the rule gives the verdict; atol/rtol still give the metrics."""
     first, later = load_runs(outputs)
     with np.load(reference) as data:
         ref = dict(data)
-    verdict, worst, per_output = compare_runs([first, *later.values()], ref, atol, rtol)
+    runs = [first, *later.values()]
+    verdict, worst, per_output = compare_runs(runs, ref, atol, rtol)
+    rule = {"rule": None, "top1": None}
+    if accept is not None:
+        verdict, rule = judge_by_rule(runs, ref, worst, accept)
     drift_max_abs, drift_index = drift(first, later)
-    return verdict, {**worst, "extra_outputs": ", ".join(worst["extra_outputs"]) or None,
+    return verdict, {**worst, **rule, "extra_outputs": ", ".join(worst["extra_outputs"]) or None,
                      "drift_max_abs": drift_max_abs,
                      "drift_run": None if drift_index is None else drift_index + 1,
                      "outputs": json.dumps([m.to_dict() for m in per_output])}

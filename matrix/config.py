@@ -73,6 +73,30 @@ class Profile(Strict):
         return self
 
 
+class Acceptance(Strict):
+    """A judgement instead of element-wise closeness, for models whose users ask about direction
+    or ranking (embeddings, classifiers, rerankers). Every condition given must hold."""
+
+    # Every output's cosine similarity to the reference, in every inference, at least this.
+    cosine: float | None = Field(default=None, ge=-1, le=1)
+    # Share of rows (all axes but the last; a last axis of size 1 makes one row: a score per item,
+    # ranked across items) whose reference argmax is among the output's `topk` largest.
+    top1: float | None = Field(default=None, ge=0, le=1)
+    topk: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _some_condition(self) -> Acceptance:
+        if self.cosine is None and self.top1 is None:
+            raise ValueError("give cosine and/or top1")
+        return self
+
+    def text(self) -> str:
+        parts = [f"cosine ≥ {self.cosine:g}"] * (self.cosine is not None)
+        if self.top1 is not None:
+            parts.append(f"top{self.topk} agreement ≥ {self.top1:g}")
+        return " and ".join(parts)
+
+
 class CaseEntry(Strict):
     profiles: Items[Name] = Field(min_length=1)
     # Axes: every combination of values becomes its own row (e.g. batch = [1, 4]).
@@ -80,6 +104,8 @@ class CaseEntry(Strict):
     # Fixed keyword arguments for the case's build function (e.g. a checkpoint directory).
     options: dict[Name, Any] = {}
     tolerances: dict[Name, Tolerance] = {}
+    # Per profile: judge by an acceptance rule (cosine, top-k agreement) instead of atol/rtol.
+    accept: dict[Name, Acceptance] = {}
     # GPU-model globs (e.g. "*L4*"): on GPU environments the case runs only on matching GPUs.
     gpus: Items[str] = ()
     # Bring-your-own-model cases: an ONNX file plus inputs, optionally expected outputs.
@@ -121,10 +147,11 @@ class MatrixConfig(Strict):
             for i, profile in enumerate(entry.profiles):
                 if profile not in self.profiles:
                     raise KeyedError(f"cases.{case_name}.profiles.{i}", f"unknown profile {profile!r}")
-            for profile in entry.tolerances:
-                if profile not in entry.profiles:
-                    raise KeyedError(f"cases.{case_name}.tolerances.{profile}",
-                                     "tolerance for a profile this case does not run")
+            for table in ("tolerances", "accept"):
+                for profile in getattr(entry, table):
+                    if profile not in entry.profiles:
+                        raise KeyedError(f"cases.{case_name}.{table}.{profile}",
+                                         f"{table} for a profile this case does not run")
         used = {self.profiles[p].precision for entry in self.cases.values() for p in entry.profiles}
         for precision in sorted(used - set(self.tolerances)):  # only what some case runs needs a default
             raise KeyedError(f"tolerances.{precision}", "missing default tolerance")
@@ -133,6 +160,9 @@ class MatrixConfig(Strict):
     def tolerance(self, case: str, profile: str) -> Tolerance:
         entry = self.cases[case]
         return entry.tolerances.get(profile) or self.tolerances[self.profiles[profile].precision]
+
+    def acceptance(self, case: str, profile: str) -> Acceptance | None:
+        return self.cases[case].accept.get(profile)
 
 
 class KeyedError(ValueError):

@@ -139,7 +139,7 @@ def plan_of_trials(plan: Plan, cell_id: str, models: dict[str, dict[str, Path]] 
         cells += [Cell(case, params, name, env.name, artifact, content_key(artifact, profile, env, code))
                   for name, profile in profiles.items()]
     config = plan.config.model_copy(update={"profiles": profiles, "cases": {n: s.entry for n, s in cases.items()}})
-    return Plan(config, plan.config_path, cases, {env.name: env}, cells, ())
+    return Plan(config, plan.config_path, cases, {env.name: env}, cells, plan.known_issues)
 
 
 def build_plan(config_path: Path | str, only_cases: list[str] | None = None,

@@ -86,7 +86,9 @@ class MatrixRun:
         record.update(fields)
         record["verdict"] = record["status"]  # before known issues turn it into xfail/xpass
         self.records[cell.cell_id] = record
-        self.on_event({"event": "recorded", "cell_id": cell.cell_id, "status": record["status"]})
+        # What the matrix will show: a known issue's failure is announced as xfail, not fail.
+        shown = apply_known_issues(to_frame([record]), self.plan.known_issues)["status"].iloc[0]
+        self.on_event({"event": "recorded", "cell_id": cell.cell_id, "status": shown})
         return record
 
     def _artifacts_for(self, cell: Cell) -> Path | BaseException:
@@ -184,11 +186,13 @@ class MatrixRun:
         fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
-                      graph_warnings="\n".join(case_meta(artifacts).get("graph_warnings", [])))
+                      graph_warnings="\n".join(case_meta(artifacts).get("graph_warnings", [])),
+                      fp16_forecast=json.dumps(case_meta(artifacts).get("fp16_forecast")))
         if fields["status"] == "ok":
             tol = self.plan.config.tolerance(cell.case, cell.profile)
             try:
-                verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol)
+                verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol,
+                                                self.plan.config.acceptance(cell.case, cell.profile))
                 fields.update(judged, status=verdict)
             except Exception as exc:
                 fields.update(status="error", error=f"compare failed: {_error_text(exc)[0]}")

@@ -82,7 +82,7 @@ def test_worker_keeps_only_distinct_runs_and_the_host_reads_them_back(tmp_path):
     verdict, fields = compare_files(tmp_path / OUTPUTS, tmp_path / "reference.npz", 1e-3, 0.0)
     assert verdict == "fail" and fields["max_abs"] == 1.0
     assert (fields["drift_max_abs"], fields["drift_run"]) == (1.0, 2)  # run 2 of 6 (run 1: warm-up)
-    assert drift_text(fields) == "drift 1.0e+00 from run 2"
+    assert drift_text(fields) == "drift 1.0e+00 from inference 2"
 
     (tmp_path / "same").mkdir()
     save_runs(str(tmp_path / "same"), [good] * 6)

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import REPO, matrix_file
-from matrix.investigations.float64_graph import float64_values
+from matrix.prepare.float64_graph import float64_values
 from matrix.sources.known_issues import load_registry
 from matrix.store import list_runs
 

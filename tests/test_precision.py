@@ -4,6 +4,8 @@ FP32 is said not to be a precision problem; the search itself finds a known mini
 
 import json
 import math
+import shlex
+import tomllib
 import os
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import pytest
 
 from conftest import REPO, matrix_file
 from matrix.investigations.precision import ddmin
+from matrix.report.investigation_text import fixes_to_paste
 from matrix.store import list_runs, read_run
 
 CELL = "mha_transformer_block/batch=1/fp16/ort-1.17"  # known issue ort-layernorm-fp16-mem-pattern
@@ -78,3 +81,15 @@ def test_a_kernel_bug_is_not_a_precision_problem_and_an_fp32_cell_is_refused(pro
     assert found["profile"] is None and found["trials"] == 1
     result, _ = precision(config, "ort_clip_fp16_min_only/fp32/ort-1.19.0")
     assert result.returncode == 2 and result.stderr.startswith("error:") and "FP32 cell" in result.stderr
+
+
+def test_the_fix_is_printed_as_a_profile_trtexec_flags_and_polygraphy_options():
+    text = fixes_to_paste("fp16-fix", {"precision": "fp16", "keep_fp32": ["/norms.0/LayerNormalization", "/a b"]})
+    profile = tomllib.loads(text.split("\n\n")[0].split("\n", 1)[1])
+    assert profile["profiles"]["fp16-fix"]["keep_fp32"] == ["/norms.0/LayerNormalization", "/a b"]
+    trtexec = next(line for line in text.splitlines() if line.startswith("trtexec "))
+    assert shlex.split(trtexec)[3:] == ["--precisionConstraints=obey",
+                                        "--layerPrecisions=/norms.0/LayerNormalization:fp32,/a b:fp32",
+                                        "--layerOutputTypes=/norms.0/LayerNormalization:fp32,/a b:fp32"]
+    polygraphy = next(line for line in text.splitlines() if line.startswith("polygraphy "))
+    assert shlex.split(polygraphy)[-3:] == ["--layer-precisions", "/norms.0/LayerNormalization:float32", "/a b:float32"]

@@ -59,8 +59,16 @@ class Bisection:
     first_bad: str | None = None
     last_good: str | None = None
 
+    def summary(self) -> str:
+        """The finding in release order: forwards a regression, backwards (A later than B) a fix."""
+        if Version(self.good) < Version(self.bad):
+            found = f"last with the --good verdict: {self.last_good}; first with the --bad verdict: {self.first_bad}"
+        else:
+            found = f"last with the --bad verdict: {self.first_bad}; first with the --good verdict again: {self.last_good}"
+        return (f"{found} ({len(self.tested)} of {len(self.versions)} releases run; versions from {self.source})")
+
     def to_json(self) -> dict:
-        return {"row": self.row, "engine": self.engine, "good": self.good, "bad": self.bad,
+        return {"row": self.row, "engine": self.engine, "good": self.good, "bad": self.bad, "summary": self.summary(),
                 "first_bad": self.first_bad, "last_good": self.last_good, "source": self.source,
                 "versions": self.versions,
                 "tested": [{"version": s.version, "status": s.status, "max_abs": s.max_abs,

@@ -26,11 +26,11 @@ import onnx
 import pandas as pd
 
 from ..plan import Plan, plan_of_trials
-from ..prepare import INPUTS, MODEL, artifact_dir
+from ..prepare import INPUTS, MODEL, artifact_dir, case_meta
 from ..prepare.layers import resolve_nodes
 from ..run import MatrixRun
 from ..store.locks import cache_lock
-from .float64_graph import FLOAT_TYPES, float64_values, node_label
+from ..prepare.float64_graph import FLOAT_TYPES, float64_values, node_label
 
 ALL_AT_ONCE, ONE_AT_A_TIME = "every tensor at once", "one node at a time"
 # Observing one node at a time is one cell per node: beyond this, say so rather than run for hours.
@@ -124,10 +124,11 @@ class Observer:
 
 
 def node_table(model: onnx.ModelProto, metrics: dict[str, dict], missing: dict[str, str],
-               fp32_nodes: set[str] | None) -> pd.DataFrame:
+               fp32_nodes: set[str] | None, risks: dict[str, str]) -> pd.DataFrame:
     """One row per node in topological order: its outputs' worst error against float64, whether
     they stayed within tolerance and whether all its observed inputs did; for an FP16 profile
-    (fp32_nodes given), whether keep_fp32 held the node in FP32."""
+    (fp32_nodes given), whether keep_fp32 held the node in FP32; and the FP16 risk the forecast
+    saw in it before any build (prepare/fp16_forecast.py)."""
     within_by_tensor = {name: m["mismatch_frac"] == 0 for name, m in metrics.items()}
     rows = []
     for order, node in enumerate(model.graph.node):
@@ -146,6 +147,7 @@ def node_table(model: onnx.ModelProto, metrics: dict[str, dict], missing: dict[s
             "within": all(m["mismatch_frac"] == 0 for m in measured) if measured else pd.NA,
             "inputs_within": all(inputs),
             "fp32": pd.NA if fp32_nodes is None else node.name in fp32_nodes,
+            "fp16_risk": risks.get(label, ""),
             "note": note,
         })
     return pd.DataFrame(rows).astype({"nan_count": "Int64", "inf_count": "Int64", "within": "boolean", "fp32": "boolean"})
@@ -181,7 +183,9 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
             notes.append("with every tensor observed at once the cell passes: the failure needs a fusion "
                          "across tensors that observing breaks, so each node was observed alone")
             metrics, observed = _one_at_a_time(observer, model, tensors), ONE_AT_A_TIME
-    nodes = node_table(model, metrics, reference.missing, fp32_nodes)
+    forecast = case_meta(artifacts).get("fp16_forecast") or {"risky": []}
+    risks = {r["node"]: "; ".join(r["reasons"]) for r in forecast["risky"]}
+    nodes = node_table(model, metrics, reference.missing, fp32_nodes, risks)
     max_abs = None if pd.isna(own["max_abs"]) else float(own["max_abs"])
     return Explanation(cell_id, own["verdict"], max_abs, float(own["atol"]), float(own["rtol"]), observed, nodes, notes)
 

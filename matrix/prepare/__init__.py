@@ -22,6 +22,7 @@ from ..config import Profile
 from ..sources import CaseSpec, Params
 from ..store.cache import artifacts_folder
 from .fingerprint import variant_key
+from .fp16_forecast import fp16_forecast
 from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
 from .layers import node_types, resolve_nodes
@@ -42,7 +43,10 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     meta = _prepare_onnx_file(spec, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
-    meta["graph_warnings"] = graph_warnings(onnx.load(str(tmp / MODEL), load_external_data=False))
+    model = onnx.load(str(tmp / MODEL))
+    meta["graph_warnings"] = graph_warnings(model)
+    with np.load(tmp / INPUTS) as data:
+        meta["fp16_forecast"] = fp16_forecast(model, dict(data))
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)

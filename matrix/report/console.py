@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .error_text import DRIFT_MARK, drift_text, needed_text, worst_error
+from .error_text import drift_text, needed_text, with_marks, worst_error
 from .upgrade import env_order
 
 SHORT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "error": ("ERR", "yellow"),
@@ -77,9 +77,7 @@ def status_text(row: pd.Series) -> tuple[str, str]:
     worst = worst_error(row, precision=0)
     if worst:
         word = f"{word} {worst}"
-    if drift_text(row):
-        word = f"{word} {DRIFT_MARK}"
-    return word, style
+    return with_marks(word, row), style
 
 
 def styled(row: pd.Series) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 DRIFT_MARK = "↯"  # the outputs differed between inferences of the same engine on the same inputs
+RULE_MARK = "⚖"  # judged by the case's acceptance rule (cosine, top-k agreement), not atol/rtol
 
 
 def _count(value) -> int:
@@ -33,21 +34,42 @@ def worst_error(row, precision: int = 1) -> str | None:
 
 
 def drift_text(row) -> str | None:
-    """'drift 1.4e+03 from run 2' when a later inference differed from the first, else None."""
+    """'drift 1.4e+03 from inference 2' when a later inference differed from the first, else None."""
     value = _number(row.get("drift_max_abs"))
     if not value:
         return None
     run = _count(row.get("drift_run"))
-    return f"drift {value:.1e}" + (f" from run {run}" if run else "")
+    return f"drift {value:.1e}" + (f" from inference {run}" if run else "")
 
 
 def needed_text(row) -> str | None:
     """'needs atol ≥ 3.1e-03 or rtol ≥ 2.0e-02' for a cell that missed its tolerance: a miss by a
-    hair reads differently from one by orders of magnitude. None for a cell within it."""
+    hair reads differently from one by orders of magnitude. None for a cell within it, or with
+    NaN/Inf (no tolerance passes those)."""
     atol, rtol = _number(row.get("atol_needed")), _number(row.get("rtol_needed"))
+    if isinstance(row.get("rule"), str):  # judged by an acceptance rule: no tolerance would change it
+        return None
     if atol is None or rtol is None or (atol <= (_number(row.get("atol")) or 0) and not _count(row.get("nan_count"))):
         return None
-    if math.isinf(atol):
-        return "no tolerance passes it (NaN/Inf)"
+    if math.isinf(atol):  # NaN/Inf: worst_error already says so, and no tolerance would pass it
+        return None
     rtol_text = "no rtol suffices (an error where the reference is 0)" if math.isinf(rtol) else f"rtol ≥ {rtol:.1e}"
     return f"needs atol ≥ {atol:.1e} or {rtol_text}"
+
+
+def with_marks(text: str, row) -> str:
+    """A cell's short text with ↯ when its inferences differed and ⚖ when a rule judged it."""
+    marks = [DRIFT_MARK] * bool(drift_text(row)) + [RULE_MARK] * isinstance(row.get("rule"), str)
+    return " ".join([text, *marks])
+
+
+def rule_text(row) -> str | None:
+    """'cosine ≥ 0.999: measured 0.99953' for a cell judged by an acceptance rule."""
+    if not isinstance(row.get("rule"), str):
+        return None
+    measured = []
+    if "cosine" in row["rule"]:
+        measured.append("cosine undefined (NaN/Inf)" if _number(row.get("cosine")) is None else f"cosine {row['cosine']:.5f}")
+    if "agreement" in row["rule"] and _number(row.get("top1")) is not None:
+        measured.append(f"top-k agreement {row['top1']:.4f}")
+    return f"{row['rule']}: measured {', '.join(measured)}"

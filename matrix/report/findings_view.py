@@ -3,12 +3,16 @@ line each, the bisect steps, the precision profile, and explain's error-by-depth
 
 from __future__ import annotations
 
+import json
+import math
 from collections import defaultdict
 
-from .investigation_text import first_divergent_line, precision_profile
-from .log_axis import log_axis
+import pandas as pd
 
-PLOT_WIDTH, PLOT_HEIGHT, LEFT, TOP, BOTTOM, EDGE_ROW = 520, 170, 46, 10, 24, 14
+from .investigation_text import first_divergent_line, fixes_to_paste
+from .log_axis import error_axis
+
+PLOT_WIDTH, PLOT_HEIGHT, LEFT, TOP, BOTTOM = 520, 170, 46, 10, 24
 
 
 def explain_plot(finding: dict) -> dict | None:
@@ -17,33 +21,26 @@ def explain_plot(finding: dict) -> dict | None:
     errors = [(order, value) for order, value in finding["errors"] if value is not None]
     if not errors:
         return None
-    positive = [v for _, v in errors if v not in ("inf", 0)]
-    # NaN/Inf and exact zeros get rows of their own, above and below the decades: never read as a number.
-    inf_row = EDGE_ROW if any(v == "inf" for _, v in errors) else 0
-    zero_row = EDGE_ROW if any(v == 0 for _, v in errors) else 0
-    span = PLOT_HEIGHT - TOP - BOTTOM - inf_row - zero_row
-    log_y, ticks = log_axis(positive + [finding["atol"]], TOP + inf_row, span)
-    y = lambda v: TOP if v == "inf" else TOP + inf_row + span + zero_row if v == 0 else log_y(v)  # noqa: E731
-    ticks += [{"y": TOP, "label": "NaN/Inf"}] * bool(inf_row) + [{"y": y(0), "label": "0"}] * bool(zero_row)
+    as_number = lambda v: math.inf if v == "inf" else v  # noqa: E731 - JSON writes infinity as "inf"
+    y, ticks = error_axis([as_number(v) for _, v in errors] + [finding["atol"]], TOP, PLOT_HEIGHT - TOP - BOTTOM)
     last = max(finding["nodes"] - 1, 1)
     x = lambda order: round(LEFT + order / last * (PLOT_WIDTH - LEFT - 10), 1)  # noqa: E731
-    points = [[x(order), y(value)] for order, value in errors]
+    points = [[x(order), y(as_number(value))] for order, value in errors]
     first = finding["first_divergent"]
-    marked = None if first is None else [x(first["order"]), y(first["max_abs"] or "inf"), first["node"]]
+    marked = None if first is None else [x(first["order"]), y(as_number(first["max_abs"] or "inf")), first["node"]]
     return {"width": PLOT_WIDTH, "height": PLOT_HEIGHT, "left": LEFT, "bottom": PLOT_HEIGHT - BOTTOM,
-            "points": points, "ticks": ticks, "tol": log_y(finding["atol"]), "first": marked}
+            "points": points, "ticks": ticks, "tol": y(finding["atol"]), "first": marked}
 
 
 def _bisect_view(finding: dict) -> dict:
-    return {"summary": f"{finding['engine']} releases {finding['good']} → {finding['bad']}: first with the --bad verdict "
-                       f"{finding['first_bad']}, last with the --good verdict {finding['last_good']} "
-                       f"({len(finding['tested'])} of {len(finding['versions'])} releases run)",
+    return {"summary": f"{finding['engine']} releases {finding['good']} (--good) → {finding['bad']} (--bad): "
+                       + finding.get("summary", f"first_bad {finding['first_bad']}, last_good {finding['last_good']}"),
             "tested": sorted(finding["tested"], key=lambda step: finding["versions"].index(step["version"]))}
 
 
 def _precision_view(finding: dict) -> dict:
     return {"summary": finding["summary"],
-            "profile": precision_profile(finding["profile_name"], finding["profile"]) if finding.get("profile") else None}
+            "profile": fixes_to_paste(finding["profile_name"], finding["profile"]) if finding.get("profile") else None}
 
 
 def findings_by_cell(findings: dict[str, list[dict]], cells_of_row: dict[str, list[str]]) -> dict[str, dict]:
@@ -58,3 +55,19 @@ def findings_by_cell(findings: dict[str, list[dict]], cells_of_row: dict[str, li
         for cell in cells_of_row.get(finding["row"], []):
             shown[cell]["bisect"] = _bisect_view(finding)
     return dict(shown)
+
+
+def forecasts(frame: pd.DataFrame) -> list[dict]:
+    """The FP16 risk forecast of each prepared model (one per case and parameters), for the report."""
+    shown = []
+    for (case, params), group in frame.groupby(["case", "params"], sort=False):
+        stored = [json.loads(f) for f in group["fp16_forecast"].dropna() if f != "null"]
+        if not stored:
+            continue
+        forecast = stored[0]
+        names = [r["name"] for r in forecast["risky"] if r["name"]]
+        label = " ".join([case, *(f"{k}={v}" for k, v in json.loads(params).items())])
+        shown.append({"label": label, "nodes": forecast["nodes"], "risky": forecast["risky"], "unknown": forecast["unknown"],
+                      "paste": fixes_to_paste(f"{case}-fp16-forecast", {"precision": "fp16", "keep_fp32": names})
+                      if names else None})
+    return shown

@@ -16,16 +16,16 @@ import numpy as np
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from .findings_view import findings_by_cell
-from .log_axis import log_axis
-from .error_text import DRIFT_MARK, drift_text, needed_text, worst_error
+from .findings_view import findings_by_cell, forecasts
+from .log_axis import error_axis
+from .error_text import drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import default_pair, env_order
 
 STATUSES = ["pass", "fail", "error", "crash", "timeout", "skipped", "xfail", "xpass"]
 DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
     "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs",
-    "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed",
+    "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed", "rule", "top1",
     "build_s", "infer_ms", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
     "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
 ]
@@ -36,11 +36,10 @@ TEMPLATES = Environment(loader=PackageLoader("matrix.report", "templates"), auto
 
 def key_number(row: pd.Series) -> str:
     """What a cell shows besides its colour: the worst error when there are numbers (NaN/Inf
-    counts first), ↯ when repeated inferences differed, ⚠ when requested FP32 layers did not
-    (verifiably) run in FP32."""
+    counts first), ↯ when repeated inferences differed, ⚖ when an acceptance rule judged it, ⚠
+    when requested FP32 layers did not (verifiably) run in FP32."""
     text = worst_error(row) or {"skipped": "skip"}.get(row["status"], row["status"])
-    if drift_text(row):
-        text = f"{text} {DRIFT_MARK}"
+    text = with_marks(text, row)
     check = row.get("precision_check")
     return f"{text} ⚠" if isinstance(check, str) and not check.startswith("ok") else text
 
@@ -63,28 +62,28 @@ def cell_data(row: pd.Series, config: str) -> dict:
     data["worst"] = worst_error(row, 3)
     data["drift"] = drift_text(row)
     data["needed"] = needed_text(row)
+    data["rule"] = rule_text(row)
     data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
     return data
 
 
 def case_plot(frame: pd.DataFrame, case: str, envs: list[str]) -> dict:
-    """Worst max_abs per environment for each profile of a case, on a log scale, with each
-    profile's atol as a dashed line: geometry for a small inline SVG."""
+    """Worst max_abs per environment for each profile of a case, on a log scale (exact zeros on a
+    "0" row, NaN/Inf on a top row), with each profile's atol as a dashed line: geometry for a small
+    inline SVG."""
     width, height, left, top, bottom = 560, 180, 46, 10, 40
-    sub = frame[(frame["case"] == case) & frame["max_abs"].notna() & (frame["max_abs"] > 0)]
+    sub = frame[(frame["case"] == case) & frame["max_abs"].notna()]
     plotted = [e for e in envs if e in set(sub["env"])]
     if not plotted:
         return {}
-    finite = sub.loc[np.isfinite(sub["max_abs"]), "max_abs"]
-    y, ticks = log_axis(list(finite) + list(sub["atol"]), top, height - top - bottom)
+    y, ticks = error_axis(list(sub["max_abs"]) + list(sub["atol"]), top, height - top - bottom)
     step = (width - left - 70) / max(len(plotted) - 1, 1)  # room for the last rotated label
-
     series = []
     for index, (profile, group) in enumerate(sub.groupby("profile", sort=False)):
         worst = group.groupby("env")["max_abs"].max()
-        # A NaN/Inf output (max_abs inf) sits on the top edge, drawn and labelled apart.
-        points = sorted((round(left + plotted.index(e) * step, 1), y(v) if np.isfinite(v) else top,
-                         "" if np.isfinite(v) else "NaN/Inf") for e, v in worst.items())
+        # A NaN/Inf output (max_abs inf) sits on the top row, drawn and labelled apart.
+        points = sorted((round(left + plotted.index(e) * step, 1), y(v), "" if np.isfinite(v) else "NaN/Inf")
+                        for e, v in worst.items())
         series.append({"profile": profile, "color": f"hsl({index * 67 % 360}, 65%, 40%)", "points": points,
                        "tol": y(group["atol"].iloc[0]), "atol": group["atol"].iloc[0]})
     labels = [{"x": round(left + i * step, 1), "env": e} for i, e in enumerate(plotted)]
@@ -117,5 +116,5 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     return TEMPLATES.get_template("report.html.j2").render(
         run=run, envs=envs, engines=engines, versions=versions, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
-        plots=[(case, case_plot(frame, case, envs)) for case in cases],
+        plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         data={"cells": cells, "envs": envs, "pair": default_pair(frame)})

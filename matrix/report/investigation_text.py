@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pandas as pd
 from rich.table import Table
@@ -18,20 +19,41 @@ def _yes_no(value) -> str:
     return "—" if value is None or value is pd.NA else ("yes" if value else "NO")
 
 
+def _shown_nodes(nodes: pd.DataFrame, first: dict | None) -> pd.DataFrame:
+    """Every node of a small model; around the first divergent one otherwise."""
+    if len(nodes) <= SHOWN_NODES:
+        return nodes
+    centre = first["order"] if first else 0
+    return nodes[(nodes["order"] >= centre - CONTEXT) & (nodes["order"] <= centre + CONTEXT)]
+
+
+def explain_lines(nodes: pd.DataFrame, first: dict | None) -> list[str]:
+    """The table as lines, where it does not fit the terminal (a CI log): names never cut."""
+    lines = []
+    for _, row in _shown_nodes(nodes, first).iterrows():
+        marked = "→ " if first is not None and row["order"] == first["order"] else "  "
+        state = {True: "within", False: "OUT of tolerance"}.get(row["within"], "not observed")
+        inputs = "inputs within" if row["inputs_within"] else "an input out of tolerance"
+        extra = "; ".join(t for t in (row["fp16_risk"] and f"FP16 risk: {row['fp16_risk']}", row["note"]) if t)
+        lines.append(f"{marked}{row['order']} {row['node']} ({row['op_type']}): {worst_error(row) or '—'}, {state}, "
+                     f"{inputs}" + (f"; {extra}" if extra else ""))
+    return lines
+
+
 def explain_table(nodes: pd.DataFrame, first: dict | None) -> Table:
     fp16 = bool(nodes["fp32"].notna().any())  # an FP16 profile: which nodes keep_fp32 held in FP32
+    risky = fp16 and bool((nodes["fp16_risk"] != "").any())  # what the FP16 forecast flagged before any build
     table = Table("#", "node", "op", "worst error", "max_rel", "within", "inputs within", *(["FP32"] if fp16 else []),
-                  "note", title="every intermediate tensor against float64, in topological order", title_justify="left")
-    shown = nodes
-    if len(nodes) > SHOWN_NODES:
-        centre = first["order"] if first else 0
-        shown = nodes[(nodes["order"] >= centre - CONTEXT) & (nodes["order"] <= centre + CONTEXT)]
+                  *(["FP16 risk (forecast)"] if risky else []), "note",
+                  title="every intermediate tensor against float64, in topological order", title_justify="left")
+    shown = _shown_nodes(nodes, first)
     for _, row in shown.iterrows():
         marked = first is not None and row["order"] == first["order"]
         rel = "—" if pd.isna(row["max_rel"]) else f"{row['max_rel']:.1e}"
         table.add_row(str(row["order"]), escape(row["node"]), escape(row["op_type"]), worst_error(row) or "—", rel,
                       _yes_no(row["within"]), _yes_no(row["inputs_within"]),
                       *([_yes_no(row["fp32"]).replace("NO", "")] if fp16 else []),
+                      *([escape(row["fp16_risk"])] if risky else []),
                       escape(row["note"]), style="bold red" if marked else None)
     if len(shown) < len(nodes):
         table.caption = f"{len(shown)} of {len(nodes)} nodes shown: the full table is in layers.parquet"
@@ -56,3 +78,19 @@ def precision_profile(name: str, profile: dict) -> str:
     names = ", ".join(json.dumps(n) for n in profile["keep_fp32"])  # a JSON string is a TOML string
     lines.append(f"keep_fp32 = [{names}]")
     return "\n".join(lines)
+
+
+def fixes_to_paste(name: str, profile: dict) -> str:
+    """The layers to keep in FP32 three ways: the matrix profile, trtexec flags and Polygraphy
+    options. The names are ONNX node names; TensorRT's ONNX parser names a layer after its node,
+    but fusion may rename it: the next trtmatrix run checks with the engine inspector that the
+    layers ran in FP32 (precision_check)."""
+    names = list(profile["keep_fp32"])
+    trtexec = (f"trtexec --onnx=model.onnx --fp16 --precisionConstraints=obey "
+               f"--layerPrecisions={shlex.quote(','.join(f'{n}:fp32' for n in names))} "
+               f"--layerOutputTypes={shlex.quote(','.join(f'{n}:fp32' for n in names))}")
+    polygraphy = ("polygraphy run model.onnx --trt --fp16 --precision-constraints obey --layer-precisions "
+                  + " ".join(shlex.quote(f"{n}:float32") for n in names))
+    return "\n".join(["# the matrix file:", precision_profile(name, profile), "",
+                      "# trtexec (ONNX node names; the next run's engine inspector confirms the layer names):", trtexec, "",
+                      "# Polygraphy:", polygraphy])

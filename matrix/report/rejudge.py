@@ -28,10 +28,11 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tu
         reference = run_dir / REFS / str(row["artifact"]) / REFERENCE
         if not (outputs.is_file() and reference.is_file()):
             continue
-        tol = (config.tolerance(row["case"], row["profile"])
-               if row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles else None)
+        known = row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles
+        tol = config.tolerance(row["case"], row["profile"]) if known else None
         atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
-        verdict, judged = compare_files(outputs, reference, atol, rtol)
+        verdict, judged = compare_files(outputs, reference, atol, rtol,
+                                        config.acceptance(row["case"], row["profile"]) if known else None)
         for key, value in {**judged, "atol": atol, "rtol": rtol, "verdict": verdict}.items():
             frame.at[index, key] = value
     frame["status"] = frame["verdict"]

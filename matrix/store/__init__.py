@@ -134,7 +134,10 @@ def finish_run(staged: Path) -> Path:
 
 
 def read_run(run_dir: Path) -> pd.DataFrame:
-    return pd.read_parquet(run_dir / PARQUET)
+    """A stored run's results; columns that a run of an older trtmatrix did not have are empty."""
+    frame = pd.read_parquet(run_dir / PARQUET)
+    missing = [column for column in COLUMNS if column not in frame.columns]
+    return frame.assign(**dict.fromkeys(missing)) if missing else frame
 
 
 def list_runs(reports_dir: Path) -> list[Path]:

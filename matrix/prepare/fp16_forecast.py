@@ -1,0 +1,86 @@
+"""FP16 risk forecast, before any engine is built: from the float64 value of every intermediate
+tensor of the case's model on its inputs (once per case, at prepare time), the nodes whose values
+FP16 cannot hold.
+
+A node is risky when its outputs leave FP16's range (|x| > 65504), when a large share of them
+falls below FP16's smallest normal value (6.1e-05: subnormal, few significant bits, or flushed to
+0), or when a value it computes inside does: the sum of squares of LayerNormalization's input
+along the normalised axes, the largest partial sum |A|·|B| of a MatMul/Gemm accumulation, the
+squares behind ReduceSumSquare/ReduceL2, exp of Softmax's largest input (engines subtract the
+maximum first, so that one is a note). What this sees is these inputs' values, not every input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from .float64_graph import float64_nodes, node_label
+
+FP16_MAX = 65504.0
+FP16_SMALLEST_NORMAL = 2.0 ** -14
+SUBNORMAL_SHARE = 0.1  # a node with at least this share of its nonzero values below the normal range
+
+
+def _attribute(node: onnx.NodeProto, name: str, default):
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return onnx.helper.get_attribute_value(attribute)
+    return default
+
+
+def _internal(node: onnx.NodeProto, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> tuple[float, str] | None:
+    """(the largest value the op computes inside, what it is) for ops that square or sum."""
+    op = node.op_type
+    if op == "LayerNormalization" and inputs:
+        x = inputs[0]
+        axis = _attribute(node, "axis", -1) % x.ndim
+        return float(np.max(np.sum(x ** 2, axis=tuple(range(axis, x.ndim))))), "sum of squares of its input"
+    if op in ("MatMul", "Gemm") and len(inputs) >= 2:
+        a, b = np.abs(inputs[0]), np.abs(inputs[1])
+        if op == "Gemm":
+            a = a.T if _attribute(node, "transA", 0) else a
+            b = b.T if _attribute(node, "transB", 0) else b
+        return float(np.max(np.matmul(a, b))), "largest partial sum of its accumulation"
+    if op == "ReduceSumSquare" and outputs:
+        return float(np.max(np.abs(outputs[0]))), "sum of squares"
+    if op == "ReduceL2" and outputs:
+        return float(np.max(outputs[0] ** 2)), "sum of squares"
+    if op == "Softmax" and inputs:
+        return float(np.exp(min(np.max(inputs[0]), 709.0))), "exp of its largest input (before the max is subtracted)"
+    return None
+
+
+def node_risks(node: onnx.NodeProto, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> dict:
+    floats = [o for o in outputs if np.issubdtype(o.dtype, np.floating) and o.size]
+    magnitudes = np.concatenate([np.abs(o).ravel() for o in floats]) if floats else np.zeros(0)
+    nonzero = magnitudes[magnitudes > 0]
+    numbers = {"max_abs": float(magnitudes.max()) if magnitudes.size else 0.0,
+               "subnormal_share": float((nonzero < FP16_SMALLEST_NORMAL).mean()) if nonzero.size else 0.0}
+    reasons = []
+    if numbers["max_abs"] > FP16_MAX:
+        reasons.append(f"values reach {numbers['max_abs']:.3g} (FP16 max 65504)")
+    if numbers["subnormal_share"] >= SUBNORMAL_SHARE:
+        reasons.append(f"{numbers['subnormal_share']:.0%} of its nonzero values are below 6.1e-05 (FP16 subnormal)")
+    internal = _internal(node, [i for i in inputs if np.issubdtype(i.dtype, np.floating)], floats)
+    if internal and internal[0] > FP16_MAX:
+        numbers["internal"], numbers["internal_what"] = internal
+        note = " (engines subtract the max: a note)" if node.op_type == "Softmax" else ""
+        reasons.append(f"{internal[1]} reaches {internal[0]:.3g}{note}")
+    return {**numbers, "reasons": reasons}
+
+
+def fp16_forecast(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict:
+    """{"risky": [{node, op_type, order, max_abs, subnormal_share, reasons}], "nodes", "unknown"}:
+    the risky nodes in topological order, how many were seen, which had no float64 value."""
+    risky, unknown = [], []
+    for order, node, given, outputs in float64_nodes(model, inputs, keep=False):
+        if isinstance(outputs, str):
+            unknown.append(node_label(node, order))
+            continue
+        found = node_risks(node, [given[n] for n in node.input if n in given], list(outputs.values()))
+        serious = [r for r in found["reasons"] if "a note" not in r]
+        if serious:
+            risky.append({"node": node_label(node, order), "name": node.name, "op_type": node.op_type,
+                          "order": order, **found})
+    return {"risky": risky, "nodes": len(model.graph.node), "unknown": unknown}
