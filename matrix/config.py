@@ -112,6 +112,12 @@ class CaseEntry(Strict):
     onnx: str | None = None
     inputs: str | None = None
     expected: str | None = None
+    # External test suites, one row per test (sources/onnx_suites.py): the ONNX backend node tests
+    # of the installed onnx package, or a folder in the ONNX test layout; globs pick the tests.
+    suite: Literal["onnx-backend-node"] | None = None
+    suite_dir: str | None = None
+    include: Items[str] = ()
+    exclude: Items[str] = ()
 
     @model_validator(mode="after")
     def _onnx_case_is_complete(self) -> CaseEntry:
@@ -119,7 +125,15 @@ class CaseEntry(Strict):
             raise ValueError("an ONNX-file case needs 'inputs' (an .npz file) beside 'onnx'")
         if (self.inputs or self.expected) and not self.onnx:
             raise ValueError("'inputs' and 'expected' belong to ONNX-file cases: give 'onnx' too")
+        if sum(map(bool, (self.onnx, self.suite, self.suite_dir))) > 1:
+            raise ValueError("give one of 'onnx', 'suite' and 'suite_dir'")
+        if (self.include or self.exclude) and not (self.suite or self.suite_dir):
+            raise ValueError("'include' and 'exclude' pick tests of a 'suite' or 'suite_dir'")
         return self
+
+    @property
+    def is_suite(self) -> bool:
+        return bool(self.suite or self.suite_dir)
 
 
 class RunSettings(Strict):
@@ -130,6 +144,8 @@ class RunSettings(Strict):
     reports_dir: str = "reports"
     timeout_s: float = Field(default=900, gt=0)
     jobs: int = Field(default=1, ge=1)
+    # Cells of one CPU environment at once (default: the cores, shared among `jobs`); GPU: one.
+    cell_jobs: int | None = Field(default=None, ge=1)
 
 
 class MatrixConfig(Strict):

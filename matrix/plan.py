@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from .config import CaseEntry, ConfigError, MatrixConfig, Profile, load_config
+from .config import CaseEntry, ConfigError, MatrixConfig, Profile, Tolerance, load_config
 from .environments.definitions import EnvDef, load_envdefs
 from .environments.staging import worker_hash
 from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_files, prepare_code_hash,
@@ -66,6 +66,15 @@ class Plan:
         raise ConfigError(self.config_path, "cell", f"{cell_id!r} is not a cell of the matrix "
                                                     f"(cells look like {self.cells[0].cell_id!r})")
 
+    def tolerance(self, cell: Cell) -> Tolerance:
+        """The matrix file's tolerance; for a suite's test without one there, the suite's own."""
+        spec, entry = self.cases[cell.case], self.config.cases[cell.case]
+        if spec.suite is not None and cell.profile not in entry.tolerances:
+            test = spec.suite_test(cell.params)
+            if test.atol is not None and self.profile(cell.profile).precision == "fp32":
+                return Tolerance(atol=test.atol, rtol=test.rtol)
+        return self.config.tolerance(cell.case, cell.profile)
+
     @cached_property
     def rows(self) -> list[str]:
         return list(dict.fromkeys(cell.row_id for cell in self.cells))
@@ -75,6 +84,9 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
     """What decides a case's prepared artifacts: its files (external data included) or its source,
     parameters, options and the files they name, seed, export settings, the host tools' versions
     and prepare's own code."""
+    if spec.suite is not None:
+        return hash_json({"suite_test": spec.suite_test(params).digest, "tools": tool_versions(["onnx"]),
+                          "prepare": prepare_code_hash()})
     if spec.is_onnx_file:
         paths = spec.onnx_paths()
         return hash_json({"files": hash_files([*paths.values(), *external_data_files(paths["onnx"])]),

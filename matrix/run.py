@@ -7,6 +7,7 @@ start, a worker that crashes, all become statuses on the cells concerned.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import time
@@ -33,6 +34,7 @@ from .plan import Cell, Plan
 from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare
 from .report.publish import render_index, write_report
 from .sources.known_issues import apply_known_issues
+from .sources.onnx_suites import suite_label
 from .store import RUNS, finish_run, remove_dead_partials, stage_run, to_frame
 from .store.cache import env_log, result_dir, result_key, stored_result, timing_cache
 from .store.locks import cache_lock, run_lock
@@ -73,16 +75,19 @@ class MatrixRun:
         self.env_logs: dict[str, Path] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
         self.executor = LocalExecutor(plan.config.run.jobs)
+        settings = plan.config.run
+        self.cell_jobs = settings.cell_jobs or max(1, (os.cpu_count() or 1) // settings.jobs)
 
     def _record(self, cell: Cell, **fields) -> dict:
-        envdef = self.plan.envs[cell.env]
-        tol = self.plan.config.tolerance(cell.case, cell.profile)
+        envdef, spec = self.plan.envs[cell.env], self.plan.cases[cell.case]
+        tol = self.plan.tolerance(cell)
         record = empty_record(
             run_id=self.run_id, cell_id=cell.cell_id, row_id=cell.row_id, case=cell.case,
             params=dict(cell.params), profile=cell.profile,
             precision=self.plan.profile(cell.profile).precision, env=cell.env, engine=envdef.engine,
             env_version=envdef.version,
-            atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key)
+            atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key,
+            suite=suite_label(spec.entry.suite, spec.entry.suite_dir) if spec.suite is not None else None)
         record.update(fields)
         record["verdict"] = record["status"]  # before known issues turn it into xfail/xpass
         self.records[cell.cell_id] = record
@@ -142,7 +147,7 @@ class MatrixRun:
             jobs = self._jobs(envdef, cells, backend, facts, gpu)
             if jobs:
                 raws = run_environment(backend, envdef, [job for job, _ in jobs], self.cache,
-                                       self.plan.config.run.timeout_s, gpu, self.on_event)
+                                       self.plan.config.run.timeout_s, gpu, self.on_event, self.cell_jobs)
         if not jobs:
             return
         self.env_logs[envdef.name] = env_log(self.cache, envdef.name)
@@ -189,7 +194,7 @@ class MatrixRun:
                       graph_warnings="\n".join(case_meta(artifacts).get("graph_warnings", [])),
                       fp16_forecast=json.dumps(case_meta(artifacts).get("fp16_forecast")))
         if fields["status"] == "ok":
-            tol = self.plan.config.tolerance(cell.case, cell.profile)
+            tol = self.plan.tolerance(cell)
             try:
                 verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol,
                                                 self.plan.config.acceptance(cell.case, cell.profile))

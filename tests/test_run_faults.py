@@ -45,19 +45,28 @@ rtol = 0.0
 """
 
 
-@pytest.fixture(scope="module")
-def fault_run(tmp_path_factory, cache_dir):
+@pytest.fixture(scope="module", params=["fork", "spawn"])
+def fault_run(request, tmp_path_factory, cache_dir):
+    """The same faults with cells forked from a warm supervisor (onnxruntime's default) and started
+    as new interpreters (TensorRT's way, forced here), nothing reused between the two."""
     from conftest import make_tiny_model, matrix_file
 
-    home = tmp_path_factory.mktemp("faults")
+    home = tmp_path_factory.mktemp(f"faults-{request.param}")
     model, inputs = make_tiny_model(home)
     expected = home / "expected.npz"
     np.savez(expected, y=independent_reference(model, inputs))  # the float64 truth, given as outputs
     config = matrix_file(home, cache_dir, FAULTS.format(model=model, inputs=inputs, expected=expected),
                          environments=("ort-1.17", "ort-1.32", "trt-8.6"), timeout_s=6)
     events = []
-    run_dir = MatrixRun(build_plan(config), on_event=events.append).execute()
-    return config, model, inputs, run_dir, pd.read_parquet(run_dir / PARQUET), events
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRTMATRIX_CELL_START", request.param)
+        run_dir = MatrixRun(build_plan(config), reuse=False, on_event=events.append).execute()
+    frame = pd.read_parquet(run_dir / PARQUET)
+    ran = frame[frame.engine_version.notna()]
+    started = {json.loads((run_dir / "cells" / key[:24] / "result.json").read_text()).get("cell_start")
+               for key in ran.content_key}
+    assert started == {request.param}
+    return config, model, inputs, run_dir, frame, events
 
 
 def cell(frame, profile, env):

@@ -45,12 +45,14 @@ class CellJob:
 
 
 def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path,
-                    timeout_s: float, gpu: int | None, on_event: Callable[[dict], None]) -> dict[str, dict]:
-    """Return {cell_id: raw result}. Never raises for a cell's or an environment's failure."""
+                    timeout_s: float, gpu: int | None, on_event: Callable[[dict], None],
+                    cell_jobs: int = 1) -> dict[str, dict]:
+    """Return {cell_id: raw result}. Never raises for a cell's or an environment's failure.
+    `cell_jobs` cells run at once (one on a GPU)."""
     job_dir = jobs_folder(cache_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     job_file = job_dir / f"{envdef.name}.json"
-    job_file.write_text(json.dumps({"env": envdef.name,
+    job_file.write_text(json.dumps({"env": envdef.name, "cell_jobs": 1 if gpu is not None else cell_jobs,
                                     "cells": [job.spec(envdef.engine, timeout_s) for job in jobs]}))
     log_path = env_log(cache_dir, envdef.name)
     try:

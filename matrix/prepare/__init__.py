@@ -20,6 +20,7 @@ import onnx
 
 from ..config import Profile
 from ..sources import CaseSpec, Params
+from ..sources.onnx_suites import suite_label
 from ..store.cache import artifacts_folder
 from .fingerprint import variant_key
 from .fp16_forecast import fp16_forecast
@@ -42,7 +43,10 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    meta = _prepare_onnx_file(spec, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
+    if spec.suite is not None:
+        meta = _prepare_suite_test(spec, params, tmp)
+    else:
+        meta = _prepare_onnx_file(spec, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
     model = onnx.load(str(tmp / MODEL))
     meta["graph_warnings"] = graph_warnings(model)
     with np.load(tmp / INPUTS) as data:
@@ -119,6 +123,16 @@ def _prepare_onnx_file(spec: CaseSpec, out: Path) -> dict:
         how = "onnx.reference.ReferenceEvaluator (numpy, in the model's own dtype)"
     np.savez(out / REFERENCE, **reference)
     return {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "reference": how}
+
+
+def _prepare_suite_test(spec: CaseSpec, params: Params, out: Path) -> dict:
+    test = spec.suite_test(params)
+    (out / MODEL).write_bytes(test.model)
+    np.savez(out / INPUTS, **test.inputs)
+    np.savez(out / REFERENCE, **{n: a.astype(np.float64) for n, a in test.outputs.items()})
+    source = suite_label(spec.entry.suite, spec.entry.suite_dir)
+    return {"kind": "suite", "source": source, "description": test.name,
+            "reference": f"the suite's expected outputs ({source})"}
 
 
 def case_meta(artifacts: Path) -> dict:

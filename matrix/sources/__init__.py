@@ -16,6 +16,7 @@ from ..config import NAME_PATTERN, CaseEntry, ConfigError, MatrixConfig, param_v
 from .case_files import declared_case_names, discover_cases
 from .known_issues import REGISTRY, KnownIssue
 from .onnx_files import check_onnx_case
+from .onnx_suites import SuiteTest, suite_tests
 
 Params = tuple[tuple[str, Any], ...]
 
@@ -28,16 +29,22 @@ class CaseSpec:
     entry: CaseEntry
     root: Path
     torch_case: CaseDef | None = None
+    suite: dict[str, SuiteTest] | None = None  # {test name: test} of an external suite
 
     @property
     def is_onnx_file(self) -> bool:
-        return self.torch_case is None
+        return self.torch_case is None and self.suite is None
+
+    def suite_test(self, params: Params) -> SuiteTest:
+        return self.suite[dict(params)["test"]]
 
     def onnx_paths(self) -> dict[str, Path]:
         named = {"onnx": self.entry.onnx, "inputs": self.entry.inputs, "expected": self.entry.expected}
         return {k: (self.root / v).resolve() for k, v in named.items() if v}
 
     def param_grid(self) -> list[Params]:
+        if self.suite is not None:
+            return [(("test", name),) for name in self.suite]
         axes = dict(self.torch_case.params) if self.torch_case else {}
         axes.update(self.entry.params or {})
         names = sorted(axes)
@@ -46,11 +53,13 @@ class CaseSpec:
 
 def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
     root = config_path.parent
-    needs_discovery = any(not entry.onnx for entry in config.cases.values())
+    needs_discovery = any(not (entry.onnx or entry.is_suite) for entry in config.cases.values())
     found = discover_cases(root / config.run.cases_dir) if needs_discovery else {}
     specs = {}
     for name, entry in config.cases.items():
-        if entry.onnx:
+        if entry.is_suite:
+            spec = CaseSpec(name, entry, root, suite=_suite(name, entry, root, config_path))
+        elif entry.onnx:
             spec = CaseSpec(name, entry, root)
             for key, path in spec.onnx_paths().items():
                 if not path.is_file():
@@ -68,6 +77,18 @@ def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
                               f"no case named {name!r} in {root / config.run.cases_dir} and no 'onnx' file given")
         specs[name] = spec
     return specs
+
+
+def _suite(name: str, entry: CaseEntry, root: Path, config_path: Path) -> dict[str, SuiteTest]:
+    folder = (root / entry.suite_dir).resolve() if entry.suite_dir else None
+    if folder is not None and not folder.is_dir():
+        raise ConfigError(config_path, f"cases.{name}.suite_dir", f"not a folder: {folder}")
+    tests = suite_tests(entry.suite, folder, entry.include, entry.exclude)
+    # A test's name goes into cell ids like a parameter value: the same rule, or it is left out.
+    tests = {test: t for test, t in tests.items() if not param_values_problem([test])}
+    if not tests:
+        raise ConfigError(config_path, f"cases.{name}", "the suite has no test that include/exclude keep")
+    return tests
 
 
 def _check_params(case: CaseDef) -> None:

@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 COLUMNS = [
-    "run_id", "cell_id", "row_id", "case", "params", "profile", "precision", "env", "engine", "env_version",
+    "run_id", "cell_id", "row_id", "case", "suite", "params", "profile", "precision", "env", "engine", "env_version",
     "engine_version", "status", "verdict", "known_issue", "reported", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
     "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol",
     "atol_needed", "rtol_needed", "rule", "top1", "build_s",

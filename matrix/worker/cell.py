@@ -86,7 +86,8 @@ def execute(spec):
 def run_cell(spec_path):
     with open(spec_path) as fh:
         spec = json.load(fh)
-    record = {"cell_id": spec["cell_id"], "error": None}
+    # How the supervisor started this process (fork of a warm supervisor, or a new interpreter).
+    record = {"cell_id": spec["cell_id"], "error": None, "cell_start": os.environ.get("TRTMATRIX_CELL_STARTED")}
     try:
         record.update(describe(spec["engine"]))
         record.update(execute(spec))

@@ -1,26 +1,45 @@
 """Run every cell of one environment, each in a child process with a timeout.
 
+A fork server: the supervisor imports numpy and the engine once, then forks a child per cell, so
+a cell costs a fork instead of a new interpreter importing them again, and a crash, hang or
+exception still stays in its own process. Engines that must not be forked once imported start
+each cell as a new interpreter instead (spawn: a fork that execs at once, before anything else):
+TensorRT, because CUDA state must never cross a fork and importing TensorRT loads the CUDA
+libraries (engines.FORK_SAFE; TRTMATRIX_CELL_START=spawn forces it, as the tests do). Up to
+job["cell_jobs"] cells run at once.
+
 Prints one JSON line per event on stdout (the host reads them for its progress display) and
 guarantees a result.json for every cell, whatever the child did.
 """
 
+import faulthandler
+import importlib
+import io
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
+import traceback
 
-from .cell import write_json
+from .cell import run_cell, write_json
+from .engines import FORK_SAFE, load_engine
 from .files import CELL_SPEC, LOG, RESULT, WATCH_STDIN
 
+START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell even where forking is safe
+STARTED = "TRTMATRIX_CELL_STARTED"  # how this cell's process started: fork | spawn
+POLL_S = 0.002
 
-def _signal_name(returncode):
+# The cell processes running now: an orchestrator that dies takes them down (_watch_orchestrator).
+_children = set()
+
+
+def _signal_name(signum):
     try:
-        return signal.Signals(-returncode).name
+        return signal.Signals(signum).name
     except ValueError:
-        return "signal {}".format(-returncode)
+        return "signal {}".format(signum)
 
 
 def _emit(event):
@@ -28,41 +47,121 @@ def _emit(event):
     sys.stdout.flush()
 
 
-# The cell process running now: an orchestrator that dies takes it down (see _watch_orchestrator).
-_current = {"child": None}
+def _kill_children():
+    for pid in list(_children):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass  # already gone
 
 
 def _watch_orchestrator():
     """The host keeps this process's stdin open for as long as it lives (a pipe from the venv
     backend; an attached stdin that Docker closes when its client goes, for containers). End of
-    file means the orchestrator died, kill -9 included: kill the cell and exit, leaving nothing."""
+    file means the orchestrator died, kill -9 included: kill the cells and exit, leaving nothing."""
     while sys.stdin.buffer.read(65536):
         pass
-    child = _current["child"]
-    if child is not None and child.poll() is None:
-        os.killpg(child.pid, signal.SIGKILL)
+    _kill_children()
     os._exit(137)
 
 
-def _run_child(spec_path, out_dir, timeout_s):
-    """Return (status, error) for a child that did not write its own result."""
-    command = [sys.executable, "-X", "faulthandler", "-m", __package__, "cell", spec_path]
-    with open(os.path.join(out_dir, LOG), "w") as log:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
-        _current["child"] = child
-        try:
-            returncode = child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-            return "timeout", "no result after {:g}s; killed".format(timeout_s)
-        except BaseException:  # Ctrl-C / SIGTERM on the supervisor: take the child down too
-            os.killpg(child.pid, signal.SIGKILL)
-            raise
-    if returncode < 0:
-        return "crash", "killed by {}".format(_signal_name(returncode))
-    return "error", "worker exited with status {} without a result".format(returncode)
+def _start(spec_path, out_dir, fork):
+    """A child in its own session (a timeout kills its whole group) writing to the cell's log:
+    the cell run in this process's fork, or a new interpreter."""
+    log_fd = os.open(os.path.join(out_dir, LOG), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.close(log_fd)
+        _children.add(pid)
+        return pid
+    code = 1
+    try:
+        os.setsid()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.environ[STARTED] = "fork" if fork else "spawn"  # recorded in the cell's result.json
+        if not fork:
+            os.execv(sys.executable, [sys.executable, "-X", "faulthandler", "-m", __package__, "cell", spec_path])
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+        faulthandler.enable()
+        code = run_cell(spec_path)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _ended(status, timed_out, timeout_s):
+    """(status, error) for a child that did not write its own result."""
+    if timed_out:
+        return "timeout", "no result after {:g}s; killed".format(timeout_s)
+    if os.WIFSIGNALED(status):
+        return "crash", "killed by {}".format(_signal_name(os.WTERMSIG(status)))
+    return "error", "worker exited with status {} without a result".format(os.WEXITSTATUS(status))
+
+
+def _finish(spec, status, timed_out, started):
+    result_path = os.path.join(spec["out_dir"], RESULT)
+    if os.path.exists(result_path):
+        with open(result_path) as fh:
+            verdict = json.load(fh)["status"]
+    else:
+        verdict, error = _ended(status, timed_out, spec["timeout_s"])
+        write_json(result_path, {"cell_id": spec["cell_id"], "status": verdict, "error": error})
+    _emit({"event": "done", "cell_id": spec["cell_id"], "status": verdict, "seconds": round(time.time() - started, 3)})
+
+
+def _prepared(spec):
+    out_dir = spec["out_dir"]
+    os.makedirs(out_dir, exist_ok=True)
+    result_path = os.path.join(out_dir, RESULT)
+    if os.path.exists(result_path):
+        os.remove(result_path)
+    spec_path = os.path.join(out_dir, CELL_SPEC)
+    write_json(spec_path, spec)
+    return spec_path
+
+
+def run_cells(cells, fork, cell_jobs):
+    pending, running = list(cells), {}  # pid -> [spec, started, deadline, timed out]
+    try:
+        while pending or running:
+            while pending and len(running) < cell_jobs:
+                spec = pending.pop(0)
+                spec_path = _prepared(spec)
+                _emit({"event": "start", "cell_id": spec["cell_id"]})
+                started = time.time()
+                running[_start(spec_path, spec["out_dir"], fork)] = [spec, started, started + spec["timeout_s"], False]
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                now = time.time()
+                for child, entry in running.items():
+                    if now > entry[2] and not entry[3]:
+                        os.killpg(child, signal.SIGKILL)
+                        entry[3] = True
+                time.sleep(POLL_S)
+                continue
+            _children.discard(pid)
+            spec, started, _, timed_out = running.pop(pid)
+            _finish(spec, status, timed_out, started)
+    finally:  # Ctrl-C / SIGTERM on the supervisor: take the cells down too
+        _kill_children()
+
+
+def _warm_numpy():
+    """Import numpy here, with the parts it loads lazily on first use (median, npz files): every
+    forked cell inherits them instead of paying ~65 ms to load them itself."""
+    numpy = importlib.import_module("numpy")
+    buffer = io.BytesIO()
+    numpy.savez(buffer, x=numpy.zeros(1))
+    buffer.seek(0)
+    numpy.median(numpy.load(buffer)["x"])
 
 
 def run_job(job_path):
@@ -72,22 +171,14 @@ def run_job(job_path):
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     if os.environ.get(WATCH_STDIN) == "1":
         threading.Thread(target=_watch_orchestrator, daemon=True).start()
-    for spec in job["cells"]:
-        out_dir = spec["out_dir"]
-        os.makedirs(out_dir, exist_ok=True)
-        result_path = os.path.join(out_dir, RESULT)
-        if os.path.exists(result_path):
-            os.remove(result_path)
-        spec_path = os.path.join(out_dir, CELL_SPEC)
-        write_json(spec_path, spec)
-        _emit({"event": "start", "cell_id": spec["cell_id"]})
-        started = time.time()
-        status, error = _run_child(spec_path, out_dir, spec["timeout_s"])
-        if os.path.exists(result_path):
-            with open(result_path) as fh:
-                status = json.load(fh)["status"]
-        else:
-            write_json(result_path, {"cell_id": spec["cell_id"], "status": status, "error": error})
-        _emit({"event": "done", "cell_id": spec["cell_id"], "status": status,
-               "seconds": round(time.time() - started, 3)})
+    engines = {spec["engine"] for spec in job["cells"]}
+    fork = os.environ.get(START) != "spawn" and all(FORK_SAFE.get(e, False) for e in engines)
+    if fork:
+        _warm_numpy()
+        for engine in engines:
+            try:
+                load_engine(engine)
+            except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
+                pass
+    run_cells(job["cells"], fork, max(1, job.get("cell_jobs", 1)))
     return 0
