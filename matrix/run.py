@@ -33,7 +33,7 @@ from .executors.local import LocalExecutor
 from .plan import Cell, Plan
 from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare
 from .report.publish import render_index, write_report
-from .sources.known_issues import apply_known_issues
+from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
 from .store import RUNS, finish_run, remove_dead_partials, stage_run, to_frame
 from .store.cache import env_log, result_dir, result_key, stored_result, timing_cache
@@ -92,7 +92,7 @@ class MatrixRun:
         record["verdict"] = record["status"]  # before known issues turn it into xfail/xpass
         self.records[cell.cell_id] = record
         # What the matrix will show: a known issue's failure is announced as xfail, not fail.
-        shown = apply_known_issues(to_frame([record]), self.plan.known_issues)["status"].iloc[0]
+        shown = known_status(record, self.plan.known_issues)[0]
         self.on_event({"event": "recorded", "cell_id": cell.cell_id, "status": shown})
         return record
 

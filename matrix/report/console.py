@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .error_text import drift_text, needed_text, with_marks, worst_error
-from .upgrade import env_order
+from .upgrade import env_order, records_by_row
 
 SHORT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "error": ("ERR", "yellow"),
          "crash": ("CRASH", "bold magenta"), "timeout": ("T/O", "magenta"), "skipped": ("skip", "dim"),
@@ -98,8 +98,8 @@ def results_table(frame: pd.DataFrame) -> Table:
     table.add_column("case / profile")
     for env in envs:
         table.add_column(escape(env), no_wrap=True)
-    for row_id, group in frame.groupby("row_id", sort=False):
-        by_env = {r["env"]: styled(r) for _, r in group.iterrows()}
+    for row_id, group in records_by_row(frame).items():
+        by_env = {r["env"]: styled(r) for r in group}
         table.add_row(escape(row_id), *(by_env.get(e, "") for e in envs))
     return table
 
@@ -184,7 +184,7 @@ def history_table(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None) -
     table.add_column("cell")
     for run_id, _ in runs:
         table.add_column(run_id[:15], no_wrap=True)
-    by_run = [{r["cell_id"]: styled(r) for _, r in frame.iterrows()} for _, frame in runs]
+    by_run = [{r["cell_id"]: styled(r) for r in frame.to_dict("records")} for _, frame in runs]
     cells = sorted({cell for statuses in by_run for cell in statuses})
     for cell in cells:
         if cell_glob is None or fnmatchcase(cell, cell_glob):

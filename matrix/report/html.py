@@ -19,7 +19,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from .findings_view import findings_by_cell, forecasts
 from .log_axis import error_axis
 from .error_text import drift_text, needed_text, rule_text, with_marks, worst_error
-from .upgrade import default_pair, env_order
+from .upgrade import default_pair, env_order, records_by_row
 
 STATUSES = ["pass", "fail", "error", "crash", "timeout", "skipped", "xfail", "xpass"]
 DETAIL_FIELDS = [
@@ -101,15 +101,15 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
                       else group["env_version"].iloc[0]) for env, group in frame.groupby("env")}
     config = run.get("config", "matrix.toml")
     cells, rows = [], []
-    for row_id, group in frame.groupby("row_id", sort=False):
+    for row_id, group in records_by_row(frame).items():
         by_env = {}
-        for _, r in group.iterrows():
+        for r in group:
             by_env[r["env"]] = {"index": len(cells), "status": r["status"], "text": key_number(r),
                                 "cell_id": r["cell_id"]}
             cells.append({**cell_data(r, config), "findings": shown.get(r["cell_id"], {})})
-        first = group.iloc[0]
+        first = group[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
-                     "profile": first["profile"], "statuses": " ".join(sorted(set(group["status"]))),
+                     "profile": first["profile"], "statuses": " ".join(sorted({r["status"] for r in group})),
                      "cells": [by_env.get(e) for e in envs]})
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))

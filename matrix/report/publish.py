@@ -53,6 +53,6 @@ def history_table(history: list[tuple[str, pd.DataFrame]]) -> dict:
     run_ids = [run_id for run_id, _ in history]
     cells: dict[str, dict[str, dict]] = {}
     for run_id, frame in history:
-        for _, row in frame.iterrows():
+        for row in frame.to_dict("records"):
             cells.setdefault(row["cell_id"], {})[run_id] = {"status": row["status"], "text": key_number(row)}
     return {"run_ids": run_ids, "cells": sorted(cells.items())}

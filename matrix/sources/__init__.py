@@ -58,7 +58,7 @@ def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
     specs = {}
     for name, entry in config.cases.items():
         if entry.is_suite:
-            spec = CaseSpec(name, entry, root, suite=_suite(name, entry, root, config_path))
+            spec = CaseSpec(name, entry, root, suite=_suite(name, entry, root / config.run.cache_dir, config_path))
         elif entry.onnx:
             spec = CaseSpec(name, entry, root)
             for key, path in spec.onnx_paths().items():
@@ -79,11 +79,11 @@ def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
     return specs
 
 
-def _suite(name: str, entry: CaseEntry, root: Path, config_path: Path) -> dict[str, SuiteTest]:
-    folder = (root / entry.suite_dir).resolve() if entry.suite_dir else None
+def _suite(name: str, entry: CaseEntry, cache_dir: Path, config_path: Path) -> dict[str, SuiteTest]:
+    folder = (config_path.parent / entry.suite_dir).resolve() if entry.suite_dir else None
     if folder is not None and not folder.is_dir():
         raise ConfigError(config_path, f"cases.{name}.suite_dir", f"not a folder: {folder}")
-    tests = suite_tests(entry.suite, folder, entry.include, entry.exclude)
+    tests = suite_tests(entry.suite, folder, entry.include, entry.exclude, cache_dir)
     # A test's name goes into cell ids like a parameter value: the same rule, or it is left out.
     tests = {test: t for test, t in tests.items() if not param_values_problem([test])}
     if not tests:

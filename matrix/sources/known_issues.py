@@ -85,16 +85,22 @@ def load_registry(path: Path) -> tuple[KnownIssue, ...]:
     return validate(Registry, read_toml(path), path).issue
 
 
+def known_status(row, issues: tuple[KnownIssue, ...]) -> tuple[str, KnownIssue | None]:
+    """(status, the issue that matched) of one record or row: its verdict, or xfail/xpass."""
+    issue = next((i for i in issues if i.matches(row)), None)
+    status = row["verdict"]
+    if issue is not None and status == issue.expected:
+        status = "xfail"
+    elif issue is not None and status == "pass":
+        status = "xpass"
+    return status, issue
+
+
 def apply_known_issues(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:
     """Set status xfail/xpass where a known issue matches; fill known_issue and reported."""
     frame = frame.copy()
     for index, row in frame.iterrows():
-        issue = next((i for i in issues if i.matches(row)), None)
-        status = row["verdict"]
-        if issue is not None and status == issue.expected:
-            status = "xfail"
-        elif issue is not None and status == "pass":
-            status = "xpass"
+        status, issue = known_status(row, issues)
         frame.at[index, "status"] = status
         frame.at[index, "known_issue"] = issue.id if issue else None
         frame.at[index, "reported"] = f"{issue.title}: {issue.reported} [{issue.source}]" if issue else None

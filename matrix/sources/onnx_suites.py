@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import pickle
 import warnings
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -51,8 +53,21 @@ def _numeric(arrays) -> bool:
     return all(isinstance(a, np.ndarray) and (np.issubdtype(a.dtype, np.number) or a.dtype == bool) for a in arrays)
 
 
-@functools.cache
-def node_suite() -> dict[str, SuiteTest]:
+def node_suite(cache_dir: Path) -> dict[str, SuiteTest]:
+    """The node tests, generated once per onnx version (onnx runs its reference implementations
+    to make the expected outputs: seconds) and kept in the cache folder."""
+    stored = cache_dir / "suites" / f"{NODE_SUITE}-onnx-{onnx.__version__}.pickle"
+    if stored.is_file():
+        return pickle.loads(stored.read_bytes())
+    tests = _generate_node_suite()
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    tmp = stored.with_name(f".{stored.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps(tests))
+    tmp.replace(stored)
+    return tests
+
+
+def _generate_node_suite() -> dict[str, SuiteTest]:
     from onnx.backend.test.case.node import collect_testcases
 
     with warnings.catch_warnings():  # the generators' own overflow warnings (casts to FP8, ...)
@@ -97,9 +112,9 @@ def folder_suite(root: Path) -> dict[str, SuiteTest]:
     return tests
 
 
-def suite_tests(suite: str | None, suite_dir: Path | None, include: tuple[str, ...], exclude: tuple[str, ...]
-                ) -> dict[str, SuiteTest]:
-    tests = node_suite() if suite == NODE_SUITE else folder_suite(suite_dir)
+def suite_tests(suite: str | None, suite_dir: Path | None, include: tuple[str, ...], exclude: tuple[str, ...],
+                cache_dir: Path) -> dict[str, SuiteTest]:
+    tests = node_suite(cache_dir) if suite == NODE_SUITE else folder_suite(suite_dir)
     return {name: test for name, test in tests.items()
             if (not include or any(fnmatchcase(name, g) for g in include))
             and not any(fnmatchcase(name, g) for g in exclude)}
