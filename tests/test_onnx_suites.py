@@ -70,3 +70,26 @@ def test_a_suite_entry_that_cannot_be_is_one_line(tmp_path, cache_dir, extra, sa
     body = NODE.replace('suite = "onnx-backend-node"\n', "" if "suite_dir" in extra else 'suite = "onnx-backend-node"\n') + extra
     refused = cli("plan", "-c", str(matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))))
     assert refused.returncode == 2 and said in refused.stderr and refused.stderr.count("\n") == 1
+
+
+def test_the_whole_node_suite_runs_on_three_versions_and_the_report_lists_what_changed(tmp_path, cache_dir):
+    shipped = (REPO / "matrices" / "onnx-suite.toml").read_text()
+    suite = shipped[shipped.index("[cases.onnx_node]"):]  # the matrix file's case, with this test's folders
+    config = matrix_file(tmp_path, cache_dir, '[profiles.fp32]\nprecision = "fp32"\n' + suite,
+                         environments=("ort-1.17", "ort-1.20", "ort-1.32"))
+    assert cli("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    frame = read_run(run_dir)
+    rows = frame["row_id"].nunique()
+    assert rows > 1400 and len(frame) == 3 * rows
+    newest = frame[frame["env"] == "ort-1.32"]
+    assert (newest["status"] == "pass").mean() > 0.9
+    # Every error on an old runtime carries the runtime's own words (an opset or IR version it does not know).
+    old_errors = frame[(frame["env"] == "ort-1.17") & (frame["status"] == "error")]
+    assert len(old_errors) and old_errors["error"].str.contains("ONNXRuntimeError").all()
+    # The upgrade view's data: the tests that pass on 1.32 and not on 1.20 are there to list.
+    both = frame.pivot(index="row_id", columns="env", values="status")
+    newly_passing = both[(both["ort-1.20"] != "pass") & (both["ort-1.32"] == "pass")].index
+    assert len(newly_passing) > 100
+    html = (run_dir / "report.html").read_text()
+    assert all(f'id="cell-{row}/ort-1.32"' in html for row in newly_passing[:50])
