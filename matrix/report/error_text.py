@@ -69,7 +69,17 @@ def rule_text(row) -> str | None:
         return None
     measured = []
     if "cosine" in row["rule"]:
-        measured.append("cosine undefined (NaN/Inf)" if _number(row.get("cosine")) is None else f"cosine {row['cosine']:.5f}")
+        measured.append(cosine_text(row))
     if "agreement" in row["rule"] and _number(row.get("top1")) is not None:
         measured.append(f"top-k agreement {row['top1']:.4f}")
     return f"{row['rule']}: measured {', '.join(measured)}"
+
+
+def cosine_text(row) -> str:
+    """'cosine 1 − 3.2e-07' rather than a rounded 'cosine 1': near 1 the distance is the news."""
+    value = _number(row.get("cosine"))
+    if value is None:
+        return "cosine undefined (NaN/Inf)"
+    if value == 1.0:
+        return "cosine 1 (exactly)"
+    return f"cosine 1 − {1 - value:.1e}" if value > 0.999 else f"cosine {value:.5f}"

@@ -18,7 +18,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .findings_view import findings_by_cell, forecasts
 from .log_axis import error_axis
-from .error_text import drift_text, needed_text, rule_text, with_marks, worst_error
+from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import default_pair, env_order, records_by_row
 
 STATUSES = ["pass", "fail", "error", "crash", "timeout", "skipped", "xfail", "xpass"]
@@ -63,6 +63,7 @@ def cell_data(row: pd.Series, config: str) -> dict:
     data["drift"] = drift_text(row)
     data["needed"] = needed_text(row)
     data["rule"] = rule_text(row)
+    data["cosine_text"] = cosine_text(row).removeprefix("cosine ")
     data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
     return data
 
