@@ -1,10 +1,11 @@
 """Metrics, verdicts and drift on arrays whose answers are known by hand."""
 
 import math
+import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from matrix.compare import compare_files, compare_output, compare_outputs, compare_runs, drift
@@ -168,6 +169,7 @@ FINITE = st.floats(-1e3, 1e3, allow_subnormal=False)
 @settings(max_examples=300, deadline=None)
 @given(pairs=st.lists(st.tuples(FINITE, FINITE), min_size=1, max_size=30),
        atol=st.sampled_from([0.0, 1e-4, 1e-2]), rtol=st.sampled_from([0.0, 1e-3, 1e-2]))
+@example(pairs=[(4.0, 2.2250738585072014e-308)], atol=0.0, rtol=0.0)  # 4 / 2**-1022 overflows: no rtol covers it
 def test_the_tolerance_needed_is_the_smallest_that_passes(pairs, atol, rtol):
     """Judged again with atol_needed (at the same rtol), or rtol_needed (at the same atol), every
     element passes the oracle; with a little less, where more than the configured one is needed,
@@ -177,8 +179,8 @@ def test_the_tolerance_needed_is_the_smallest_that_passes(pairs, atol, rtol):
     assert all(_oracle(o, r, m.atol_needed * (1 + 1e-12) + 1e-300, rtol) for o, r in pairs)
     if m.atol_needed > atol:
         assert not all(_oracle(o, r, m.atol_needed * (1 - 1e-9), rtol) for o, r in pairs)
-    if math.isinf(m.rtol_needed):  # an error beyond atol where the reference is exactly 0
-        assert any(r == 0 and abs(o) > atol for o, r in pairs)
+    if math.isinf(m.rtol_needed):  # an error beyond atol where the reference is 0, or so small no rtol covers it
+        assert any(abs(o - r) - atol > abs(r) * sys.float_info.max for o, r in pairs)
     else:
         assert all(_oracle(o, r, atol, m.rtol_needed * (1 + 1e-9) + 1e-300) for o, r in pairs)
         if m.rtol_needed > rtol:
