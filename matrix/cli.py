@@ -74,7 +74,7 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
         key = result_key(cell.content_key, fingerprint or "")
         stored = "unknown" if fingerprint is None else "stored" if stored_result(result_dir(cache, cell.env, key)) else "new"
         typer.echo(f"{cell.cell_id}\t{key[:12]}\t{stored}")
-    typer.echo(f"{len(the_plan.cells)} cells: {len(the_plan.rows)} rows × {len(the_plan.envs)} environments",
+    typer.echo(f"{len(the_plan.cells)} cells: {len(the_plan.rows)} rows × {len({c.env for c in the_plan.cells})} environments",
                err=True)
     docker = sorted(e.name for e in the_plan.envs.values() if e.backend == "docker")
     if docker:

@@ -108,7 +108,7 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
 def content_key(artifact: str, profile: Profile, env: EnvDef, worker_code: str) -> str:
     return hash_json({
         "artifact": artifact,
-        "profile": profile.model_dump(mode="json"),
+        "profile": profile.model_dump(mode="json", exclude={"description"}),  # words change no number
         "env": env.definition_hash(),
         "worker": worker_code,
         "variant": variant_key(profile, env.engine),

@@ -294,3 +294,17 @@ ENGINE = {"engine": "onnxruntime", "engine_version": "1.32.0", "python_version":
 def test_only_what_the_engine_produced_for_the_cell_is_reused(tmp_path, record, reused):
     (tmp_path / RESULT).write_text(json.dumps({"cell_id": "tiny/fp32/ort-1.32", "error": None, **record}))
     assert (stored_result(tmp_path) is not None) is reused
+
+
+def test_a_profile_description_is_words_not_numbers(tmp_path, cache_dir):
+    """Rewording a profile's description keeps its cells' keys; changing what it does does not."""
+    from matrix.plan import build_plan
+
+    model, inputs = make_tiny_model(tmp_path)
+    keys = []
+    for profile in ('precision = "fp16"\ndescription = "FP16"', 'precision = "fp16"\ndescription = "FP16, reworded"',
+                    'precision = "fp16"\noptimization = "off"\ndescription = "FP16"'):
+        body = f"[profiles.half]\n{profile}\n" + tiny_case(model, inputs, ("half",))
+        config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",), name=f"m{len(keys)}.toml")
+        keys.append(build_plan(config).cells[0].content_key)
+    assert keys[0] == keys[1] != keys[2]

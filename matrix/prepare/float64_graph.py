@@ -77,7 +77,8 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
             yield order, node, given, f"no float64 value for its input {absent[0]!r}"
         else:
             try:
-                results = ReferenceEvaluator(_float64_node(node), opsets=opsets, new_ops=[GatherElements]).run(None, given)
+                with np.errstate(all="ignore"):  # inf/NaN are values here, reported where they matter
+                    results = ReferenceEvaluator(_float64_node(node), opsets=opsets, new_ops=[GatherElements]).run(None, given)
             except Exception as exc:  # noqa: BLE001 - any failure: this node has no float64 reference
                 yield order, node, given, f"no float64 reference for {node.op_type}: {type(exc).__name__}: {exc}"[:300]
             else:
