@@ -212,13 +212,13 @@ def history(config: ConfigOpt = Path("matrix.toml"),
             last: Annotated[int, typer.Option(min=1, help="How many of the newest runs.")] = 10,
             cell: Annotated[Optional[str], typer.Option(help="Only cell ids matching this glob.")] = None) -> None:
     """Each cell's status over the newest runs (newest first): the nightly trend."""
-    from .report.console import history_table, out
+    from .report.console import print_history
     from .store import list_runs, read_run
 
     runs = list_runs(_reports_dir(config))[-last:][::-1]
     if not runs:
         _fail(f"no runs under {_reports_dir(config)}")
-    out.print(history_table([(r.name, read_run(r)) for r in runs], cell))
+    print_history([(r.name, read_run(r)) for r in runs], cell)
 
 
 @app.command("export")

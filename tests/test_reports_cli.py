@@ -114,6 +114,12 @@ def test_exports_index_history_and_diff(project, tmp_path):
 
     shown = cli("history", "-c", str(config), "--cell", "tiny/fp16/*")
     assert shown.returncode == 0 and CELL in shown.stdout and "tiny/fp32" not in shown.stdout
+    # Where the table would cut the ids (a narrow log): one line per cell instead, ids whole.
+    narrow = subprocess.run([sys.executable, "-m", "matrix.cli", "history", "-c", str(config)], cwd=REPO,
+                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "30"})
+    assert narrow.returncode == 0 and "…" not in narrow.stdout
+    line = next(line for line in narrow.stdout.splitlines() if line.startswith(f"{CELL}: "))
+    assert line.count(" | ") == 1 and line.count("pass") == 2  # two runs, newest first
     assert cli("diff", "-c", str(config), "--from", "ort-1.32", "--to", "nowhere").returncode == 2
 
 

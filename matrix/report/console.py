@@ -179,17 +179,30 @@ def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Consol
             target.print(escape(f"  {row_id}: {status_a} → {status_b}{numbers}"), soft_wrap=True)
 
 
-def history_table(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None) -> Table:
+def _history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None) -> list[tuple[str, list[str]]]:
+    """(cell id, its styled status in each run, newest first) for the cells matching the glob."""
+    by_run = [{r["cell_id"]: styled(r) for r in frame.to_dict("records")} for _, frame in runs]
+    cells = sorted({cell for statuses in by_run for cell in statuses})
+    return [(cell, [statuses.get(cell, "") for statuses in by_run]) for cell in cells
+            if cell_glob is None or fnmatchcase(cell, cell_glob)]
+
+
+def print_history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None, target: Console = out) -> None:
+    """A table, or where it does not fit the terminal (a CI log), one line per cell: its full id,
+    then its status in each run, newest first."""
+    rows = _history(runs, cell_glob)
     table = Table(header_style="bold", pad_edge=False)
     table.add_column("cell")
     for run_id, _ in runs:
         table.add_column(run_id[:15], no_wrap=True)
-    by_run = [{r["cell_id"]: styled(r) for r in frame.to_dict("records")} for _, frame in runs]
-    cells = sorted({cell for statuses in by_run for cell in statuses})
-    for cell in cells:
-        if cell_glob is None or fnmatchcase(cell, cell_glob):
-            table.add_row(escape(cell), *(statuses.get(cell, "") for statuses in by_run))
-    return table
+    for cell, statuses in rows:
+        table.add_row(escape(cell), *statuses)
+    if fits(table, target):
+        target.print(table)
+        return
+    target.print(escape("runs, newest first: " + ", ".join(run_id for run_id, _ in runs)), soft_wrap=True)
+    for cell, statuses in rows:
+        target.print(f"{escape(cell)}: " + " | ".join(s or "—" for s in statuses), soft_wrap=True, highlight=False)
 
 
 def summary_line(frame: pd.DataFrame) -> str:
