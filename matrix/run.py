@@ -187,12 +187,12 @@ class MatrixRun:
     def _finish(self, cell: Cell, raw: dict, artifacts: Path, key: str, reused: bool = False) -> None:
         directory = self.result_dirs[cell.cell_id]
         fields = {name: raw.get(name) for name in REPORTED}
-        info = raw.get("info") or {}
+        info, meta = raw.get("info") or {}, case_meta(artifacts)
         fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
-                      graph_warnings="\n".join(case_meta(artifacts).get("graph_warnings", [])),
-                      fp16_forecast=json.dumps(case_meta(artifacts).get("fp16_forecast")))
+                      graph_warnings="\n".join(meta.get("graph_warnings", [])),
+                      fp16_forecast=json.dumps(meta.get("fp16_forecast")))
         if fields["status"] == "ok":
             tol = self.plan.tolerance(cell)
             try:
