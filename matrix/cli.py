@@ -38,8 +38,18 @@ class Stopped(BaseException):
         super().__init__(signal.Signals(signum).name)
 
 
-def _raise_stopped(signum, _frame):
+def _raise_stopped(signum, frame):
+    if _importing(frame):  # an exception raised inside an extension module's init aborts the process
+        _stop(Stopped(signum))
     raise Stopped(signum)
+
+
+def _importing(frame) -> bool:
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _fail(message: str, code: int = EXIT_USAGE):
