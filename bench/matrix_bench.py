@@ -1,8 +1,9 @@
 """trtmatrix against the loops people write by hand, on the same cells, in one run.
 
 Cells: every ONNX backend node test the installed onnx package generates that has plain tensors
-(1,460 with onnx 1.23.2), plus the onnx package's `pytorch-converted` models (a folder in the ONNX
-test layout), on onnxruntime 1.32 (the `ort-1.32` venv), profile fp32.
+(1,460 with onnx 1.23.2), plus the onnx package's shipped models: `pytorch-converted` (a folder in
+the ONNX test layout) and the nine `light` networks (resnet50, vgg19, densenet121, ...: real
+shapes, generated weights), on onnxruntime 1.32 (the `ort-1.32` venv), profile fp32.
 
 - trtmatrix_s: `trtmatrix run --no-reuse` (every cell runs; the venv and the prepared artifacts
   exist from an unmeasured first run, as on any machine after its first night);
@@ -56,6 +57,10 @@ profiles = ["fp32"]
 
 [cases.torch_models]
 suite_dir = "{converted}"
+profiles = ["fp32"]
+
+[cases.light_models]
+suite = "onnx-backend-light"
 profiles = ["fp32"]
 """
 

@@ -113,8 +113,9 @@ class CaseEntry(Strict):
     inputs: str | None = None
     expected: str | None = None
     # External test suites, one row per test (sources/onnx_suites.py): the ONNX backend node tests
-    # of the installed onnx package, or a folder in the ONNX test layout; globs pick the tests.
-    suite: Literal["onnx-backend-node"] | None = None
+    # or "light" models of the installed onnx package, or a folder in the ONNX test layout; globs
+    # pick the tests.
+    suite: Literal["onnx-backend-node", "onnx-backend-light"] | None = None
     suite_dir: str | None = None
     include: Items[str] = ()
     exclude: Items[str] = ()

@@ -85,12 +85,12 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
     parameters, options and the files they name, seed, export settings, the host tools' versions
     and prepare's own code."""
     if spec.suite is not None:
-        return hash_json({"suite_test": spec.suite_test(params).digest, "tools": tool_versions(["onnx"]),
+        return hash_json({"suite_test": spec.suite_test(params).digest, "tools": tool_versions(("onnx",)),
                           "prepare": prepare_code_hash()})
     if spec.is_onnx_file:
         paths = spec.onnx_paths()
         return hash_json({"files": hash_files([*paths.values(), *external_data_files(paths["onnx"])]),
-                          "tools": tool_versions(["onnx"]), "prepare": prepare_code_hash()})
+                          "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
     case = spec.torch_case
     return hash_json({
         "source": hash_files([case.source]),

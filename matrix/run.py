@@ -14,7 +14,7 @@ import time
 import traceback
 from fnmatch import fnmatchcase
 from collections import defaultdict
-from functools import partial
+from functools import cache, partial
 from datetime import datetime, timezone
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Callable
 
 import pandas as pd
 
+from . import compare
 from .compare import compare_files
 from .environments import open_backend, remove_left_behind
 from .environments.backend import Backend, EnvironmentUnavailable
@@ -31,12 +32,14 @@ from .environments.staging import stage_worker
 from .executors.environment_job import CellJob, run_environment
 from .executors.local import LocalExecutor
 from .plan import Cell, Plan
-from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare
+from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare, prepared
 from .report.publish import render_index, write_report
 from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
 from .store import RUNS, finish_run, remove_dead_partials, stage_run, to_frame
 from .store.cache import env_log, result_dir, result_key, stored_result, timing_cache
+from .store.hashing import hash_files, hash_json
+from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail
 from .worker.files import LOG, OUTPUTS
@@ -52,6 +55,12 @@ def new_run_id() -> str:
 
 def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@cache
+def _compare_code() -> str:
+    """Part of a stored judgement's key: a change to how cells are compared re-judges them all."""
+    return hash_files([Path(compare.__file__)])
 
 
 def env_skip_reason(envdef: EnvDef) -> str | None:
@@ -98,6 +107,8 @@ class MatrixRun:
 
     def _artifacts_for(self, cell: Cell) -> Path | BaseException:
         key = (cell.case, cell.params)
+        if key not in self._artifacts and (ready := prepared(self.cache, cell.case, cell.artifact_key)):
+            self._artifacts[key] = ready  # no lock, no progress line: thousands of suite tests on a re-run
         if key not in self._artifacts:
             self.on_event({"event": "prepare", "case": cell.case, "params": dict(cell.params)})
             try:
@@ -192,16 +203,26 @@ class MatrixRun:
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
                       graph_warnings="\n".join(meta.get("graph_warnings", [])),
+                      operators=" ".join(meta.get("operators", [])) or None,
                       fp16_forecast=json.dumps(meta.get("fp16_forecast")))
         if fields["status"] == "ok":
-            tol = self.plan.tolerance(cell)
             try:
-                verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol,
-                                                self.plan.config.acceptance(cell.case, cell.profile))
+                verdict, judged = self._judge(cell, directory, artifacts)
                 fields.update(judged, status=verdict)
             except Exception as exc:
                 fields.update(status="error", error=f"compare failed: {_error_text(exc)[0]}")
         self._record(cell, **fields)
+
+    def _judge(self, cell: Cell, directory: Path, artifacts: Path) -> tuple[str, dict]:
+        """compare_files, or its stored answer for the same outputs, tolerances, rule and code."""
+        tol, accept = self.plan.tolerance(cell), self.plan.config.acceptance(cell.case, cell.profile)
+        key = hash_json([tol.atol, tol.rtol, accept.model_dump() if accept else None, _compare_code()])
+        stored = stored_judgement(directory, key)
+        if stored:
+            return stored
+        verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept)
+        store_judgement(directory, key, verdict, judged)
+        return verdict, judged
 
     def execute(self) -> Path:
         """Run every cell and store the run; returns its folder. Holds the run's lock throughout,

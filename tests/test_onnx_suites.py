@@ -7,6 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from onnx.backend.test.case.node import collect_testcases
@@ -96,3 +97,27 @@ def test_the_whole_node_suite_runs_on_three_versions_and_the_report_lists_what_c
     assert len(newly_passing) > 100
     html = (run_dir / "report.html").read_text()
     assert all(f'id="cell-{row}/ort-1.32"' in html for row in newly_passing[:50])
+    # Per operator: RMSNormalization (opset 23) is every test_rms_normalization* test, its
+    # _expanded twins included; 1.17 and 1.20 read none of them, 1.32 passes them all.
+    rms = frame[frame["row_id"].str.startswith("onnx_node/test=test_rms_normalization")]
+    n = rms["row_id"].nunique()
+    assert n > 10 and set(rms.loc[rms["env"] == "ort-1.32", "status"]) == {"pass"}
+    counts = html.split('data-op="RMSNormalization">RMSNormalization</a></th>')[1].split("</tr>")[0]
+    assert f"0/{n} pass · {n} error" in counts and f"{n}/{n} pass" in counts
+
+
+def test_the_light_models_are_real_network_shapes_with_onnx_own_inputs(tmp_path, cache_dir):
+    """onnx's "light" networks: weights generated (their outputs are uniform), shapes real."""
+    from onnx.backend.test.runner import Runner
+
+    body = '[profiles.fp32]\nprecision = "fp32"\n[cases.light]\nsuite = "onnx-backend-light"\nprofiles = ["fp32"]\n' \
+           'include = ["light_resnet50", "light_squeezenet"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
+    assert cli("run", "-c", str(config)).returncode == 0
+    frame = read_run(list_runs(tmp_path / "reports")[-1]).set_index("row_id")
+    assert set(frame["status"]) == {"pass"}
+    assert "Conv" in frame.loc["light/test=light_resnet50/fp32", "operators"].split()
+    model = onnx.load(str(Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"))
+    inputs = np.load(cache_dir / "artifacts" / frame.loc["light/test=light_resnet50/fp32", "artifact"] / "inputs.npz")
+    data = next(i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
+    assert np.array_equal(inputs[data.name], Runner.generate_dummy_data(data))

@@ -167,3 +167,18 @@ def test_diff_in_the_terminal_agrees_with_the_upgrade_view(report_run):
     lines = {line.split("│")[2].strip(): line.split("│")[1].strip() for line in shown.stdout.splitlines()
              if line.count("│") > 3}
     assert lines == {"ir10/fp32": "newly passing", "wrong/fp32": "unchanged", "tiny/raise": "unchanged"}
+
+
+def test_the_history_page_builds_a_row_per_cell_linking_into_each_run(browser, report_run):
+    run_dir, frame = report_run
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((run_dir.parent.parent / "history.html").as_uri())
+    assert page.locator("tbody#cells tr").count() == len(frame)
+    link = page.locator("[id='cell-wrong/fp32/ort-1.17'] a")
+    assert link.count() == 1 and "fail" in page.locator("[id='cell-wrong/fp32/ort-1.17'] td").get_attribute("class")
+    assert link.get_attribute("href") == f"runs/{run_dir.name}/report.html#cell-wrong/fp32/ort-1.17"
+    assert link.inner_text() == f"{frame.set_index('cell_id').loc['wrong/fp32/ort-1.17', 'max_abs']:.1e}"
+    assert errors == []
+    page.close()

@@ -36,6 +36,12 @@ def artifact_dir(cache_dir: Path, case: str, key: str) -> Path:
     return artifacts_folder(cache_dir) / f"{case}-{key[:16]}"
 
 
+def prepared(cache_dir: Path, case: str, key: str) -> Path | None:
+    """The artifacts, if an earlier run finished them (META is written last)."""
+    target = artifact_dir(cache_dir, case, key)
+    return target if (target / META).is_file() else None
+
+
 def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     target = artifact_dir(cache_dir, spec.name, key)
     if (target / META).is_file():
@@ -49,6 +55,7 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
         meta = _prepare_onnx_file(spec, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
     model = onnx.load(str(tmp / MODEL))
     meta["graph_warnings"] = graph_warnings(model)
+    meta["operators"] = list(dict.fromkeys(node.op_type for node in model.graph.node))
     with np.load(tmp / INPUTS) as data:
         meta["fp16_forecast"] = fp16_forecast(model, dict(data))
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))

@@ -13,7 +13,7 @@ import os
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import onnx
 from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors, uses_external_data
@@ -29,7 +29,8 @@ EXPORT_TOOLS = ("torch", "onnx", "onnxscript", "transformers")
 FP16_TOOLS = ("onnxruntime", "onnx")
 
 
-def tool_versions(names: Iterable[str]) -> dict[str, str | None]:
+@cache  # one run asks once per cell; installed packages do not change during it
+def tool_versions(names: tuple[str, ...]) -> dict[str, str | None]:
     found = {}
     for name in names:
         try:

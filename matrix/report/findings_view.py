@@ -60,11 +60,10 @@ def findings_by_cell(findings: dict[str, list[dict]], cells_of_row: dict[str, li
 def forecasts(frame: pd.DataFrame) -> list[dict]:
     """The FP16 risk forecast of each prepared model (one per case and parameters), for the report."""
     shown = []
-    for (case, params), group in frame.groupby(["case", "params"], sort=False):
-        stored = [json.loads(f) for f in group["fp16_forecast"].dropna() if f != "null"]
-        if not stored:
-            continue
-        forecast = stored[0]
+    stored = frame[frame["fp16_forecast"].notna() & (frame["fp16_forecast"] != "null")]
+    for case, params, text in stored.drop_duplicates(["case", "params"])[["case", "params", "fp16_forecast"]].itertuples(
+            index=False):
+        forecast = json.loads(text)
         names = [r["name"] for r in forecast["risky"] if r["name"]]
         label = " ".join([case, *(f"{k}={v}" for k, v in json.loads(params).items())])
         shown.append({"label": label, "nodes": forecast["nodes"], "risky": forecast["risky"], "unknown": forecast["unknown"],

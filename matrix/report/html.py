@@ -17,6 +17,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from .findings_view import findings_by_cell, forecasts
+from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import default_pair, env_order, records_by_row
@@ -32,6 +33,12 @@ DETAIL_FIELDS = [
 
 # The templates of every page (report, index, history), shared by html and publish.
 TEMPLATES = Environment(loader=PackageLoader("matrix.report", "templates"), autoescape=select_autoescape(default=True))
+
+
+# The columns key_number reads: the history page hands it only these (a dict of every column of
+# thirty runs of thousands of cells costs seconds).
+KEY_NUMBER_FIELDS = ("status", "nan_count", "inf_count", "max_abs", "drift_max_abs", "drift_run", "rule",
+                     "precision_check")
 
 
 def key_number(row: pd.Series) -> str:
@@ -102,6 +109,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
                       else group["env_version"].iloc[0]) for env, group in frame.groupby("env")}
     config = run.get("config", "matrix.toml")
     cells, rows = [], []
+    tested = tested_operators(frame)
     for row_id, group in records_by_row(frame).items():
         by_env = {}
         for r in group:
@@ -110,6 +118,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
             cells.append({**cell_data(r, config), "findings": shown.get(r["cell_id"], {})})
         first = group[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
+                     "operators": " ".join(tested.get(row_id, [])),
                      "profile": first["profile"], "statuses": " ".join(sorted({r["status"] for r in group})),
                      "cells": [by_env.get(e) for e in envs]})
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
@@ -118,4 +127,5 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
         run=run, envs=envs, engines=engines, versions=versions, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
+        operators=operator_counts(frame, tested),
         data={"cells": cells, "envs": envs, "pair": default_pair(frame)})

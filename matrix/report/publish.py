@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..store import REPORT, RUN_META, list_runs, read_run, write_text_atomically
 from ..store.findings import read_findings
-from .html import STATUSES, TEMPLATES, key_number, render_report
+from .html import KEY_NUMBER_FIELDS, STATUSES, TEMPLATES, key_number, render_report
 
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
@@ -36,11 +36,12 @@ def render_index(reports_dir: Path) -> None:
     runs = list_runs(reports_dir)
     summaries, history = [], []
     for run_dir in reversed(runs):
-        frame = read_run(run_dir)
+        recent = len(history) < HISTORY_RUNS  # only the columns each page shows: a year of nightly runs
+        frame = read_run(run_dir, ["cell_id", "env", *KEY_NUMBER_FIELDS] if recent else ["env", "status"])
         counts = frame["status"].value_counts()
         summaries.append({**run_meta(run_dir), "envs": sorted(set(frame["env"])), "cells": len(frame),
                           "counts": {s: int(counts.get(s, 0)) for s in STATUSES}})
-        if len(history) < HISTORY_RUNS:
+        if recent:
             history.append((run_dir.name, frame))
     write_text_atomically(reports_dir / INDEX,
                           TEMPLATES.get_template("index.html.j2").render(runs=summaries, statuses=STATUSES))
@@ -49,10 +50,11 @@ def render_index(reports_dir: Path) -> None:
 
 
 def history_table(history: list[tuple[str, pd.DataFrame]]) -> dict:
-    """Rows: every cell id seen in the last runs; columns: those runs, newest first."""
+    """Rows: every cell id seen in the last runs, each with [status, text] or None per run;
+    columns: those runs, newest first."""
     run_ids = [run_id for run_id, _ in history]
-    cells: dict[str, dict[str, dict]] = {}
-    for run_id, frame in history:
+    cells: dict[str, list] = {}
+    for index, (_, frame) in enumerate(history):
         for row in frame.to_dict("records"):
-            cells.setdefault(row["cell_id"], {})[run_id] = {"status": row["status"], "text": key_number(row)}
+            cells.setdefault(row["cell_id"], [None] * len(history))[index] = [row["status"], key_number(row)]
     return {"run_ids": run_ids, "cells": sorted(cells.items())}

@@ -98,10 +98,8 @@ def known_status(row, issues: tuple[KnownIssue, ...]) -> tuple[str, KnownIssue |
 
 def apply_known_issues(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:
     """Set status xfail/xpass where a known issue matches; fill known_issue and reported."""
-    frame = frame.copy()
-    for index, row in frame.iterrows():
-        status, issue = known_status(row, issues)
-        frame.at[index, "status"] = status
-        frame.at[index, "known_issue"] = issue.id if issue else None
-        frame.at[index, "reported"] = f"{issue.title}: {issue.reported} [{issue.source}]" if issue else None
-    return frame
+    matched = [known_status(row, issues) for row in frame.to_dict("records")]
+    return frame.assign(status=[status for status, _ in matched],
+                        known_issue=[issue.id if issue else None for _, issue in matched],
+                        reported=[f"{issue.title}: {issue.reported} [{issue.source}]" if issue else None
+                                  for _, issue in matched])

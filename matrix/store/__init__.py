@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from .locks import is_free, run_lock
 from .records import COLUMNS
@@ -100,15 +101,24 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
     (tmp / "envs").mkdir()
     for directory in result_dirs.values():
         if directory.is_dir():
-            shutil.copytree(directory, tmp / "cells" / directory.name, dirs_exist_ok=True)
+            shutil.copytree(directory, tmp / "cells" / directory.name, dirs_exist_ok=True, copy_function=_link_or_copy)
     for env, log in env_logs.items():  # the worker's / container's own output, per environment
         if log.is_file():
             shutil.copy2(log, tmp / "envs" / f"{env}.log")
     for reference in references:
         (tmp / REFS / reference.parent.name).mkdir(parents=True, exist_ok=True)
-        shutil.copy2(reference, tmp / REFS / reference.parent.name / reference.name)
+        _link_or_copy(reference, tmp / REFS / reference.parent.name / reference.name)
     write_tables(tmp, frame)
     (tmp / RUN_META).write_text(json.dumps(meta, indent=1))
+
+
+def _link_or_copy(source, destination) -> None:
+    """Cached results and artifacts are never rewritten in place (a re-run cell gets a new folder),
+    so a run folder may share their files: a hard link where the file system allows, else a copy."""
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
 
 
 def remove_dead_partials(reports_dir: Path) -> list[str]:
@@ -133,10 +143,13 @@ def finish_run(staged: Path) -> Path:
     return final
 
 
-def read_run(run_dir: Path) -> pd.DataFrame:
-    """A stored run's results; columns that a run of an older trtmatrix did not have are empty."""
-    frame = pd.read_parquet(run_dir / PARQUET)
-    missing = [column for column in COLUMNS if column not in frame.columns]
+def read_run(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """A stored run's results (all columns, or those asked for); columns that a run of an older
+    trtmatrix did not have are empty."""
+    path = run_dir / PARQUET
+    stored = pq.read_schema(path).names
+    frame = pd.read_parquet(path, columns=[c for c in columns if c in stored] if columns else None)
+    missing = [column for column in columns or COLUMNS if column not in frame.columns]
     return frame.assign(**dict.fromkeys(missing)) if missing else frame
 
 
