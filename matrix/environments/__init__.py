@@ -1,8 +1,9 @@
-"""Environments: where a cell's engine runs — definitions (images/*.toml), a uv virtualenv, or a
-container (docker SDK), with the worker staged beside them and the host's GPUs.
+"""Environments: where a cell's engine runs — definitions (images/*.toml), a uv virtualenv, a
+container (docker SDK) or an interpreter already on the host, with the worker staged beside them
+and the host's GPUs.
 
-`open_backend` picks the backend of a definition; both are imported lazily, so the venv path
-needs no Docker SDK connection.
+`open_backend` picks the backend of a definition; each is imported lazily, so the venv and host
+paths need no Docker SDK connection.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ def open_backend(envdef: EnvDef, cache_dir: Path, worker_home: Path, run_id: str
         from .docker import DockerBackend
 
         return DockerBackend(envdef, cache_dir, worker_home, run_id)
+    if envdef.backend == "host":
+        from .host import HostBackend
+
+        return HostBackend(envdef, worker_home)
     from .venv import VenvBackend
 
     return VenvBackend(envdef, cache_dir, worker_home)
@@ -31,12 +36,13 @@ def planned_fingerprints(envdefs: list[EnvDef]) -> dict[str, str | None]:
     refresh its own cache; nothing installed), a docker environment's image id or "absent" — looked up in Docker, read
     only — each with the host's GPUs for GPU environments; None where that cannot be known (the
     requirements do not resolve, no Docker engine answers)."""
+    from .host import host_fingerprint
     from .venv import venv_fingerprint
 
     found: dict[str, str | None] = {}
     for envdef in (e for e in envdefs if e.backend != "docker"):
         try:
-            found[envdef.name] = venv_fingerprint(envdef)
+            found[envdef.name] = (host_fingerprint if envdef.backend == "host" else venv_fingerprint)(envdef)
         except EnvironmentUnavailable:
             found[envdef.name] = None
     docker = [e for e in envdefs if e.backend == "docker"]

@@ -49,11 +49,13 @@ def _not_an_option(text: str) -> str:
 
 class EnvDef(Strict):
     name: Name
-    engine: Literal["onnxruntime", "tensorrt"]
-    version: str = Field(min_length=1)
-    backend: Literal["venv", "docker"]
+    engine: Literal["onnxruntime", "tensorrt", "torch"]
+    # What the definition asks for; a host environment has what its interpreter has (none asked).
+    version: str | None = Field(default=None, min_length=1)
+    backend: Literal["venv", "docker", "host"]
     gpu: bool = False
-    # venv backend
+    # venv backend: requirements; venv and host backends: the interpreter (host: default, the one
+    # running trtmatrix)
     requirements: Items[Annotated[str, AfterValidator(_requirement)]] = ()
     python: Annotated[str, AfterValidator(_not_an_option)] | None = None
     # docker backend
@@ -67,7 +69,9 @@ class EnvDef(Strict):
 
     @field_validator("version")
     @classmethod
-    def _pep440(cls, value: str) -> str:
+    def _pep440(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
         try:
             Version(value)
         except InvalidVersion:
@@ -76,6 +80,10 @@ class EnvDef(Strict):
 
     @model_validator(mode="after")
     def _backend_fields(self) -> EnvDef:
+        if self.backend != "host" and self.version is None:
+            raise ValueError(f"a {self.backend} environment needs 'version' (what it is meant to provide)")
+        if self.backend == "host" and (self.requirements or self.image or self.dockerfile):
+            raise ValueError("a host environment installs nothing: no 'requirements', 'image' or 'dockerfile'")
         if self.backend == "venv" and not self.requirements:
             raise ValueError("a venv environment needs 'requirements' (pinned pip specifiers)")
         if self.backend == "docker" and not (self.image or self.dockerfile):

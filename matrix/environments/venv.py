@@ -66,15 +66,21 @@ class VenvBackend:
         return {"image": None, "image_digest": None}
 
     def start(self, args: list[str], log_path: Path, gpu: int | None) -> ProcessWorker:
-        env = {**os.environ, "PYTHONPATH": str(self.worker_home), "PYTHONNOUSERSITE": "1", WATCH_STDIN: "1"}
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
-        with log_path.open("w") as log:
-            # stdin: a pipe nobody writes to; it closes when this process dies, however it dies,
-            # and the supervisor then stops its cell and exits.
-            process = subprocess.Popen([str(self.python), "-m", "trtmatrix_worker", *args], env=env,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
-        return ProcessWorker(process)
+        return start_process(self.python, self.worker_home, args, log_path, gpu)
+
+
+def start_process(python: Path | str, worker_home: Path, args: list[str], log_path: Path,
+                  gpu: int | None) -> ProcessWorker:
+    """The worker's supervisor under `python`, seeing only its leased GPU, or none at all: a CPU
+    environment on a GPU host must not pick a GPU up by itself (PyTorch would)."""
+    env = {**os.environ, "PYTHONPATH": str(worker_home), "PYTHONNOUSERSITE": "1", WATCH_STDIN: "1",
+           "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu)}
+    with log_path.open("w") as log:
+        # stdin: a pipe nobody writes to; it closes when this process dies, however it dies,
+        # and the supervisor then stops its cell and exits.
+        process = subprocess.Popen([str(python), "-m", "trtmatrix_worker", *args], env=env,
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
+    return ProcessWorker(process)
 
 
 class ProcessWorker:

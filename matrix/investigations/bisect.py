@@ -85,7 +85,7 @@ def released_versions(engine: str, envdefs: list[EnvDef]) -> tuple[list[str], st
             raise BisectError(f"cannot list {package} releases on the package index: {listing.stderr.strip()[-300:]}")
         versions = json.loads(listing.stdout)["versions"]
         return sorted(versions, key=Version), f"the package index: pip index versions {package} (wheels for this Python)"
-    versions = sorted({e.version for e in envdefs if e.engine == engine}, key=Version)
+    versions = sorted({e.version for e in envdefs if e.engine == engine and e.version}, key=Version)
     return versions, f"the {engine} definitions in images/ (their NGC tags or pinned wheels)"
 
 

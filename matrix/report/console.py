@@ -217,7 +217,9 @@ def definitions_table(envdefs: list) -> Table:
     for e in envdefs:
         args = " ".join(f"{k}={v}" for k, v in e.build_args.items())
         origin = e.image or (f"images/{e.dockerfile} {args}" if e.dockerfile else " ".join(e.requirements))
-        table.add_row(*(escape(str(x)) for x in (e.name, e.engine, e.version, e.backend, "yes" if e.gpu else "", origin, e.source)))
+        if e.backend == "host":
+            origin = e.python or "the Python running trtmatrix"
+        table.add_row(*(escape(str(x)) for x in (e.name, e.engine, e.version or "as installed", e.backend, "yes" if e.gpu else "", origin, e.source)))
     return table
 
 

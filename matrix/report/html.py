@@ -27,7 +27,8 @@ DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
     "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs",
     "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed", "rule", "top1",
-    "build_s", "infer_ms", "gpu", "driver_version", "cuda_version", "python_version", "image", "image_digest",
+    "build_s", "infer_ms", "device", "gpu", "compute_capability", "driver_version", "cuda_version", "cudnn_version",
+    "python_version", "image", "image_digest",
     "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
 ]
 
@@ -106,7 +107,8 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
     engines = frame.groupby("env")["engine"].first().to_dict()
     versions = {env: (group["engine_version"].dropna().iloc[0] if group["engine_version"].notna().any()
-                      else group["env_version"].iloc[0]) for env, group in frame.groupby("env")}
+                      else group["env_version"].iloc[0] or "") for env, group in frame.groupby("env")}
+    gpus = {env: group["gpu"].dropna().iloc[0] for env, group in frame.groupby("env") if group["gpu"].notna().any()}
     config = run.get("config", "matrix.toml")
     cells, rows = [], []
     tested = tested_operators(frame)
@@ -124,7 +126,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))
     return TEMPLATES.get_template("report.html.j2").render(
-        run=run, envs=envs, engines=engines, versions=versions, rows=rows, cases=cases,
+        run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         operators=operator_counts(frame, tested),

@@ -12,7 +12,7 @@ from packaging.version import InvalidVersion, Version
 
 GOOD = {"pass", "xpass"}
 BAD = {"fail", "error", "crash", "timeout", "xfail"}
-ENGINE_ORDER = {"onnxruntime": 0, "tensorrt": 1}
+ENGINE_ORDER = {"onnxruntime": 0, "tensorrt": 1, "torch": 2}
 
 
 def _version(text) -> Version:

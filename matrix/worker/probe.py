@@ -14,24 +14,50 @@ def describe(engine_name):
             "python_version": platform.python_version()}
     if engine_name == "tensorrt":  # the layer between trtmatrix and TensorRT: the image's own or the staged one
         info["polygraphy_version"] = engine.polygraphy_version()
-    info.update(engine.device())
     info.update(nvidia_facts())
+    # The engine's own word wins: the CUDA runtime torch was built with, not the image's CUDA_VERSION.
+    info.update({key: value for key, value in engine.device().items() if value is not None})
     return info
 
 
 def nvidia_facts():
-    """Driver and GPU as seen from inside the environment (a container sees only its own GPU).
+    """Driver and GPU as seen from inside the environment: a container sees only its own GPU (as
+    GPU 0); a venv or host environment is given its leased GPU in CUDA_VISIBLE_DEVICES (NVML and
+    nvidia-smi count every GPU, so that index is the one to ask about), and a CPU environment none
+    (an empty CUDA_VISIBLE_DEVICES: no GPU facts). nvidia-ml-py where installed, else nvidia-smi.
     CUDA_VERSION is set by NVIDIA's CUDA and NGC images."""
-    facts = {"cuda_version": os.environ.get("CUDA_VERSION")}
-    try:
-        line = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
-                              timeout=30, check=True).stdout.splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
+    facts = {"cuda_version": os.environ["CUDA_VERSION"]} if os.environ.get("CUDA_VERSION") else {}
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible == "":
         return facts
-    name, driver = [part.strip() for part in line.split(",", 1)]
+    index = int(visible) if visible and visible.isdigit() else 0
+    try:
+        facts.update(_nvml_facts(index))
+        return facts
+    except Exception:  # noqa: BLE001 - no nvidia-ml-py, or no driver: try nvidia-smi
+        pass
+    try:
+        lines = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
+                               timeout=30, check=True).stdout.splitlines()
+        name, driver = [part.strip() for part in lines[index].split(",", 1)]
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return facts
     facts.update(gpu=name, driver_version=driver)
     return facts
+
+
+def _nvml_facts(index):
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name, driver = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlSystemGetDriverVersion()
+    finally:
+        pynvml.nvmlShutdown()
+    text = [value.decode() if isinstance(value, bytes) else value for value in (name, driver)]
+    return {"gpu": text[0], "driver_version": text[1]}
 
 
 def probe(engine_name):
