@@ -55,7 +55,8 @@ class Tolerance(Strict):
 class Profile(Strict):
     """How an engine should build the model. Engine-neutral; each engine maps it to its knobs."""
 
-    precision: Literal["fp32", "fp16"] = "fp32"
+    # tf32 (FP32 tensors, TF32 matmuls/convolutions on Ampere and later) and bf16: the torch engine.
+    precision: Literal["fp32", "fp16", "tf32", "bf16"] = "fp32"
     optimization: Literal["on", "off"] = "on"
     # Op types (e.g. "Softmax") or layer-name globs held in FP32 inside an FP16 build.
     keep_fp32: Items[str] = ()
@@ -64,6 +65,10 @@ class Profile(Strict):
     # Build the engine (session) this many times; outputs of every build and run are compared with
     # the first, so TensorRT's build-to-build tactic differences show as drift.
     builds: int = Field(default=1, ge=1, le=8)
+    # The torch engine only: which scaled-dot-product-attention kernel PyTorch may use
+    # (torch.nn.attention.sdpa_kernel), and torch.compile (inductor) around the module.
+    sdpa_backend: Literal["flash", "efficient", "cudnn", "math"] | None = None
+    compile: bool = False
     description: str = ""
 
     @model_validator(mode="after")
@@ -152,7 +157,7 @@ class RunSettings(Strict):
 class MatrixConfig(Strict):
     run: RunSettings
     profiles: dict[Name, Profile] = Field(min_length=1)
-    tolerances: dict[Literal["fp32", "fp16"], Tolerance]
+    tolerances: dict[Literal["fp32", "fp16", "tf32", "bf16"], Tolerance]
     cases: dict[Name, CaseEntry] = Field(min_length=1)
 
     @model_validator(mode="after")

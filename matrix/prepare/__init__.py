@@ -22,6 +22,7 @@ from ..config import Profile
 from ..sources import CaseSpec, Params
 from ..sources.onnx_suites import suite_label
 from ..store.cache import artifacts_folder
+from ..worker.files import PROGRAM, PROGRAM_META
 from .fingerprint import variant_key
 from .fp16_forecast import fp16_forecast
 from .fp16_variant import write_fp16_variant
@@ -94,6 +95,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
+    _save_programs(module, args, names, onnx_outputs, out)
     np.savez(out / INPUTS, **{n: a.detach().numpy() for n, a in zip(names, args)})
     np.savez(out / REFERENCE, **{n: r.detach().numpy().astype(np.float64) for n, r in zip(onnx_outputs, ref_outputs)})
     return {
@@ -108,6 +110,25 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
         # Exporter warnings (tracer, deprecation) belong with the case, not on the terminal.
         "export_warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
     }
+
+
+def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path) -> None:
+    """The module itself for the torch engine (worker/engines/torch_engine.py): torch.export's
+    program, which only the same torch version loads, traced once per dtype (as `module.half()`
+    runs it: a traced program keeps the dtypes of the masks and constants it made). A dtype that
+    export refuses is no failure of the case (its ONNX cells still run): those cells say why."""
+    import torch
+
+    # Names as in the ONNX export: the inputs file and the reference use them.
+    meta = {"torch": torch.__version__, "inputs": inputs, "outputs": outputs, "errors": {}}
+    for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
+        typed_args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+        try:
+            program = torch.export.export(copy.deepcopy(module).to(dtype), typed_args)
+            torch.export.save(program, str(out / PROGRAM.format(name)))
+        except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
+            meta["errors"][name] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    (out / PROGRAM_META).write_text(json.dumps(meta, indent=1))
 
 
 def _prepare_onnx_file(spec: CaseSpec, out: Path) -> dict:

@@ -48,7 +48,7 @@ def prepare_code_hash() -> str:
 def variant_key(profile: Profile, engine: str) -> str | None:
     """What decides the model an engine runs for a profile beyond the artifact, or None where it runs
     the exported model itself. onnxruntime's FP16 profiles run an FP16 copy made on the host."""
-    if engine != "onnxruntime" or profile.precision == "fp32":
+    if engine != "onnxruntime" or profile.precision != "fp16":
         return None
     return hash_json({"keep_fp32": profile.keep_fp32, "tools": tool_versions(FP16_TOOLS)})
 

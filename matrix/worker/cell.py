@@ -13,7 +13,7 @@ import traceback
 
 import numpy as np
 
-from .engines import Unsupported, load_engine
+from .engines import Unsupported, check_profile, load_engine
 from .files import OUTPUTS, REPEATS, RESULT
 from .probe import describe
 
@@ -64,6 +64,7 @@ def save_runs(out_dir, runs):
 def execute(spec):
     engine = load_engine(spec["engine"])
     profile = spec["profile"]
+    check_profile(spec["engine"], profile)
     with np.load(spec["inputs"]) as data:
         inputs = {name: data[name] for name in data.files}
     inject_fault(profile.get("inject"))

@@ -7,5 +7,10 @@ RESULT = "result.json"       # status, timings and facts: always written, whatev
 OUTPUTS = "outputs.npz"      # the first inference's outputs (warm-up included)
 REPEATS = "repeats.npz"      # later inferences that differ from every one kept so far ("<run>/<output>")
 LOG = "cell.log"             # the cell process's own stdout and stderr
+# In a torch case's artifacts: its module as torch.export made it, once per dtype (fp32, fp16,
+# bf16: a program holds the dtypes it was traced with), and what the torch engine needs to run it
+# (the torch that made them, input and output names, why an export failed).
+PROGRAM = "program-{}.pt2"
+PROGRAM_META = "program.json"
 
 WATCH_STDIN = "TRTMATRIX_WATCH_STDIN"  # "1": stdin closes when the orchestrator dies (kill -9 included)

@@ -2,16 +2,33 @@
 an environment only needs the engine it runs."""
 
 import importlib
+import json
 
-MODULES = {"onnxruntime": "onnxruntime_engine", "tensorrt": "tensorrt_engine"}
+MODULES = {"onnxruntime": "onnxruntime_engine", "tensorrt": "tensorrt_engine", "torch": "torch_engine"}
 # Whether a cell may be a fork of a supervisor that imported the engine (supervisor.py). onnxruntime
 # on the CPU: yes (its thread pools start with a session, not at import). TensorRT: no, CUDA state
 # must never cross a fork; its cells start as new interpreters. Not run on real TensorRT yet.
-FORK_SAFE = {"onnxruntime": True, "tensorrt": False}
+# PyTorch: no (CUDA, and its OpenMP pools, must not cross a fork either).
+FORK_SAFE = {"onnxruntime": True, "tensorrt": False, "torch": False}
+# Profile settings that exist in one engine only: elsewhere the cell is skipped, saying so, rather
+# than run as something it is not.
+TORCH_ONLY = {"precision": ("tf32", "bf16"), "sdpa_backend": ("flash", "efficient", "cudnn", "math"),
+              "compile": (True,)}
+ONNX_ONLY = {"optimization": ("off",)}
 
 
 class Unsupported(Exception):
     """The engine cannot run this profile on this model: the cell is 'skipped', with this reason."""
+
+
+def check_profile(engine_name, profile):
+    only = ONNX_ONLY if engine_name == "torch" else TORCH_ONLY
+    settings = ["{} = {}".format(k, json.dumps(profile.get(k))) for k, values in sorted(only.items())
+                if profile.get(k) in values]
+    if engine_name == "torch" and profile.get("keep_fp32"):
+        settings.append("keep_fp32 (ONNX node names and types)")
+    if settings:
+        raise Unsupported("the {} engine has no {}".format(engine_name, ", ".join(settings)))
 
 
 def load_engine(name):

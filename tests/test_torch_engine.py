@@ -1,0 +1,153 @@
+"""The torch engine through a host environment: the seed modules themselves (not their ONNX
+exports) on the CPU here; on CUDA where a GPU is (the `gpu` tests, run on an H100 host)."""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import REPO, make_tiny_model, matrix_file
+from matrix.store import list_runs, read_run
+
+CPU = """\
+[profiles.fp32]
+precision = "fp32"
+[profiles.bf16]
+precision = "bf16"
+[profiles.tf32]
+precision = "tf32"
+[profiles.flash]
+precision = "fp16"
+sdpa_backend = "flash"
+[profiles.math]
+precision = "fp32"
+sdpa_backend = "math"
+[profiles.noopt]
+precision = "fp32"
+optimization = "off"
+[tolerances.bf16]
+atol = 5e-2
+rtol = 5e-2
+[tolerances.tf32]
+atol = 5e-3
+rtol = 5e-3
+[cases.sdpa_attention]
+profiles = ["fp32", "bf16", "tf32", "flash", "math", "noopt"]
+"""
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "matrix.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250"})
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory, cache_dir):
+    home = tmp_path_factory.mktemp("torch")
+    config = matrix_file(home, cache_dir, CPU, environments=("torch-host-cpu",))
+    done = cli("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    return config, read_run(list_runs(home / "reports")[-1]).set_index("profile")
+
+
+def test_the_module_runs_on_the_cpu_in_fp32_and_bf16_against_float64(cpu_run):
+    _, cells = cpu_run
+    fp32, bf16, math = cells.loc["fp32"], cells.loc["bf16"], cells.loc["math"]
+    assert (fp32["status"], bf16["status"], math["status"]) == ("pass", "pass", "pass"), cells["error"].to_dict()
+    # BF16 keeps 8 bits of mantissa, FP32 24: its error against float64 is orders of magnitude larger.
+    assert bf16["max_abs"] > 100 * fp32["max_abs"] > 0
+    assert bf16["max_abs"] < 5e-2 and fp32["max_abs"] < 1e-5
+    # The environment is the interpreter running trtmatrix, and says so.
+    assert fp32["engine_version"] == torch.__version__ and fp32["python_version"] == platform.python_version()
+    assert fp32["device"] == "cpu" and fp32["engine"] == "torch" and fp32["env_version"] is None
+
+
+def test_gpu_only_and_onnx_only_settings_are_skipped_with_the_reason(cpu_run):
+    _, cells = cpu_run
+    assert cells.loc["tf32", "status"] == "skipped" and "TF32 is a CUDA mode" in cells.loc["tf32", "error"]
+    assert cells.loc["flash", "status"] == "skipped" and "flash SDPA kernel runs on CUDA only" in cells.loc["flash", "error"]
+    assert cells.loc["noopt", "status"] == "skipped" and 'no optimization = "off"' in cells.loc["noopt", "error"]
+
+
+def test_a_program_made_by_another_torch_is_an_error_that_says_so(cpu_run, cache_dir):
+    config, cells = cpu_run
+    meta_path = cache_dir / "artifacts" / cells.loc["fp32", "artifact"] / "program.json"
+    meta = json.loads(meta_path.read_text())
+    try:
+        meta_path.write_text(json.dumps({**meta, "torch": "2.0.0"}))
+        assert cli("run", "-c", str(config), "--no-reuse", "--cell", "sdpa_attention/batch=1/fp32/torch-host-cpu").returncode == 1
+        cell = read_run(list_runs(config.parent / "reports")[-1]).set_index("profile").loc["fp32"]
+        assert cell["status"] == "error"
+        assert f"made by torch 2.0.0 and this environment has torch {torch.__version__}" in cell["error"]
+    finally:
+        meta_path.write_text(json.dumps(meta))
+
+
+def test_an_onnx_file_case_has_no_module_for_the_torch_engine(tmp_path, cache_dir):
+    model, inputs = make_tiny_model(tmp_path)
+    body = f'[profiles.fp32]\nprecision = "fp32"\n[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("torch-host-cpu", "ort-host"),
+                         images_dir=_images_with_ort_host(tmp_path))
+    assert cli("run", "-c", str(config)).returncode == 0
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("env")
+    assert cells.loc["torch-host-cpu", "status"] == "skipped" and "no PyTorch module" in cells.loc["torch-host-cpu", "error"]
+    # onnxruntime through a host environment: the orchestrator's own onnxruntime runs it.
+    import onnxruntime
+
+    assert cells.loc["ort-host", "status"] == "pass" and cells.loc["ort-host", "engine_version"] == onnxruntime.__version__
+
+
+def _images_with_ort_host(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    for name in ("torch-host-cpu.toml",):
+        (images / name).write_text((REPO / "images" / name).read_text())
+    (images / "ort-host.toml").write_text('engine = "onnxruntime"\nbackend = "host"\n')
+    return images
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this host has a GPU: the CUDA column runs (test below)")
+def test_without_a_gpu_the_cuda_environment_is_skipped_with_the_reason(tmp_path, cache_dir):
+    body = '[profiles.fp32]\nprecision = "fp32"\n[cases.sdpa_attention]\nprofiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("torch-host-cuda",))
+    assert cli("run", "-c", str(config)).returncode == 0
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert cell["status"] == "skipped" and "no NVIDIA GPU on this host" in cell["error"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with CUDA (PyTorch sees none here)")
+def test_on_a_gpu_every_cell_has_a_status_and_the_gpu_facts(tmp_path, cache_dir):
+    shipped = (REPO / "matrices" / "gpu-torch.toml").read_text()
+    config = tmp_path / "gpu-torch.toml"  # the shipped matrix, its [run] table pointed here
+    config.write_text(f"""[run]
+environments = ["torch-host-cuda"]
+cases_dir = "{REPO / 'cases'}"
+images_dir = "{REPO / 'images'}"
+cache_dir = "{cache_dir}"
+reports_dir = "{tmp_path / 'reports'}"
+timeout_s = 600
+
+""" + shipped[shipped.index("[profiles.fp32]"):])
+    done = cli("run", "-c", str(config), "--case", "sdpa_attention", "--case", "layernorm_block")
+    assert done.returncode == 0, done.stderr
+    cells = read_run(list_runs(tmp_path / "reports")[-1])
+    gpu = torch.cuda.get_device_name(0)
+    ran = cells[cells["status"] != "skipped"]
+    assert len(ran) and set(ran["device"]) == {"cuda"} and set(ran["gpu"]) == {gpu}
+    for column in ("driver_version", "cuda_version", "compute_capability", "cudnn_version"):
+        assert ran[column].notna().all(), column
+    major, minor = torch.cuda.get_device_capability(0)
+    assert set(ran["compute_capability"]) == {f"{major}.{minor}"} and set(ran["cuda_version"]) == {torch.version.cuda}
+    # GPU-model routing, both ways: sdpa_attention runs on H100s only, layernorm_block on A100s only.
+    by_case = {case: group for case, group in cells.groupby("case")}
+    h100, a100 = "H100" in gpu, "A100" in gpu
+    assert (by_case["sdpa_attention"]["status"] == "skipped").all() == (not h100)
+    routed = by_case["layernorm_block"]
+    assert (routed["status"] == "skipped").all() == (not a100)
+    if not a100:
+        assert routed["error"].str.contains("['*A100*']; this environment has " + gpu, regex=False).all()
