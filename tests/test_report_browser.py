@@ -182,3 +182,30 @@ def test_the_history_page_builds_a_row_per_cell_linking_into_each_run(browser, r
     assert link.inner_text() == f"{frame.set_index('cell_id').loc['wrong/fp32/ort-1.17', 'max_abs']:.1e}"
     assert errors == []
     page.close()
+
+
+def test_the_gpu_filter_keeps_the_columns_of_one_gpu(browser, tmp_path):
+    """On the committed H100 run (reports/examples/h100-torch), re-rendered by this code: picking the
+    H100 hides the CPU environment's column, and 'all' brings it back."""
+    import json
+
+    import pandas as pd
+
+    from conftest import REPO
+    from matrix.report.html import render_report
+
+    example = REPO / "reports" / "examples" / "h100-torch"
+    frame = pd.read_parquet(example / "results.parquet")
+    (tmp_path / "report.html").write_text(render_report(frame, json.loads((example / "run.json").read_text())))
+    page = browser.new_page(viewport={"width": 1300, "height": 800})
+    page.goto((tmp_path / "report.html").as_uri())
+    options = page.locator("#gpu-filter option").all_inner_texts()
+    assert options[0] == "all" and sorted(options[1:]) == ["NVIDIA H100 80GB HBM3", "no GPU"]
+    cpu_cell = page.locator("[id='cell-gemm_mha_fp16/batch=1/fp32/torch-host-cpu']")
+    cuda_cell = page.locator("[id='cell-gemm_mha_fp16/batch=1/fp32/torch-host-cuda']")
+    page.select_option("#gpu-filter", "NVIDIA H100 80GB HBM3")
+    assert cuda_cell.is_visible() and not cpu_cell.is_visible()
+    assert not page.locator("#env-torch-host-cpu").is_visible()
+    page.select_option("#gpu-filter", "")
+    assert cpu_cell.is_visible() and cuda_cell.is_visible()
+    page.close()

@@ -109,6 +109,8 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     versions = {env: (group["engine_version"].dropna().iloc[0] if group["engine_version"].notna().any()
                       else group["env_version"].iloc[0] or "") for env, group in frame.groupby("env")}
     gpus = {env: group["gpu"].dropna().iloc[0] for env, group in frame.groupby("env") if group["gpu"].notna().any()}
+    # The GPU filter picks environment columns by what they ran on (skipped environments: "no GPU").
+    devices = {env: gpus.get(env, "no GPU") for env in envs}
     config = run.get("config", "matrix.toml")
     cells, rows = [], []
     tested = tested_operators(frame)
@@ -126,7 +128,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))
     return TEMPLATES.get_template("report.html.j2").render(
-        run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, rows=rows, cases=cases,
+        run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, devices=devices, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         operators=operator_counts(frame, tested),
