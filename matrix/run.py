@@ -16,7 +16,7 @@ from fnmatch import fnmatchcase
 from collections import defaultdict
 from functools import cache, partial
 from datetime import datetime, timezone
-from importlib.metadata import version as package_version
+from importlib.metadata import PackageNotFoundError, version as package_version
 from pathlib import Path
 from typing import Callable
 
@@ -71,6 +71,15 @@ def env_skip_reason(envdef: EnvDef) -> str | None:
 
 def _error_text(exc: BaseException) -> tuple[str, str]:
     return f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)[-6:])
+
+
+def trtmatrix_version() -> str:
+    """Installed, the package's version; run from a checkout with PYTHONPATH (a GPU host or a
+    container where nothing is pip-installed), that says so instead of failing the run's end."""
+    try:
+        return package_version("trtmatrix")
+    except PackageNotFoundError:
+        return "not installed (run from a source tree)"
 
 
 class MatrixRun:
@@ -255,7 +264,7 @@ class MatrixRun:
         meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
                 "environment_seconds": self.env_seconds,
-                "trtmatrix": package_version("trtmatrix")}
+                "trtmatrix": trtmatrix_version()}
         staged = stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references)
         try:
             write_report(staged, frame)

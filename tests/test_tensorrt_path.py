@@ -379,8 +379,22 @@ def test_pure_tensorrt_modules_run_on_python_38(tmp_path):
 
 # --- real TensorRT: only on a GPU host ------------------------------------------------------------
 
+def tensorrt_missing_reason():
+    """trt-10.8 is an NGC image: it needs a GPU and a Docker engine (the H100 host has no Docker)."""
+    from matrix.environments.backend import EnvironmentUnavailable
+    from matrix.environments.images import docker_client
+
+    if gpu_missing_reason():
+        return gpu_missing_reason()
+    try:
+        docker_client()
+    except EnvironmentUnavailable as exc:
+        return f"trt-10.8 runs in a Docker image: {exc}"
+    return None
+
+
 @pytest.mark.gpu
-@pytest.mark.skipif(gpu_missing_reason() is not None, reason=f"needs an NVIDIA GPU with TensorRT: {gpu_missing_reason()}")
+@pytest.mark.skipif(tensorrt_missing_reason() is not None, reason=f"needs an NVIDIA GPU and Docker for TensorRT: {tensorrt_missing_reason()}")
 def test_tensorrt_environment_runs_the_seed_cases(write_matrix):
     from matrix.plan import build_plan
     from matrix.run import MatrixRun

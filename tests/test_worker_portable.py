@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 WORKER = Path(__file__).resolve().parents[1] / "matrix" / "worker"
-ALLOWED_THIRD_PARTY = {"numpy", "onnxruntime", "tensorrt", "polygraphy"}
+# numpy and the engines; pynvml (nvidia-ml-py) is optional: probe.py falls back to nvidia-smi.
+ALLOWED_THIRD_PARTY = {"numpy", "onnxruntime", "tensorrt", "polygraphy", "torch", "pynvml"}
 FILES = sorted(WORKER.rglob("*.py"))
 
 
