@@ -211,7 +211,9 @@ class MatrixRun:
         fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
-                      graph_warnings="\n".join(meta.get("graph_warnings", [])),
+                      # The graph checks read the ONNX export, which the torch engine does not run.
+                      graph_warnings=None if self.plan.envs[cell.env].engine == "torch"
+                      else "\n".join(meta.get("graph_warnings", [])),
                       operators=" ".join(meta.get("operators", [])) or None,
                       fp16_forecast=json.dumps(meta.get("fp16_forecast")))
         if fields["status"] == "ok":

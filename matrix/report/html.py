@@ -71,7 +71,8 @@ def cell_data(row: pd.Series, config: str) -> dict:
     data["drift"] = drift_text(row)
     data["needed"] = needed_text(row)
     data["rule"] = rule_text(row)
-    data["cosine_text"] = cosine_text(row).removeprefix("cosine ")
+    # Nothing measured (skipped, error, crash, timeout): no cosine to call undefined.
+    data["cosine_text"] = cosine_text(row).removeprefix("cosine ") if row.get("outputs") not in (None, "", "[]") else None
     data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
     return data
 
