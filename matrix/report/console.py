@@ -130,9 +130,14 @@ def results_lines(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
+# Beyond this many rows (a suite run) the matrix is read in the report: the terminal gets the
+# counts and the cells worth a look, and no time goes into measuring a table of thousands of rows.
+TABLE_ROWS = 300
+
+
 def print_results(frame: pd.DataFrame, target: Console = console) -> None:
-    table = results_table(frame)
-    if fits(table, target):
+    table = results_table(frame) if frame["row_id"].nunique() <= TABLE_ROWS else None
+    if table is not None and fits(table, target):
         target.print(table)
         return
     for line in results_lines(frame):
