@@ -208,6 +208,8 @@ def test_the_gpu_filter_keeps_the_columns_of_one_gpu(browser, tmp_path):
     assert not page.locator("#env-torch-host-cpu").is_visible()
     page.select_option("#gpu-filter", "")
     assert cpu_cell.is_visible() and cuda_cell.is_visible()
+    # One torch version on CPU and GPU: the upgrade view still starts on two different environments.
+    assert page.locator("#env-a").input_value() != page.locator("#env-b").input_value()
     # A cell that never ran (routed away from this GPU) says why, and shows no metric as measured.
     page.locator("[id='cell-layernorm_block/batch=2/fp32/torch-host-cuda']").click()
     details = page.locator("#details").inner_text()
