@@ -3,6 +3,11 @@ an environment only needs the engine it runs."""
 
 import importlib
 import json
+import statistics
+import time
+
+WARMUP = 1   # inferences before the timed ones; their outputs are kept and judged like the rest
+REPEATS = 5  # timed inferences: infer_ms is their median
 
 MODULES = {"onnxruntime": "onnxruntime_engine", "tensorrt": "tensorrt_engine", "torch": "torch_engine"}
 # Whether a cell may be a fork of a supervisor that imported the engine (supervisor.py). onnxruntime
@@ -22,6 +27,20 @@ ONNX_ONLY = {"optimization": ("off",)}
 
 class Unsupported(Exception):
     """The engine cannot run this profile on this model: the cell is 'skipped', with this reason."""
+
+
+def timed_runs(infer, to_arrays):
+    """Every inference's outputs as {name: array} (warm-up first: the host judges the worst of
+    them and reports drift) and the median milliseconds of the timed ones. `infer()` returns once
+    its outputs are ready; `to_arrays` (a copy to the host, say) runs outside the timing."""
+    runs, times = [], []
+    for index in range(WARMUP + REPEATS):
+        start = time.perf_counter()
+        outputs = infer()
+        if index >= WARMUP:
+            times.append((time.perf_counter() - start) * 1000)
+        runs.append(to_arrays(outputs))
+    return runs, statistics.median(times)
 
 
 def check_profile(engine_name, profile):

@@ -10,10 +10,7 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-from . import Unsupported
-
-WARMUP = 1
-REPEATS = 5
+from . import Unsupported, timed_runs
 
 
 def version():
@@ -48,11 +45,6 @@ def run(spec, inputs, log):
     log("session created in {:.3f}s with providers {}".format(build_s, session.get_providers()))
     feeds = {i.name: inputs[i.name] for i in session.get_inputs()}
     names = [o.name for o in session.get_outputs()]
-    runs, times = [], []
-    for index in range(WARMUP + REPEATS):
-        start = time.perf_counter()
-        outputs = session.run(names, feeds)
-        if index >= WARMUP:
-            times.append((time.perf_counter() - start) * 1000)
-        runs.append(dict(zip(names, (np.asarray(o) for o in outputs))))
-    return {"runs": runs, "build_s": build_s, "infer_ms": float(np.median(times)), "info": {}}
+    runs, infer_ms = timed_runs(lambda: session.run(names, feeds),
+                                lambda outputs: dict(zip(names, (np.asarray(o) for o in outputs))))
+    return {"runs": runs, "build_s": build_s, "infer_ms": infer_ms, "info": {}}

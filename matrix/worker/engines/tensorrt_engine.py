@@ -20,6 +20,7 @@ import time
 
 import numpy as np
 
+from . import REPEATS, WARMUP
 from ..layer_select import layer_origins, select_layers
 from ..trt_dtypes import fit_inputs, floating_outputs
 from ..trt_inspection import check_fp32_layers
@@ -32,9 +33,6 @@ import polygraphy  # noqa: E402
 import tensorrt as trt  # noqa: E402
 from polygraphy.backend.trt import (  # noqa: E402
     CreateConfig, Profile, TrtRunner, engine_from_network, network_from_onnx_path)
-
-WARMUP = 1
-REPEATS = 5
 
 
 def version():

@@ -19,14 +19,11 @@ import json
 import os
 import time
 
-import numpy as np
 import torch
 
-from . import Unsupported
+from . import Unsupported, timed_runs
 from ..files import PROGRAM, PROGRAM_META
 
-WARMUP = 1
-REPEATS = 5
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 TRACED = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16"}  # which program a precision runs
 CUDA_ONLY_SDPA = ("flash", "efficient", "cudnn")
@@ -112,9 +109,8 @@ def run(spec, inputs, log):
     log("torch {} on {} ({}), {}{}{}".format(torch.__version__, place, device().get("gpu") or "CPU", profile["precision"],
                                               ", SDPA " + sdpa if sdpa else "",
                                               ", torch.compile" if profile.get("compile") else ""))
-    runs, times = [], []
-    for index in range(WARMUP + REPEATS):
-        start = time.perf_counter()
+
+    def infer():
         try:
             with torch.no_grad(), _sdpa_kernel(sdpa) if sdpa else contextlib.nullcontext():
                 outputs = module(*args)
@@ -125,8 +121,8 @@ def run(spec, inputs, log):
             raise
         if on_cuda:
             torch.cuda.synchronize()
-        if index >= WARMUP:
-            times.append((time.perf_counter() - start) * 1000)
-        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-        runs.append({name: _numpy(value) for name, value in zip(meta["outputs"], outputs)})
-    return {"runs": runs, "build_s": build_s, "infer_ms": float(np.median(times)), "info": {}}
+        return outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+
+    runs, infer_ms = timed_runs(infer, lambda outputs: {name: _numpy(value)
+                                                        for name, value in zip(meta["outputs"], outputs)})
+    return {"runs": runs, "build_s": build_s, "infer_ms": infer_ms, "info": {}}
