@@ -25,6 +25,7 @@ from .venv import ProcessWorker, start_process
 # The engine's module (the engines' names are their modules' names) and the interpreter's facts.
 _FACTS = ("import json, platform, {0}; "
           "print(json.dumps({{'engine_version': {0}.__version__, 'python_version': platform.python_version()}}))")
+FACTS_TIMEOUT_S = 300  # importing torch on a cold disk takes seconds, not minutes
 
 
 def host_python(envdef: EnvDef) -> str:
@@ -36,10 +37,12 @@ def interpreter_facts(python: str, engine: str) -> dict:
     """{engine_version, python_version} as the interpreter sees them; EnvironmentUnavailable with
     the reason when it does not run or cannot import the engine."""
     try:
-        done = subprocess.run([python, "-c", _FACTS.format(engine)], capture_output=True, text=True, timeout=300,
+        done = subprocess.run([python, "-c", _FACTS.format(engine)], capture_output=True, text=True, timeout=FACTS_TIMEOUT_S,
                               env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     except OSError as exc:
         raise EnvironmentUnavailable(f"cannot run the interpreter {python}: {exc.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise EnvironmentUnavailable(f"{python} did not import {engine} within {FACTS_TIMEOUT_S} s") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentUnavailable(f"{engine} does not import in {python}: {last}")
