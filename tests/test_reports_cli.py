@@ -96,6 +96,21 @@ source = "this test"
     assert "xfail" in (run_dir / "report.html").read_text()
 
 
+def test_report_re_judges_a_run_written_in_the_older_folder_per_cell_layout(project, tmp_path):
+    """Nightly history from before the flat layout (cells/<key>/outputs.npz, refs/<artifact>/
+    reference.npz) is re-judged from its own outputs, not left with its old verdicts."""
+    config = project(fp16_atol=1e-9)
+    assert cli("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    for kind, name in (("cells", "outputs.npz"), ("refs", "reference.npz")):
+        for flat in (run_dir / kind).glob("*.npz"):
+            (run_dir / kind / flat.stem).mkdir()
+            flat.rename(run_dir / kind / flat.stem / name)
+    assert status(run_dir) == "fail"
+    assert cli("report", run_dir.name, "-c", str(project(fp16_atol=1e-2))).returncode == 0
+    assert status(run_dir) == "pass"
+
+
 def test_exports_index_history_and_diff(project, tmp_path):
     config = project(fp16_atol=1e-2)
     for _ in range(2):

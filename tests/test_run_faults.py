@@ -15,7 +15,9 @@ from conftest import PROFILES
 from matrix.environments.gpus import host_gpus
 from matrix.plan import build_plan
 from matrix.run import MatrixRun
-from matrix.store import JSONL, PARQUET, REPORT
+from matrix.store import JSONL, PARQUET, REPORT, cell_outputs
+from matrix.store.cache import result_dir
+from matrix.worker.files import RESULT
 
 REQUIRED_COLUMNS = {
     "run_id", "cell_id", "case", "params", "profile", "env", "engine", "engine_version", "status",
@@ -63,8 +65,8 @@ def fault_run(request, tmp_path_factory, cache_dir):
         run_dir = MatrixRun(build_plan(config), reuse=False, on_event=events.append).execute()
     frame = pd.read_parquet(run_dir / PARQUET)
     ran = frame[frame.engine_version.notna()]
-    started = {json.loads((run_dir / "cells" / key[:24] / "result.json").read_text()).get("cell_start")
-               for key in ran.content_key}
+    started = {json.loads((result_dir(cache_dir, env, key) / RESULT).read_text()).get("cell_start")
+               for env, key in zip(ran.env, ran.content_key)}
     assert started == {request.param}
     return config, model, inputs, run_dir, frame, events
 
@@ -105,7 +107,7 @@ def test_metrics_match_an_independent_computation(fault_run, env):
     expected = independent_reference(model, inputs)
     for profile in ("fp32", "fp16"):
         row = cell(frame, profile, env)
-        with np.load(run_dir / "cells" / row.content_key[:24] / "outputs.npz") as out:
+        with np.load(cell_outputs(run_dir, row.content_key)) as out:
             diff = np.abs(out["y"].astype(np.float64) - expected)
         assert row.max_abs == pytest.approx(diff.max(), rel=1e-9, abs=1e-15)
         assert row.mismatch_frac == pytest.approx(np.mean(diff > row.atol + row.rtol * np.abs(expected)))

@@ -42,17 +42,17 @@ def operator_counts(frame: pd.DataFrame, tested: dict[str, list[str]]) -> list[d
     suite = frame[frame["row_id"].isin(tested)]
     if suite.empty:
         return []
-    envs = env_order(frame)
     exploded = suite.assign(operator=suite["row_id"].map(tested)).explode("operator")
-    counts = exploded.groupby(["operator", "env", "status"]).size()
-    shown = []
-    for operator, by_env in counts.groupby(level="operator"):
+    table: dict[str, dict[str, dict[str, int]]] = {}  # operator → env → status → cells
+    for (operator, env, status), n in exploded.groupby(["operator", "env", "status"]).size().items():
+        table.setdefault(operator, {}).setdefault(env, {})[status] = int(n)
+    envs, shown = env_order(frame), []
+    for operator, by_env in table.items():
         per_env = []
         for env in envs:
-            statuses = by_env.xs(env, level="env").droplevel("operator").to_dict() if env in by_env.index.get_level_values(
-                "env") else {}
+            statuses = by_env.get(env, {})
             per_env.append({"pass": sum(statuses.get(s, 0) for s in GOOD), "total": sum(statuses.values()),
-                            "counts": {s: int(n) for s, n in sorted(statuses.items()) if s not in GOOD},
+                            "counts": {s: n for s, n in sorted(statuses.items()) if s not in GOOD},
                             "shade": _shade(statuses)})
         shown.append({"operator": operator, "envs": per_env,
                       "not_passing": sum(e["total"] - e["pass"] for e in per_env)})

@@ -1,7 +1,7 @@
 """Re-apply tolerances and known issues to a stored run, without running anything again.
 
-Every cell that produced outputs keeps them (cells/<key>/outputs.npz) and the run keeps the
-float64 references (refs/<artifact>/reference.npz), so a changed tolerance in matrix.toml or a
+Every cell that produced outputs keeps them (cells/<key>.npz) and the run keeps the
+float64 references (refs/<artifact>.npz), so a changed tolerance in matrix.toml or a
 new entry in known_issues.toml gives new verdicts from the same measurements.
 """
 
@@ -14,9 +14,7 @@ import pandas as pd
 from ..compare import compare_files
 from ..config import MatrixConfig
 from ..sources.known_issues import KnownIssue, apply_known_issues
-from ..prepare import REFERENCE
-from ..store import REFS
-from ..worker.files import OUTPUTS
+from ..store import cell_outputs, run_reference
 
 JUDGED = {"pass", "fail"}
 
@@ -24,8 +22,7 @@ JUDGED = {"pass", "fail"}
 def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:
     frame = frame.copy()
     for index, row in frame[frame["verdict"].isin(JUDGED)].iterrows():
-        outputs = run_dir / "cells" / str(row["content_key"])[:24] / OUTPUTS
-        reference = run_dir / REFS / str(row["artifact"]) / REFERENCE
+        outputs, reference = cell_outputs(run_dir, str(row["content_key"])), run_reference(run_dir, str(row["artifact"]))
         if not (outputs.is_file() and reference.is_file()):
             continue
         known = row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles
