@@ -97,6 +97,12 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
 def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: EnvsOpt = None, cell: CellsOpt = None,
         reuse: Annotated[bool, typer.Option(help="Reuse stored results of cells whose result key is unchanged.")] = True,
         junit_xml: Annotated[Optional[Path], typer.Option(help="Also write the cells as JUnit XML here.")] = None,
+        ray: Annotated[Optional[str], typer.Option(
+            "--ray", metavar="ADDRESS", help="Run the environments on this Ray cluster ('auto', host:port, "
+                                             "ray://host:10001); needs the ray extra.")] = None,
+        shard: Annotated[Optional[str], typer.Option(
+            metavar="I/N", help="Run only the I-th of N balanced parts of the plan (CI job matrices); "
+                                "`trtmatrix merge` puts the N runs together.")] = None,
         ) -> None:
     """Run the matrix and write reports/runs/<run-id>/. Exit 1 when a cell newly fails compared
     with the previous run (a regression), 0 otherwise."""
@@ -108,15 +114,18 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     from .report.upgrade import regressions
 
     the_plan = _plan(config, case, env, cell)
+    if shard:
+        the_plan = _shard(the_plan, shard)
     for setting in ("reports_dir", "cache_dir"):  # before anything runs, not after the whole run
         problem = folder_problem(the_plan.path(setting))
         if problem:
             _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
     if junit_xml and not junit_xml.resolve().parent.is_dir():
         _fail(f"--junit-xml {junit_xml}: no folder {junit_xml.resolve().parent}")
+    executor = _executor(the_plan, ray)
     try:
         with RunProgress(len(the_plan.cells)) as progress:
-            run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress).execute()
+            run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress, executor=executor).execute()
     except (KeyboardInterrupt, Stopped) as exc:
         _stop(exc)
     frame = read_run(run_dir)
@@ -135,6 +144,28 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
             console.print(escape(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}"
                                  + (f" ({worst})" if worst else "")), soft_wrap=True)
         raise typer.Exit(EXIT_REGRESSION)
+
+
+def _shard(the_plan, text: str):
+    from .plan import shard_plan
+
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        _fail(f"--shard {text}: expected I/N with 1 <= I <= N, e.g. 2/4")
+    return shard_plan(the_plan, int(index), int(count))
+
+
+def _executor(the_plan, ray_address: str | None):
+    """Where the environments run; a missing Ray or an unreachable cluster is one line, exit 2."""
+    from .executors import open_executor
+
+    try:
+        return open_executor(the_plan.config.run, ray_address)
+    except ImportError as exc:
+        _fail(str(exc))
+    except ConnectionError as exc:
+        address = ray_address or the_plan.config.run.ray_address
+        _fail(f"no Ray cluster answers at {address}: {str(exc).splitlines()[0] if str(exc) else exc}")
 
 
 def _stop(exc: BaseException) -> None:
@@ -196,6 +227,29 @@ def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     frame = rejudge(run_dir, read_run(run_dir), matrix, issues)
     write_tables(run_dir, frame)
     render_run(run_dir, frame)
+    typer.echo(str(run_dir / REPORT))
+
+
+@app.command()
+def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids, id prefixes or run folders.")],
+          config: ConfigOpt = Path("matrix.toml")) -> None:
+    """Put the N shards of a sharded run (`run --shard I/N`) together as one new run in the matrix
+    file's reports folder — the newest, with results, report, index and history. Refuses runs
+    that are not all N shards of one plan."""
+    from .report.publish import publish_staged
+    from .run import new_run_id
+    from .store import REPORT
+    from .store.merge import MergeError, stage_merged
+
+    reports_dir = _reports_dir(config)
+    run_dirs = [_run_dir(config, ref) for ref in runs]
+    order = [c.cell_id for c in _plan(config).cells] if config.is_file() else []
+    try:
+        staged, frame = stage_merged(reports_dir, new_run_id(), run_dirs, order)
+    except MergeError as exc:
+        _fail(str(exc))
+    run_dir = publish_staged(staged, frame)
+    typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards")
     typer.echo(str(run_dir / REPORT))
 
 

@@ -152,6 +152,10 @@ class RunSettings(Strict):
     jobs: int = Field(default=1, ge=1)
     # Cells of one CPU environment at once (default: the cores, shared among `jobs`); GPU: one.
     cell_jobs: int | None = Field(default=None, ge=1)
+    # Where environments run: this host, or the Ray cluster at `ray_address` ("auto": the cluster
+    # this host belongs to; "host:port"; "ray://host:10001"). `trtmatrix run --ray ADDRESS` overrides.
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str = "auto"
 
 
 class MatrixConfig(Strict):

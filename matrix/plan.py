@@ -48,6 +48,14 @@ class Plan:
     envs: dict[str, EnvDef]
     cells: list[Cell]
     known_issues: tuple[KnownIssue, ...] = ()
+    shard: str | None = None  # "I/N" when this is one part of a sharded plan (shard_plan)
+    whole: list[Cell] | None = None  # a shard's: the cells of the whole plan
+
+    @property
+    def plan_key(self) -> str:
+        """Names the whole plan (every cell and its content key), shards included: what `merge`
+        checks before putting shards together."""
+        return hash_json(sorted((c.cell_id, c.content_key) for c in self.whole or self.cells))
 
     @property
     def root(self) -> Path:
@@ -152,6 +160,26 @@ def plan_of_trials(plan: Plan, cell_id: str, models: dict[str, dict[str, Path]] 
                   for name, profile in profiles.items()]
     config = plan.config.model_copy(update={"profiles": profiles, "cases": {n: s.entry for n, s in cases.items()}})
     return Plan(config, plan.config_path, cases, {env.name: env}, cells, plan.known_issues)
+
+
+def shard_plan(plan: Plan, index: int, count: int) -> Plan:
+    """The `index`-th (1-based) of `count` deterministic parts of the plan, balanced by cells and
+    cut by environment first: environments are split (by row order) only while there are fewer
+    parts than shards; then the largest part goes to the emptiest shard."""
+    if not 1 <= index <= count:
+        raise ValueError(f"shard {index}/{count}: I must be between 1 and N")
+    blocks = [[c for c in plan.cells if c.env == env] for env in plan.envs]
+    blocks = [b for b in blocks if b]
+    while blocks and len(blocks) < count and max(len(b) for b in blocks) > 1:
+        largest = max(blocks, key=len)
+        blocks.remove(largest)
+        blocks += [largest[:len(largest) // 2], largest[len(largest) // 2:]]
+    shards: list[list[Cell]] = [[] for _ in range(count)]
+    for block in sorted(blocks, key=lambda b: (-len(b), b[0].cell_id)):
+        min(shards, key=len).extend(block)
+    chosen = {c.cell_id for c in shards[index - 1]}
+    return Plan(plan.config, plan.config_path, plan.cases, plan.envs, [c for c in plan.cells if c.cell_id in chosen],
+                plan.known_issues, shard=f"{index}/{count}", whole=plan.cells)
 
 
 def build_plan(config_path: Path | str, only_cases: list[str] | None = None,

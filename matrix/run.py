@@ -9,12 +9,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import time
-import traceback
-from fnmatch import fnmatchcase
 from collections import defaultdict
-from functools import cache, partial
+from functools import cache
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version as package_version
 from pathlib import Path
@@ -24,20 +20,19 @@ import pandas as pd
 
 from . import compare
 from .compare import compare_files
-from .environments import open_backend, remove_left_behind
-from .environments.backend import Backend, EnvironmentUnavailable
+from .environments import remove_left_behind
 from .environments.definitions import EnvDef
-from .environments.gpus import gpu_missing_reason, host_gpus
+from .environments.gpus import gpu_missing_reason
 from .environments.staging import stage_worker
-from .executors.environment_job import CellJob, run_environment
+from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
+from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
-from .prepare import INPUTS, REFERENCE, case_meta, model_for_profile, node_types_file, prepare, prepared
-from .report.publish import render_index, write_report
+from .prepare import REFERENCE, case_meta, prepare, prepared
+from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
-from .store import RUNS, finish_run, remove_dead_partials, stage_run, to_frame
-from .store.cache import env_log, result_dir, result_key, stored_result, timing_cache
+from .store import RUNS, remove_dead_partials, stage_run, to_frame
 from .store.hashing import hash_files, hash_json
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
@@ -69,10 +64,6 @@ def env_skip_reason(envdef: EnvDef) -> str | None:
     return None
 
 
-def _error_text(exc: BaseException) -> tuple[str, str]:
-    return f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)[-6:])
-
-
 def trtmatrix_version() -> str:
     """Installed, the package's version; run from a checkout with PYTHONPATH (a GPU host or a
     container where nothing is pip-installed), that says so instead of failing the run's end."""
@@ -83,7 +74,8 @@ def trtmatrix_version() -> str:
 
 
 class MatrixRun:
-    def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None):
+    def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None):
+        """`executor`: where environments run (executors.open_executor); default this host."""
         self.plan, self.reuse, self.on_event = plan, reuse, on_event
         self.cache = plan.path("cache_dir")
         self.run_id, self.started = new_run_id(), utc_now()
@@ -92,7 +84,7 @@ class MatrixRun:
         self._artifacts: dict[tuple, Path | BaseException] = {}
         self.env_logs: dict[str, Path] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
-        self.executor = LocalExecutor(plan.config.run.jobs)
+        self.executor = executor or LocalExecutor(plan.config.run.jobs)
         settings = plan.config.run
         self.cell_jobs = settings.cell_jobs or max(1, (os.cpu_count() or 1) // settings.jobs)
 
@@ -138,71 +130,32 @@ class MatrixRun:
                 continue
             artifacts = self._artifacts_for(cell)
             if isinstance(artifacts, BaseException):
-                error, tail = _error_text(artifacts)
+                error, tail = error_text(artifacts)
                 self._record(cell, status="error", error=f"prepare failed: {error}", log_tail=tail)
                 continue
             runnable.append((cell, artifacts))
         return runnable
 
-    def _run_environment(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> None:
-        started = time.perf_counter()
-        try:
-            # Another run on this cache running this environment now: wait for it, then reuse what it stored.
-            with cache_lock(self.cache, f"env-{envdef.name}"):
-                self._set_up_and_run(envdef, cells, worker_home)
-        finally:
-            self.env_seconds[envdef.name] = round(time.perf_counter() - started, 2)
+    def _unit(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> EnvironmentUnit:
+        run = self.plan.config.run
+        pending = tuple(PendingCell(cell, artifacts, self.plan.profile(cell.profile),
+                                    tuple(self.plan.config.cases[cell.case].gpus or ())) for cell, artifacts in cells)
+        return EnvironmentUnit(envdef.name, envdef, pending, self.cache, worker_home, self.run_id, self.reuse,
+                               run.timeout_s, self.cell_jobs)
 
-    def _set_up_and_run(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> None:
-        self.on_event({"event": "setup", "env": envdef.name})
-        try:
-            backend = open_backend(envdef, self.cache, worker_home, self.run_id)
-            backend.prepare()
-        except EnvironmentUnavailable as exc:
-            for cell, _ in cells:
-                self._record(cell, status="skipped", error=str(exc))
-            return
-        facts = backend.facts()
-        with self.executor.gpus.lease(envdef.gpu) as gpu:
-            jobs = self._jobs(envdef, cells, backend, facts, gpu)
-            if jobs:
-                raws = run_environment(backend, envdef, [job for job, _ in jobs], self.cache,
-                                       self.plan.config.run.timeout_s, gpu, self.on_event, self.cell_jobs)
-        if not jobs:
-            return
-        self.env_logs[envdef.name] = env_log(self.cache, envdef.name)
-        for job, key in jobs:
-            self._finish(job.cell, {**raws[job.cell.cell_id], **facts}, job.inputs.parent, key)
-
-    def _jobs(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], backend: Backend, facts: dict,
-              gpu: int | None) -> list[tuple[CellJob, str]]:
-        """The cells to run now, with their result keys; stored, restricted or broken ones are recorded."""
-        fingerprint = backend.fingerprint()
-        timing = timing_cache(self.cache, envdef.name, fingerprint)
-        gpu_name = host_gpus()[gpu] if gpu is not None else None
-        jobs = []
-        for cell, artifacts in cells:
-            wanted = self.plan.config.cases[cell.case].gpus
-            if gpu_name and wanted and not any(fnmatchcase(gpu_name, g) for g in wanted):
-                self._record(cell, status="skipped", gpu=gpu_name,
-                             error=f"case runs only on GPUs matching {list(wanted)}; this environment has {gpu_name}")
-                continue
-            key = result_key(cell.content_key, fingerprint)
-            directory = self.result_dirs[cell.cell_id] = result_dir(self.cache, envdef.name, key)
-            stored = stored_result(directory) if self.reuse else None
-            if stored:
-                self._finish(cell, {**stored, **facts}, artifacts, key, reused=True)
-                continue
-            try:
-                model = model_for_profile(artifacts, self.plan.profile(cell.profile), envdef.engine)
-            except Exception as exc:
-                error, tail = _error_text(exc)
-                self._record(cell, status="error", error=f"model variant failed: {error}", log_tail=tail)
-                continue
-            shutil.rmtree(directory, ignore_errors=True)
-            jobs.append((CellJob(cell, model, artifacts / INPUTS, self.plan.profile(cell.profile), directory,
-                                 node_types_file(artifacts), timing), key))
-        return jobs
+    def _done(self, unit: EnvironmentUnit, result: UnitResult) -> None:
+        """A unit's outcomes, back from wherever it ran: recorded, or compared and recorded."""
+        self.env_seconds[unit.name] = result.seconds
+        if result.log:
+            self.env_logs[unit.name] = result.log
+        cells = {p.cell.cell_id: p for p in unit.cells}
+        for outcome in result.outcomes:
+            pending = cells[outcome.cell_id]
+            if outcome.key is None:
+                self._record(pending.cell, **outcome.fields)
+            else:
+                self.result_dirs[outcome.cell_id] = outcome.result_dir
+                self._finish(pending.cell, outcome.fields, pending.artifacts, outcome.key, outcome.reused)
 
     def _finish(self, cell: Cell, raw: dict, artifacts: Path, key: str, reused: bool = False) -> None:
         directory = self.result_dirs[cell.cell_id]
@@ -221,7 +174,7 @@ class MatrixRun:
                 verdict, judged = self._judge(cell, directory, artifacts)
                 fields.update(judged, status=verdict)
             except Exception as exc:
-                fields.update(status="error", error=f"compare failed: {_error_text(exc)[0]}")
+                fields.update(status="error", error=f"compare failed: {error_text(exc)[0]}")
         self._record(cell, **fields)
 
     def _judge(self, cell: Cell, directory: Path, artifacts: Path) -> tuple[str, dict]:
@@ -256,8 +209,8 @@ class MatrixRun:
         runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
         with cache_lock(self.cache, "worker"):
             worker_home = stage_worker(self.cache)
-        self.executor.run_all([partial(self._run_environment, self.plan.envs[name], cells, worker_home)
-                               for name, cells in runnable.items() if cells])
+        self.executor.run_all([self._unit(self.plan.envs[name], cells, worker_home)
+                               for name, cells in runnable.items() if cells], self.on_event, self._done)
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
         return apply_known_issues(to_frame(ordered), self.plan.known_issues)
 
@@ -265,14 +218,7 @@ class MatrixRun:
         references = [a / REFERENCE for a in self._artifacts.values() if isinstance(a, Path)]
         meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
-                "environment_seconds": self.env_seconds,
+                "environment_seconds": self.env_seconds, "plan_key": self.plan.plan_key,
+                **({"shard": self.plan.shard} if self.plan.shard else {}),
                 "trtmatrix": trtmatrix_version()}
-        staged = stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references)
-        try:
-            write_report(staged, frame)
-            run_dir = finish_run(staged)  # complete, report included, before it gets its final name
-        except BaseException:  # a full disk, say: no half-written run stays behind
-            shutil.rmtree(staged, ignore_errors=True)
-            raise
-        render_index(reports_dir)
-        return run_dir
+        return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references), frame)

@@ -101,8 +101,9 @@ class DockerBackend:
         return ContainerWorker(container, log_path, stdin)
 
     def _name(self) -> str:
-        """trtmatrix-<env>-<run id>: readable in `docker ps`, unique per run."""
-        return re.sub(r"[^A-Za-z0-9_.-]", "-", f"trtmatrix-{self.envdef.name}-{self.run_id or os.getpid()}")
+        """trtmatrix-<env>-<run id>-<pid>: readable in `docker ps`, unique per run and process (a run
+        on a Ray cluster may start parts of one environment from several processes of one host)."""
+        return re.sub(r"[^A-Za-z0-9_.-]", "-", f"trtmatrix-{self.envdef.name}-{self.run_id}-{os.getpid()}")
 
 
 def docker_fingerprint(client, envdef: EnvDef, image=None) -> str:

@@ -7,6 +7,7 @@ The host only starts the worker's supervisor and reads its event lines; each cel
 from __future__ import annotations
 
 import json
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -44,17 +45,23 @@ class CellJob:
         }
 
 
+def error_text(exc: BaseException) -> tuple[str, str]:
+    """One line for the record, and the end of the traceback for its log tail."""
+    return f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)[-6:])
+
+
 def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path,
                     timeout_s: float, gpu: int | None, on_event: Callable[[dict], None],
-                    cell_jobs: int = 1) -> dict[str, dict]:
-    """Return {cell_id: raw result}. Never raises for a cell's or an environment's failure.
-    `cell_jobs` cells run at once (one on a GPU)."""
+                    cell_jobs: int, name: str) -> tuple[dict[str, dict], Path]:
+    """Return ({cell_id: raw result}, the worker's own log). Never raises for a cell's or an
+    environment's failure. `cell_jobs` cells run at once (one on a GPU); `name` names the job and
+    log files (the environment, or the part of it one executor task runs)."""
     job_dir = jobs_folder(cache_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
-    job_file = job_dir / f"{envdef.name}.json"
+    job_file = job_dir / f"{name}.json"
     job_file.write_text(json.dumps({"env": envdef.name, "cell_jobs": 1 if gpu is not None else cell_jobs,
                                     "cells": [job.spec(envdef.engine, timeout_s) for job in jobs]}))
-    log_path = env_log(cache_dir, envdef.name)
+    log_path = env_log(cache_dir, name)
     try:
         with running(lambda: backend.start(["run", str(job_file)], log_path, gpu)) as worker:
             for line in worker.lines():
@@ -62,7 +69,7 @@ def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache
                     on_event({**json.loads(line), "env": envdef.name})
             returncode = worker.wait()
     except EnvironmentUnavailable as exc:
-        return {job.cell.cell_id: {"status": "skipped", "error": str(exc)} for job in jobs}
+        return {job.cell.cell_id: {"status": "skipped", "error": str(exc)} for job in jobs}, log_path
     results = {}
     for job in jobs:
         try:
@@ -71,4 +78,4 @@ def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache
             tail = "\n".join(log_tail(log_path).splitlines()[-10:])
             results[job.cell.cell_id] = {"status": "error",
                                          "error": f"worker exited {returncode} before this cell: {tail}"}
-    return results
+    return results, log_path

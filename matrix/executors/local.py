@@ -1,8 +1,8 @@
 """The local executor: environments run in threads on this host, a GPU environment on a GPU of
 its own (one environment per GPU at a time, as many at once as there are GPUs).
 
-What runs in each thread (set up the environment, run its cells through the worker) is the same
-for every executor; this module decides only where and how many at once.
+What runs in each thread (executors/unit.py: set up the environment, run its cells through the
+worker) is the same for every executor; this module decides only where and how many at once.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from typing import Callable, Iterator
 
 from ..environments.backend import accept_workers, stop_all
 from ..environments.gpus import host_gpus
+from .unit import EnvironmentUnit, UnitResult, run_unit
+
+Done = Callable[[EnvironmentUnit, UnitResult], None]
 
 
 class GpuPool:
@@ -42,13 +45,13 @@ class LocalExecutor:
         self.gpus = GpuPool(count)
         self.workers = max(jobs, count)
 
-    def run_all(self, units: list[Callable[[], None]]) -> None:
-        """Run every unit (one per environment); on Ctrl-C or any exception, stop every worker
-        process and container before raising."""
+    def run_all(self, units: list[EnvironmentUnit], on_event: Callable[[dict], None], done: Done) -> None:
+        """Run every unit, handing each result to `done` (in the unit's thread); on Ctrl-C or any
+        exception, stop every worker process and container before raising."""
         accept_workers()
         pool = ThreadPoolExecutor(max_workers=self.workers)
         try:
-            for future in [pool.submit(unit) for unit in units]:
+            for future in [pool.submit(lambda u=unit: done(u, run_unit(u, self.gpus.lease, on_event))) for unit in units]:
                 future.result()
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)

@@ -28,7 +28,7 @@ DETAIL_FIELDS = [
     "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs",
     "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed", "rule", "top1",
     "build_s", "infer_ms", "device", "gpu", "compute_capability", "driver_version", "cuda_version", "cudnn_version",
-    "python_version", "image", "image_digest",
+    "python_version", "image", "image_digest", "node",
     "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
 ]
 
@@ -112,6 +112,10 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     gpus = {env: group["gpu"].dropna().iloc[0] for env, group in frame.groupby("env") if group["gpu"].notna().any()}
     # The GPU filter picks environment columns by what they ran on (skipped environments: "no GPU").
     devices = {env: gpus.get(env, "no GPU") for env in envs}
+    # Where each environment ran, shown when that is not only the host that ran the matrix (Ray).
+    ran_on = {env: sorted(group["node"].dropna().unique()) for env, group in frame.groupby("env")}
+    away = any(set(n) - {run.get("host")} for n in ran_on.values())
+    nodes = {env: ran_on.get(env, []) if away else [] for env in envs}
     config = run.get("config", "matrix.toml")
     cells, rows = [], []
     tested = tested_operators(frame)
@@ -129,7 +133,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))
     return TEMPLATES.get_template("report.html.j2").render(
-        run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, devices=devices, rows=rows, cases=cases,
+        run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         operators=operator_counts(frame, tested),

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store import REPORT, RUN_META, list_runs, read_run, write_text_atomically
+import shutil
+
+from ..store import REPORT, RUN_META, finish_run, list_runs, read_run, write_text_atomically
 from ..store.findings import read_findings
 from .html import KEY_NUMBER_FIELDS, STATUSES, TEMPLATES, key_number, render_report
 
@@ -24,6 +26,19 @@ def run_meta(run_dir: Path) -> dict:
 
 def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
     write_text_atomically(run_dir / REPORT, render_report(frame, run_meta(run_dir), read_findings(run_dir)))
+
+
+def publish_staged(staged: Path, frame: pd.DataFrame) -> Path:
+    """A staged `<run-id>.partial` folder given its report and its final name, then the index
+    and history of its reports folder; a failure (a full disk) leaves nothing half-written."""
+    try:
+        write_report(staged, frame)
+        run_dir = finish_run(staged)  # complete, report included, before it gets its final name
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    render_index(run_dir.parent.parent)
+    return run_dir
 
 
 def render_run(run_dir: Path, frame: pd.DataFrame | None = None) -> None:

@@ -1,0 +1,147 @@
+"""What an executor runs: one environment's cells (or those of them that ask for one GPU model),
+set up, looked up in the result cache and run through the worker, on whichever machine the
+executor picked. Plain data in, plain data out, so the unit can travel to another node (Ray);
+comparing and recording stay with the orchestrator (matrix.run).
+
+Paths in a unit (cache, artifacts, worker) must mean the same on the node as on the orchestrator:
+the same machine, or a cache folder on storage every node mounts at the same path.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import time
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Callable
+
+from ..config import Profile
+from ..environments import open_backend
+from ..environments.backend import EnvironmentUnavailable
+from ..environments.definitions import EnvDef
+from ..environments.gpus import host_gpus
+from ..plan import Cell
+from ..prepare import INPUTS, model_for_profile, node_types_file
+from ..store.cache import result_dir, result_key, stored_result, timing_cache
+from ..store.locks import cache_lock
+from .environment_job import CellJob, error_text, run_environment
+
+NODE = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class PendingCell:
+    cell: Cell
+    artifacts: Path
+    profile: Profile
+    gpus: tuple[str, ...]  # the case's GPU name patterns; empty: any GPU
+
+
+@dataclass(frozen=True)
+class EnvironmentUnit:
+    name: str  # the environment's name, or `<env>@<GPU model>` for a part of it (Ray)
+    envdef: EnvDef
+    cells: tuple[PendingCell, ...]
+    cache_dir: Path
+    worker_home: Path
+    run_id: str
+    reuse: bool
+    timeout_s: float
+    cell_jobs: int
+
+
+@dataclass
+class CellOutcome:
+    cell_id: str
+    fields: dict  # the worker's result plus the environment's facts, or a record's fields as they are
+    key: str | None = None  # result key; None: nothing to compare (skipped or error before running)
+    result_dir: Path | None = None
+    reused: bool = False
+
+
+@dataclass
+class UnitResult:
+    outcomes: list[CellOutcome]
+    log: Path | None = None  # the worker's / container's own output, when a worker ran
+    seconds: float = 0.0
+
+
+# `with lease(needs_gpu) as gpu:` — the GPU index this unit may use (None: no GPU), held while its
+# cells run: the local executor's pool of the host's GPUs, or the GPU Ray gave the task.
+GpuLease = Callable[[bool], AbstractContextManager]
+
+
+def unit_recorded(unit: EnvironmentUnit, status: str, reason: str, node: str | None = None) -> UnitResult:
+    """Every cell of the unit recorded with one status and reason (skipped here, a lost node)."""
+    return UnitResult([CellOutcome(p.cell.cell_id, {"status": status, "error": reason, "node": node})
+                       for p in unit.cells])
+
+
+def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], None],
+             node: str = NODE) -> UnitResult:
+    """`node`: where this runs, as the records will say."""
+    started = time.perf_counter()
+    if not unit.worker_home.is_dir():
+        return unit_recorded(unit, "error", f"{unit.cache_dir} is not visible on node {node}: the cache folder "
+                                           "must be on storage every node mounts at the same path", node)
+    # Another run on this cache running these cells now: wait for it, then reuse what it stored.
+    with cache_lock(unit.cache_dir, f"env-{unit.name}"):
+        result = _set_up_and_run(unit, lease, on_event, node)
+    result.seconds = round(time.perf_counter() - started, 2)
+    return result
+
+
+def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], None], node: str) -> UnitResult:
+    envdef = unit.envdef
+    on_event({"event": "setup", "env": envdef.name})
+    try:
+        backend = open_backend(envdef, unit.cache_dir, unit.worker_home, unit.run_id)
+        # Parts of one environment (per GPU model, on other nodes) share its venv or image build.
+        with cache_lock(unit.cache_dir, f"prepare-{envdef.name}"):
+            backend.prepare()
+    except EnvironmentUnavailable as exc:
+        return unit_recorded(unit, "skipped", str(exc), node)
+    facts = {**backend.facts(), "node": node}
+    with lease(envdef.gpu) as gpu:  # after set-up: an image pull holds no GPU
+        outcomes, jobs = _outcomes_and_jobs(unit, backend.fingerprint(), facts, gpu)
+        if not jobs:
+            return UnitResult(outcomes)
+        raws, log = run_environment(backend, envdef, [job for job, _ in jobs], unit.cache_dir, unit.timeout_s, gpu,
+                                    on_event, unit.cell_jobs, unit.name)
+    outcomes += [CellOutcome(job.cell.cell_id, {**raws[job.cell.cell_id], **facts}, key, job.result_dir)
+                 for job, key in jobs]
+    return UnitResult(outcomes, log=log)
+
+
+def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
+                       gpu: int | None) -> tuple[list[CellOutcome], list[tuple[CellJob, str]]]:
+    """The cells to run now, with their result keys; stored, restricted or broken ones as outcomes."""
+    timing = timing_cache(unit.cache_dir, unit.envdef.name, fingerprint)
+    gpu_name = host_gpus()[gpu] if gpu is not None else None
+    outcomes, jobs = [], []
+    for pending in unit.cells:
+        cell = pending.cell
+        if gpu_name and pending.gpus and not any(fnmatchcase(gpu_name, g) for g in pending.gpus):
+            outcomes.append(CellOutcome(cell.cell_id, {"status": "skipped", "gpu": gpu_name, "node": facts["node"], "error":
+                            f"case runs only on GPUs matching {list(pending.gpus)}; this environment has {gpu_name}"}))
+            continue
+        key = result_key(cell.content_key, fingerprint)
+        directory = result_dir(unit.cache_dir, unit.envdef.name, key)
+        stored = stored_result(directory) if unit.reuse else None
+        if stored:
+            outcomes.append(CellOutcome(cell.cell_id, {**stored, **facts}, key, directory, reused=True))
+            continue
+        try:
+            model = model_for_profile(pending.artifacts, pending.profile, unit.envdef.engine)
+        except Exception as exc:
+            error, tail = error_text(exc)
+            outcomes.append(CellOutcome(cell.cell_id, {"status": "error", "node": facts["node"], "log_tail": tail,
+                                                       "error": f"model variant failed: {error}"}))
+            continue
+        shutil.rmtree(directory, ignore_errors=True)  # a cell run again starts from an empty folder
+        jobs.append((CellJob(cell, model, pending.artifacts / INPUTS, pending.profile, directory,
+                             node_types_file(pending.artifacts), timing), key))
+    return outcomes, jobs

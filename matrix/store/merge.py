@@ -1,0 +1,100 @@
+"""One run folder from the shards of a plan (`trtmatrix run --shard I/N` on N machines): their
+results, per-cell files, references and logs under a new run id, as if one run had done it all.
+
+Shards must be all N parts of one plan (the same `plan_key` in their run.json); anything else is
+refused with the reason, since a merged report that silently lacks a part would look complete.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from . import CELLS, REFS, RUN_META, RUNS, _link_or_copy, read_run, write_tables
+
+
+class MergeError(Exception):
+    """The runs given are not the complete shards of one plan."""
+
+
+def _shard_number(meta: dict) -> int:
+    return int(meta["shard"].split("/")[0])
+
+
+def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
+    """The shards with their run.json, in shard order, after checking they make one whole plan."""
+    metas = []
+    for run_dir in run_dirs:
+        meta = json.loads((run_dir / RUN_META).read_text())
+        if "shard" not in meta:
+            raise MergeError(f"{run_dir.name} is not a shard (it was not run with --shard I/N)")
+        metas.append({**meta, "run_id": run_dir.name})
+    plans = {m.get("plan_key") for m in metas}
+    if len(plans) > 1:
+        first = metas[0]
+        other = next(m for m in metas if m.get("plan_key") != first.get("plan_key"))
+        raise MergeError(f"shards of different plans: {first['run_id']} (shard {first['shard']}) and {other['run_id']} "
+                         f"(shard {other['shard']}) ran different cells or cell contents (matrix file, cases, "
+                         "environments or trtmatrix differ)")
+    counts = {m["shard"].split("/")[1] for m in metas}
+    if len(counts) > 1:
+        raise MergeError(f"shards of different splits: {', '.join(sorted(m['shard'] for m in metas))}")
+    count = int(counts.pop())
+    given = [_shard_number(m) for m in metas]
+    missing = sorted(set(range(1, count + 1)) - set(given))
+    twice = sorted({i for i in given if given.count(i) > 1})
+    if missing or twice:
+        raise MergeError(f"not the {count} shards of one plan:" + (f" missing {', '.join(f'{i}/{count}' for i in missing)}" if missing else "")
+                         + (f" given twice {', '.join(f'{i}/{count}' for i in twice)}" if twice else ""))
+    return sorted(zip(run_dirs, metas), key=lambda pair: _shard_number(pair[1]))
+
+
+def stage_merged(reports_dir: Path, run_id: str, run_dirs: list[Path], order: list[str]) -> tuple[Path, pd.DataFrame]:
+    """`<run-id>.partial` with every shard's cells, rows in `order` (cell ids of the plan; others
+    last); finish it with report.publish.publish_staged."""
+    parts = shards(run_dirs)
+    position = {cell_id: i for i, cell_id in enumerate(order)}
+    frame = pd.concat([read_run(folder) for folder, _ in parts], ignore_index=True).assign(run_id=run_id)
+    rank = frame["cell_id"].map(lambda cell_id: position.get(cell_id, len(position)))
+    frame = frame.iloc[rank.argsort(kind="stable")].reset_index(drop=True)
+    tmp = reports_dir / RUNS / f"{run_id}.partial"
+    try:
+        for folder, meta in parts:
+            _add_files(folder, tmp, _shard_number(meta))
+        write_tables(tmp, frame)
+        (tmp / RUN_META).write_text(json.dumps(_merged_meta(run_id, [meta for _, meta in parts]), indent=1))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return tmp, frame
+
+
+def _add_files(shard: Path, merged: Path, index: int) -> None:
+    """Cells and references are named by content, so the same name is the same file; environment
+    logs of an environment split over shards are kept apart."""
+    for kind in (CELLS, REFS, "envs"):
+        (merged / kind).mkdir(parents=True, exist_ok=True)
+        for entry in (shard / kind).iterdir() if (shard / kind).is_dir() else ():
+            target = merged / kind / entry.name
+            if kind == "envs" and target.exists():
+                target = target.with_name(f"{entry.stem}.shard{index}{entry.suffix}")
+            if target.exists():
+                continue
+            if entry.is_dir():  # a shard written in the folder-per-cell layout
+                shutil.copytree(entry, target, copy_function=_link_or_copy)
+            else:
+                _link_or_copy(entry, target)
+
+
+def _merged_meta(run_id: str, metas: list[dict]) -> dict:
+    seconds, environments = {}, []
+    for meta in metas:
+        seconds.update(meta.get("environment_seconds", {}))
+        environments += [e for e in meta.get("environments", []) if e not in environments]
+    return {"run_id": run_id, "started": min(m["started"] for m in metas), "finished": max(m["finished"] for m in metas),
+            "host": ", ".join(dict.fromkeys(m.get("host", "?") for m in metas)), "config": metas[0].get("config"),
+            "environments": environments, "environment_seconds": seconds, "plan_key": metas[0].get("plan_key"),
+            "merged_from": [f"{m['run_id']} (shard {m['shard']})" for m in metas], "trtmatrix": metas[0].get("trtmatrix")}

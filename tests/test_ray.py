@@ -1,0 +1,122 @@
+"""The matrix on a Ray cluster for real: a local cluster of three Ray nodes on this host (a head
+that takes no tasks, an "L4" node and an "A100" node declaring those GPU models and Docker as
+custom resources), onnxruntime environments in venvs and a container, against the local executor.
+
+CI sets TRTMATRIX_REQUIRE_RAY=1, so a missing Ray fails there instead of skipping.
+"""
+
+import os
+import subprocess
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from conftest import PROFILES, make_tiny_model, tiny_case
+from matrix.plan import build_plan
+from matrix.run import MatrixRun
+from matrix.store import list_runs, read_run
+from test_reports_cli import cli
+
+pytestmark = pytest.mark.ray
+
+if os.environ.get("TRTMATRIX_REQUIRE_RAY") != "1":
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install '.[ray]'")
+import ray  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from matrix.executors.ray_cluster import RayExecutor  # noqa: E402
+
+SMALL_STORE = 80 * 2**20  # each node's object store: results are small, the host has 2 cores
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": SMALL_STORE})
+    nodes = {model: cluster.add_node(num_cpus=4, resources={f"gpu:{model}": 1, "docker": 1},
+                                     object_store_memory=SMALL_STORE) for model in ("L4", "A100")}
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    ids = {model: next(n["NodeID"] for n in ray.nodes() if n["Alive"] and f"gpu:{model}" in n["Resources"])
+           for model in nodes}
+    yield cluster, nodes, ids
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def cases(tmp_path, hang: bool = False) -> str:
+    """`tiny` anywhere; `on_l4` only on L4 GPUs; `on_h100` only on H100s, which no node has."""
+    body = PROFILES + ('[profiles.hang]\ninject = "hang"\n' if hang else "")
+    for name, gpus, profiles in (("tiny", None, ("fp32", "fp16", "hang") if hang else ("fp32", "fp16")),
+                                 ("on_l4", "*L4*", ("fp32", "hang") if hang else ("fp32",)),
+                                 ("on_h100", "*H100*", ("fp32",))):
+        (tmp_path / name).mkdir()
+        body += tiny_case(*make_tiny_model(tmp_path / name), profiles).replace("[cases.tiny]", f"[cases.{name}]")
+        body += f'gpus = ["{gpus}"]\n' if gpus else ""
+    return body
+
+
+def containers() -> list[str]:
+    return subprocess.run(["docker", "ps", "-aq", "--filter", "label=trtmatrix=worker"], capture_output=True,
+                          text=True).stdout.split()
+
+
+@pytest.mark.docker
+def test_the_matrix_runs_through_ray_with_the_statuses_of_a_local_run(cluster, write_matrix, tmp_path, docker_client):
+    _, _, ids = cluster
+    config = write_matrix(cases(tmp_path), environments=("ort-1.17", "ort-1.32", "ort-1.32-docker"))
+    local = MatrixRun(build_plan(config)).judge().set_index("cell_id")
+
+    done = cli("run", "-c", str(config), "--ray", ray.get_runtime_context().gcs_address, "--no-reuse")
+    assert done.returncode == 0, done.stderr
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    ran = read_run(run_dir).set_index("cell_id")
+    assert not ran["reused"].any()
+
+    away = ran[ran["case"] != "on_h100"]
+    pd.testing.assert_series_equal(away["status"], local.loc[away.index, "status"])
+    assert (away["status"] == "pass").all()
+    nodes = {model: f"(Ray node {node_id[:8]})" for model, node_id in ids.items()}
+    assert ran.loc[ran["case"] == "on_l4", "node"].str.endswith(nodes["L4"]).all()
+    assert away["node"].str.endswith(tuple(nodes.values())).all()  # every cell ran on a worker node
+
+    h100 = ran[ran["case"] == "on_h100"]
+    assert (h100["status"] == "skipped").all()
+    assert h100["error"].str.contains(r"GPUs matching \['\*H100\*'\]; no node of the Ray cluster").all()
+    assert "Ray node" in (run_dir / "report.html").read_text()
+    assert containers() == []
+
+
+@pytest.mark.docker
+def test_a_node_killed_mid_run_loses_no_records_and_leaves_no_container(cluster, write_matrix, tmp_path, docker_client):
+    head, nodes, ids = cluster
+    config = write_matrix(cases(tmp_path, hang=True), environments=("ort-1.32", "ort-1.32-docker"), timeout_s=20)
+    plan = build_plan(config)
+    run = MatrixRun(plan, reuse=False, executor=RayExecutor(ray.get_runtime_context().gcs_address))
+    frame = {}
+    thread = threading.Thread(target=lambda: frame.update(judged=run.judge()))
+    started = time.time()
+    thread.start()
+    # Kill the L4 node while its parts of the run hang in their `hang` cells (timeout_s 20).
+    jobs = [plan.path("cache_dir") / "jobs" / f"{env}@L4.json" for env in plan.envs]
+    while time.time() < started + 120 and not all(j.is_file() and j.stat().st_mtime > started for j in jobs):
+        time.sleep(0.5)
+    time.sleep(3)
+    head.remove_node(nodes["L4"], allow_graceful=False)
+    thread.join(timeout=180)
+    assert not thread.is_alive()
+    judged = frame["judged"].set_index("cell_id")
+    assert sorted(judged.index) == sorted(c.cell_id for c in plan.cells)  # a record for every cell
+    assert judged["status"].notna().all()
+    on_l4 = judged[judged["case"] == "on_l4"]
+    assert (on_l4["status"] == "error").all()
+    assert on_l4["error"].str.contains("no live node of the Ray cluster has gpu:L4 any more").all()
+    assert (judged.loc[judged["case"] == "on_h100", "status"] == "skipped").all()
+    # `tiny` anywhere: on the A100 node, or run again there when the L4 node died under it.
+    tiny = judged[judged["case"] == "tiny"]
+    assert tiny["node"].str.endswith(f"(Ray node {ids['A100'][:8]})").all()
+    for env in plan.envs:
+        assert tiny.loc[f"tiny/fp32/{env}", "status"] == "pass"
+        assert tiny.loc[f"tiny/hang/{env}", "status"] == "timeout"
+    assert containers() == []

@@ -1,0 +1,82 @@
+"""`run --shard I/N` and `merge`: N CI jobs, each one part of the plan, put together as one run
+equal to the unsharded run cell by cell — through the real command line."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import PROFILES, make_tiny_model, tiny_case
+from matrix.plan import build_plan, shard_plan
+from matrix.store import list_runs, read_run
+from test_reports_cli import cli
+
+ENVS = ("ort-1.17", "ort-1.32", "trt-8.6")  # trt-8.6: skipped here, a status like any other
+
+
+@pytest.fixture
+def matrix(write_matrix, tmp_path):
+    for name in "abc":
+        (tmp_path / name).mkdir()
+    first, second = make_tiny_model(tmp_path / "a"), make_tiny_model(tmp_path / "b", seed=1)
+    body = PROFILES + tiny_case(*first, ("fp32", "fp16")) + tiny_case(*second, ("fp32", "fp16")).replace("tiny]", "tiny2]")
+    return write_matrix(body, environments=ENVS)
+
+
+def test_shards_partition_the_plan_by_environment_and_balance_it(matrix):
+    plan = build_plan(matrix)
+    for count in (1, 2, 3, 4, 7):
+        parts = [shard_plan(plan, i, count).cells for i in range(1, count + 1)]
+        ids = [c.cell_id for part in parts for c in part]
+        assert sorted(ids) == sorted(c.cell_id for c in plan.cells)  # every cell exactly once
+        assert parts == [shard_plan(plan, i, count).cells for i in range(1, count + 1)]  # deterministic
+        sizes = [len(p) for p in parts]
+        assert max(sizes) - min(sizes) <= len(plan.cells) // len(ENVS)  # at most one environment apart
+        if count <= len(ENVS):  # environments are not split while there are enough of them
+            assert all(sum(any(c.env == env for c in p) for p in parts) == 1 for env in ENVS)
+
+
+def test_merged_shards_equal_the_unsharded_run(matrix, tmp_path):
+    assert cli("run", "-c", str(matrix)).returncode == 0
+    whole = read_run(list_runs(tmp_path / "reports")[-1])
+    for shard in ("1/2", "2/2"):
+        done = cli("run", "-c", str(matrix), "--shard", shard, "--no-reuse")
+        assert done.returncode == 0, done.stderr
+    shards = list_runs(tmp_path / "reports")[-2:]
+    assert [json.loads((s / "run.json").read_text())["shard"] for s in shards] == ["1/2", "2/2"]
+    assert 0 < len(read_run(shards[0])) < len(whole)
+
+    merged = cli("merge", "-c", str(matrix), *[s.name for s in shards])
+    assert merged.returncode == 0, merged.stderr
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    assert str(run_dir / "report.html") in merged.stdout
+    together = read_run(run_dir)
+    assert list(together["cell_id"]) == list(whole["cell_id"])  # the plan's order, not shard by shard
+    pd.testing.assert_frame_equal(together[["cell_id", "status"]], whole[["cell_id", "status"]])
+    assert together["max_abs"].tolist() == pytest.approx(whole["max_abs"].tolist(), nan_ok=True)
+    assert (together["run_id"] == run_dir.name).all()
+    # One whole run: every cell's outputs and reference there, the index lists it, re-judging works.
+    assert len(list((run_dir / "cells").glob("*.npz"))) == together["outputs"].ne("[]").sum()
+    assert run_dir.name in (tmp_path / "reports" / "index.html").read_text()
+    assert cli("report", run_dir.name, "-c", str(matrix)).returncode == 0
+
+
+def test_merge_refuses_what_is_not_all_shards_of_one_plan(matrix, write_matrix, tmp_path):
+    assert cli("run", "-c", str(matrix), "--shard", "1/2").returncode == 0
+    first = list_runs(tmp_path / "reports")[-1]
+    missing = cli("merge", "-c", str(matrix), first.name)
+    assert missing.returncode == 2 and "missing 2/2" in missing.stderr
+
+    other = write_matrix(PROFILES + tiny_case(*make_tiny_model(tmp_path / "c", seed=2)), environments=ENVS,
+                         name="other.toml")
+    assert cli("run", "-c", str(other), "--shard", "2/2").returncode == 0
+    second = list_runs(tmp_path / "reports")[-1]
+    different = cli("merge", "-c", str(matrix), first.name, second.name)
+    assert different.returncode == 2 and "shards of different plans" in different.stderr
+    assert list_runs(tmp_path / "reports")[-1] == second  # nothing written
+
+    unsharded = cli("run", "-c", str(matrix), "--env", "trt-8.6")
+    assert unsharded.returncode == 0
+    refused = cli("merge", "-c", str(matrix), first.name, list_runs(tmp_path / "reports")[-1].name)
+    assert refused.returncode == 2 and "is not a shard" in refused.stderr
+    assert cli("run", "-c", str(matrix), "--shard", "3/2").returncode == 2
