@@ -232,7 +232,9 @@ def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
 
 @app.command()
 def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids, id prefixes or run folders.")],
-          config: ConfigOpt = Path("matrix.toml")) -> None:
+          config: ConfigOpt = Path("matrix.toml"),
+          junit_xml: Annotated[Optional[Path], typer.Option(help="Also write the merged cells as JUnit XML here.")] = None,
+          ) -> None:
     """Put the N shards of a sharded run (`run --shard I/N`) together as one new run in the matrix
     file's reports folder — the newest, with results, report, index and history. Refuses runs
     that are not all N shards of one plan."""
@@ -249,6 +251,10 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
     except MergeError as exc:
         _fail(str(exc))
     run_dir = publish_staged(staged, frame)
+    if junit_xml:
+        from .report.junit import write_junit
+
+        write_junit(frame, junit_xml, run_dir.name)
     typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards")
     typer.echo(str(run_dir / REPORT))
 

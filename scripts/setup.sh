@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up trtmatrix on a fresh machine: a virtualenv in .venv with the pinned CPU build of
 # PyTorch installed FIRST (an unpinned torch would pull gigabytes of CUDA wheels), then the
-# package itself with its test dependencies. Safe to run again: it only adds what is missing.
+# package itself with its test dependencies and the ray extra (the Ray executor's tests).
+# Safe to run again: it only adds what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +12,7 @@ TORCH_PIN=torch==2.13.0
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "$TORCH_PIN"
-.venv/bin/python -m pip install --quiet -e '.[test]'
+.venv/bin/python -m pip install --quiet -e '.[test,ray]'
 .venv/bin/python - <<'PY'
 import torch, onnxruntime, transformers
 print(f"trtmatrix ready: torch {torch.__version__}, onnxruntime {onnxruntime.__version__} (host), "

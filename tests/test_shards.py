@@ -2,6 +2,8 @@
 equal to the unsharded run cell by cell — through the real command line."""
 
 import json
+import shutil
+import xml.etree.ElementTree as ET
 
 import pandas as pd
 import pytest
@@ -46,8 +48,11 @@ def test_merged_shards_equal_the_unsharded_run(matrix, tmp_path):
     assert [json.loads((s / "run.json").read_text())["shard"] for s in shards] == ["1/2", "2/2"]
     assert 0 < len(read_run(shards[0])) < len(whole)
 
-    merged = cli("merge", "-c", str(matrix), *[s.name for s in shards])
+    # As a CI merge job has them: run folders downloaded elsewhere, given by path.
+    downloaded = [shutil.copytree(s, tmp_path / "downloaded" / f"shard-{i}") for i, s in enumerate(shards)]
+    merged = cli("merge", "-c", str(matrix), *map(str, downloaded), "--junit-xml", str(tmp_path / "junit.xml"))
     assert merged.returncode == 0, merged.stderr
+    assert len(list(ET.parse(tmp_path / "junit.xml").getroot().iter("testcase"))) == len(whole)
     run_dir = list_runs(tmp_path / "reports")[-1]
     assert str(run_dir / "report.html") in merged.stdout
     together = read_run(run_dir)

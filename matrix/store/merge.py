@@ -31,7 +31,7 @@ def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
         meta = json.loads((run_dir / RUN_META).read_text())
         if "shard" not in meta:
             raise MergeError(f"{run_dir.name} is not a shard (it was not run with --shard I/N)")
-        metas.append({**meta, "run_id": run_dir.name})
+        metas.append({"run_id": run_dir.name, **meta})
     plans = {m.get("plan_key") for m in metas}
     if len(plans) > 1:
         first = metas[0]
