@@ -12,7 +12,8 @@ Artifacts and results travel through the cache folder, which every node must mou
 path (unit.py checks it and says so); what comes back through Ray is each cell's small result.
 A node that dies: Ray runs its task again elsewhere (MAX_RETRIES; cells it had finished are in the
 cache and reused) or, when no live node has what the task asks for, its cells become `error` with
-that reason. Ctrl-C cancels every task (each stops its worker and container on the way out).
+that reason. Ctrl-C cancels every task; at the end every live node with Docker removes the
+containers whose task died (cancelled, or killed with its node).
 
 Run for real here on a local multi-node cluster (tests/test_ray.py) with onnxruntime environments;
 the GPU resource path has not run on real GPUs from this repository.
@@ -21,6 +22,7 @@ the GPU resource path has not run on real GPUs from this repository.
 from __future__ import annotations
 
 import logging
+import socket
 from contextlib import contextmanager
 from dataclasses import replace
 from fnmatch import fnmatchcase
@@ -32,7 +34,9 @@ from .unit import NODE, EnvironmentUnit, UnitResult, run_unit, unit_recorded
 INSTALL_HINT = "--ray needs Ray: pip install 'trtmatrix[ray]'"
 MAX_RETRIES = 2  # a task whose node died runs again on another node this many times
 POLL_S = 2.0  # how often lost nodes are looked for while tasks run
-CANCEL_GRACE_S = 30  # Ctrl-C: how long tasks get to stop their workers before they are killed
+CANCEL_GRACE_S = 5  # Ctrl-C: how long tasks get to stop their workers before they are killed
+CLEAN_TIMEOUT_S = 60
+CONNECT_TIMEOUT_S = 5
 TINY = 0.001  # a custom resource asked for as a label: many tasks at once on a node that has it
 Done = Callable[[EnvironmentUnit, UnitResult], None]
 
@@ -55,6 +59,17 @@ def _ray_gpu(needed: bool) -> Iterator[int | None]:
     yield int(ray.get_gpu_ids()[0]) if needed else None
 
 
+def _check_reachable(address: str) -> None:
+    """ConnectionError at once when nothing listens at host:port (ray.init would wait minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not (host and port.isdigit()):
+        return  # "auto": Ray looks the cluster up itself, and says at once when there is none
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConnectionError(exc.strerror or str(exc)) from None
+
+
 class RayExecutor:
     def __init__(self, address: str):
         try:
@@ -63,6 +78,7 @@ class RayExecutor:
             raise ImportError(INSTALL_HINT) from None
         self.ray, self.address = ray, address
         if not ray.is_initialized():
+            _check_reachable(address)
             ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
         self.task = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_remote_unit)
 
@@ -112,8 +128,8 @@ class RayExecutor:
         except BaseException:
             self._cancel(list(running))
             raise
-        finally:  # the containers of tasks killed with their node, where that node was this host
-            remove_left_behind([unit.envdef for unit in units])
+        finally:  # containers of killed tasks (cancelled, or their node died on a host that lives on)
+            self._clean_every_node([unit.envdef for unit in units])
 
     def _collect(self, running: dict, done: Done) -> None:
         ray = self.ray
@@ -137,9 +153,25 @@ class RayExecutor:
                                                             "the cache and the next run reuses them"))
 
     def _cancel(self, refs: list) -> None:
-        """Ctrl-C: tasks are interrupted (each stops its worker and container), then killed."""
+        """Ctrl-C: tasks are interrupted (each stops its worker and container on the way out),
+        then killed: a task blocked reading a silent worker is not interrupted by Ray."""
+        if not refs:
+            return
         for ref in refs:
             self.ray.cancel(ref)
         _, left = self.ray.wait(refs, num_returns=len(refs), timeout=CANCEL_GRACE_S)
         for ref in left:
             self.ray.cancel(ref, force=True)
+        self.ray.wait(left, num_returns=len(left), timeout=CANCEL_GRACE_S)  # until their processes are gone
+
+    def _clean_every_node(self, envdefs: list) -> None:
+        """remove_left_behind on every live node with Docker: the containers whose starting
+        process is dead, wherever they are."""
+        if not any(e.backend == "docker" for e in envdefs):
+            return
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        clean = self.ray.remote(num_cpus=0)(remove_left_behind)
+        refs = [clean.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                .remote(envdefs) for node in self.ray.nodes() if node["Alive"] and "docker" in node["Resources"]]
+        self.ray.wait(refs, num_returns=len(refs), timeout=CLEAN_TIMEOUT_S)
