@@ -7,15 +7,18 @@ A map of the package (the flow of one run is plan → prepare → execute → co
     report/           what people read: report.html, index/history pages, terminal tables, JUnit,
                       the upgrade view, re-judging a stored run
     investigations/   commands that re-use the run machinery on one cell or row (explain, bisect, precision)
-    executors/        where an environment's cells run (local threads and GPU leases), and the unit
-                      every executor runs: one environment's cells through its worker
+    executors/        where an environment's cells run: this host (threads, GPU leases) or a Ray
+                      cluster (tasks placed by resources), and the unit every executor runs: one
+                      environment's cells set up, looked up in the cache and run through its worker
+    plan.py           cases × parameters × profiles × environments → cells with ids and content
+                      keys; one shard of N of them (CI job matrices)
     prepare/          host-side artifacts per case: ONNX export, float64 reference, FP16 variants,
                       graph checks, keep_fp32 resolution
-    plan.py           cases × parameters × profiles × environments → cells with ids and content keys
     environments/     definitions (images/*.toml), venv and docker backends, images, worker staging, GPUs
     sources/          where cases come from: case files, ONNX files, the known-issue registry
     compare.py        metrics and verdicts against the float64 reference
-    store/            records, run folders, the content-addressed cache layout, hashing
+    store/            records, run folders (and shards merged into one), the content-addressed cache
+                      layout, hashing
     config.py         the matrix file, validated
     case.py           the API that case files import (@case, Export)
     worker/           runs inside each environment; imports nothing of the rest (stdlib + numpy + engine)

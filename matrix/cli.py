@@ -23,6 +23,9 @@ ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="The matrix file
 CasesOpt = Annotated[Optional[list[str]], typer.Option("--case", help="Only this case (repeatable).")]
 EnvsOpt = Annotated[Optional[list[str]], typer.Option("--env", help="Only this environment (repeatable).")]
 CellsOpt = Annotated[Optional[list[str]], typer.Option("--cell", help="Only this cell id (repeatable).")]
+ShardOpt = Annotated[Optional[str], typer.Option(
+    metavar="I/N", help="Only the I-th of N balanced parts of the plan (CI job matrices); "
+                        "`trtmatrix merge` puts the N runs together.")]
 RunArg = Annotated[Optional[str], typer.Argument(help="Run id, id prefix or run folder (default: the newest run).")]
 
 # Exit statuses (README, "Exit status"); a run stopped by a signal exits 128 + its number.
@@ -71,12 +74,14 @@ def _plan(config: Path, cases=None, envs=None, cells=None):
 
 @app.command()
 def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: EnvsOpt = None,
-         cell: CellsOpt = None) -> None:
+         cell: CellsOpt = None, shard: ShardOpt = None) -> None:
     """Print the cells a run would execute, without running or writing anything."""
     from .environments import planned_fingerprints
     from .store.cache import result_dir, result_key, stored_result
 
     the_plan = _plan(config, case, env, cell)
+    if shard:
+        the_plan = _shard(the_plan, shard)
     cache = the_plan.path("cache_dir")
     fingerprints = planned_fingerprints(list(the_plan.envs.values()))
     for cell in the_plan.cells:
@@ -100,9 +105,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         ray: Annotated[Optional[str], typer.Option(
             "--ray", metavar="ADDRESS", help="Run the environments on this Ray cluster ('auto', host:port, "
                                              "ray://host:10001); needs the ray extra.")] = None,
-        shard: Annotated[Optional[str], typer.Option(
-            metavar="I/N", help="Run only the I-th of N balanced parts of the plan (CI job matrices); "
-                                "`trtmatrix merge` puts the N runs together.")] = None,
+        shard: ShardOpt = None,
         ) -> None:
     """Run the matrix and write reports/runs/<run-id>/. Exit 1 when a cell newly fails compared
     with the previous run (a regression), 0 otherwise."""

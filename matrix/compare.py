@@ -158,12 +158,11 @@ def drift(first: dict[str, np.ndarray], later: dict[int, dict[str, np.ndarray]])
     return largest, (min(later) if later else None)
 
 
-def load_runs(outputs: Path) -> tuple[dict[str, np.ndarray], dict[int, dict[str, np.ndarray]]]:
+def load_runs(outputs: Path, repeats: Path) -> tuple[dict[str, np.ndarray], dict[int, dict[str, np.ndarray]]]:
     """The first run's outputs, and {run index: outputs} of the later runs that differed."""
     with np.load(outputs) as data:
         first = dict(data)
     later: dict[int, dict[str, np.ndarray]] = {}
-    repeats = outputs.with_name(REPEATS)
     if repeats.is_file():
         with np.load(repeats) as data:
             for key in data.files:
@@ -199,11 +198,12 @@ def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.nda
 
 
 def compare_files(outputs: Path, reference: Path, atol: float, rtol: float,
-                  accept: Acceptance | None = None) -> tuple[str, dict]:
+                  accept: Acceptance | None = None, repeats: Path | None = None) -> tuple[str, dict]:
     """Verdict and record fields (worst metrics, drift, per-output metrics as JSON) from stored
     .npz files: the same judgement after a run and when `trtmatrix report` re-judges a stored one.
-    With an acceptance rule the rule gives the verdict; atol/rtol still give the metrics."""
-    first, later = load_runs(outputs)
+    With an acceptance rule the rule gives the verdict; atol/rtol still give the metrics.
+    `repeats`: the later runs that differed (default: the worker's file beside `outputs`)."""
+    first, later = load_runs(outputs, repeats or outputs.with_name(REPEATS))
     with np.load(reference) as data:
         ref = dict(data)
     runs = [first, *later.values()]

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import PROFILES, REPO, tiny_case
-from matrix.store import CSV, JSON, list_runs, read_run
+from matrix.store import CELL_FILES, CSV, JSON, list_runs, read_run
 
 CELL = "tiny/fp16/ort-1.32"
 
@@ -102,10 +102,14 @@ def test_report_re_judges_a_run_written_in_the_older_folder_per_cell_layout(proj
     config = project(fp16_atol=1e-9)
     assert cli("run", "-c", str(config)).returncode == 0
     run_dir = list_runs(tmp_path / "reports")[-1]
-    for kind, name in (("cells", "outputs.npz"), ("refs", "reference.npz")):
-        for flat in (run_dir / kind).glob("*.npz"):
-            (run_dir / kind / flat.stem).mkdir()
-            flat.rename(run_dir / kind / flat.stem / name)
+    names = {suffix: name for name, suffix in CELL_FILES.items()}
+    for flat in list((run_dir / "cells").iterdir()):
+        key, _, suffix = flat.name.partition(".")
+        (run_dir / "cells" / key).mkdir(exist_ok=True)
+        flat.rename(run_dir / "cells" / key / names["." + suffix])
+    for flat in (run_dir / "refs").glob("*.npz"):
+        (run_dir / "refs" / flat.stem).mkdir()
+        flat.rename(run_dir / "refs" / flat.stem / "reference.npz")
     assert status(run_dir) == "fail"
     assert cli("report", run_dir.name, "-c", str(project(fp16_atol=1e-2))).returncode == 0
     assert status(run_dir) == "pass"

@@ -15,9 +15,9 @@ from conftest import PROFILES
 from matrix.environments.gpus import host_gpus
 from matrix.plan import build_plan
 from matrix.run import MatrixRun
-from matrix.store import JSONL, PARQUET, REPORT, cell_outputs
+from matrix.store import JSONL, PARQUET, REPORT, cell_file
 from matrix.store.cache import result_dir
-from matrix.worker.files import RESULT
+from matrix.worker.files import OUTPUTS, RESULT
 
 REQUIRED_COLUMNS = {
     "run_id", "cell_id", "case", "params", "profile", "env", "engine", "engine_version", "status",
@@ -107,7 +107,7 @@ def test_metrics_match_an_independent_computation(fault_run, env):
     expected = independent_reference(model, inputs)
     for profile in ("fp32", "fp16"):
         row = cell(frame, profile, env)
-        with np.load(cell_outputs(run_dir, row.content_key)) as out:
+        with np.load(cell_file(run_dir, row.content_key, OUTPUTS)) as out:
             diff = np.abs(out["y"].astype(np.float64) - expected)
         assert row.max_abs == pytest.approx(diff.max(), rel=1e-9, abs=1e-15)
         assert row.mismatch_frac == pytest.approx(np.mean(diff > row.atol + row.rtol * np.abs(expected)))

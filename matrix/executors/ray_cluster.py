@@ -42,11 +42,9 @@ Done = Callable[[EnvironmentUnit, UnitResult], None]
 
 
 def _remote_unit(unit: EnvironmentUnit) -> UnitResult:
-    """Runs on the node Ray chose; removes this host's leftovers of dead runs first (a task
-    killed with its node leaves its container)."""
+    """Runs on the node Ray chose."""
     import ray
 
-    remove_left_behind([unit.envdef])
     node = f"{NODE} (Ray node {ray.get_runtime_context().get_node_id()[:8]})"
     return run_unit(unit, _ray_gpu, lambda event: None, node)
 
@@ -57,6 +55,11 @@ def _ray_gpu(needed: bool) -> Iterator[int | None]:
     import ray
 
     yield int(ray.get_gpu_ids()[0]) if needed else None
+
+
+def _missing(resources: dict, gpu: bool, live: set[str]) -> list[str]:
+    """What a task asks for that no live node has."""
+    return [r for r in resources if r not in live] + (["GPU"] if gpu and "GPU" not in live else [])
 
 
 def _check_reachable(address: str) -> None:
@@ -107,7 +110,7 @@ class RayExecutor:
                                    "--resources '{\"gpu:<model>\": 1}')"))
                     continue
                 resources[f"gpu:{model}"], name = TINY, f"{unit.name}@{model}"
-            missing = [r for r in resources if r not in live] + (["GPU"] if unit.envdef.gpu and "GPU" not in live else [])
+            missing = _missing(resources, unit.envdef.gpu, live)
             part = replace(unit, name=name, cells=tuple(cells))
             placed.append((part, f"no node of the Ray cluster at {self.address} has {' or '.join(missing)}"
                            if missing else resources))
@@ -144,7 +147,7 @@ class RayExecutor:
                                                             f"{str(exc).splitlines()[0] if str(exc) else ''}"))
             live = self._live_resources()
             for ref, (part, resources) in list(running.items()):
-                lost = [r for r in resources if r not in live] + (["GPU"] if part.envdef.gpu and "GPU" not in live else [])
+                lost = _missing(resources, part.envdef.gpu, live)
                 if lost:  # Ray would wait for such a node forever
                     ray.cancel(ref, force=True)
                     running.pop(ref)

@@ -113,7 +113,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     # The GPU filter picks environment columns by what they ran on (skipped environments: "no GPU").
     devices = {env: gpus.get(env, "no GPU") for env in envs}
     # Where each environment ran, shown when that is not only the host that ran the matrix (Ray).
-    ran_on = {env: sorted(group["node"].dropna().unique()) for env, group in frame.groupby("env")}
+    ran_on = {env: sorted(group["node"].dropna().unique()) for env, group in frame.groupby("env")} if "node" in frame else {}
     away = any(set(n) - {run.get("host")} for n in ran_on.values())
     nodes = {env: ran_on.get(env, []) if away else [] for env in envs}
     config = run.get("config", "matrix.toml")

@@ -1,8 +1,9 @@
 """Re-apply tolerances and known issues to a stored run, without running anything again.
 
-Every cell that produced outputs keeps them (cells/<key>.npz) and the run keeps the
-float64 references (refs/<artifact>.npz), so a changed tolerance in matrix.toml or a
-new entry in known_issues.toml gives new verdicts from the same measurements.
+Every cell that produced outputs keeps them (cells/<key>.npz, and cells/<key>.repeats.npz where
+later inferences differed) and the run keeps the float64 references (refs/<artifact>.npz), so a
+changed tolerance in matrix.toml or a new entry in known_issues.toml gives new verdicts from the
+same measurements.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pandas as pd
 from ..compare import compare_files
 from ..config import MatrixConfig
 from ..sources.known_issues import KnownIssue, apply_known_issues
-from ..store import cell_outputs, run_reference
+from ..store import cell_file, run_reference
+from ..worker.files import OUTPUTS, REPEATS
 
 JUDGED = {"pass", "fail"}
 
@@ -22,7 +24,8 @@ JUDGED = {"pass", "fail"}
 def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:
     frame = frame.copy()
     for index, row in frame[frame["verdict"].isin(JUDGED)].iterrows():
-        outputs, reference = cell_outputs(run_dir, str(row["content_key"])), run_reference(run_dir, str(row["artifact"]))
+        key = str(row["content_key"])
+        outputs, reference = cell_file(run_dir, key, OUTPUTS), run_reference(run_dir, str(row["artifact"]))
         if not (outputs.is_file() and reference.is_file()):
             continue
         known = row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles
@@ -31,7 +34,8 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tu
         tol = config.tolerance(row["case"], row["profile"]) if known and not own else None
         atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
         verdict, judged = compare_files(outputs, reference, atol, rtol,
-                                        config.acceptance(row["case"], row["profile"]) if known else None)
+                                        config.acceptance(row["case"], row["profile"]) if known else None,
+                                        cell_file(run_dir, key, REPEATS))
         for key, value in {**judged, "atol": atol, "rtol": rtol, "verdict": verdict}.items():
             frame.at[index, key] = value
     frame["status"] = frame["verdict"]

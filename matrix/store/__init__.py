@@ -18,13 +18,15 @@ from typing import Callable
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ..worker.files import LOG, OUTPUTS
+from ..worker.files import LOG, OUTPUTS, REPEATS
 from .locks import is_free, run_lock
 from .records import COLUMNS
 
 RUNS = "runs"
 PARQUET, JSONL, CSV, JSON, REPORT = "results.parquet", "results.jsonl", "results.csv", "results.json", "report.html"
 REFS, CELLS = "refs", "cells"
+# What a run folder keeps of each cell's result folder, as cells/<key><suffix>.
+CELL_FILES = {OUTPUTS: ".npz", REPEATS: ".repeats.npz", LOG: ".log"}
 RUN_META = "run.json"
 EXPORTS = {"parquet": PARQUET, "jsonl": JSONL, "csv": CSV, "json": JSON}
 
@@ -103,7 +105,7 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
     # Flat folders, a link per file: a run of thousands of cells is written in a few thousand
     # file-system operations, not tens of thousands (a folder per cell cost 0.4-1.5 s per 1,500).
     for directory in set(result_dirs.values()):
-        for name, suffix in ((OUTPUTS, ".npz"), (LOG, ".log")):
+        for name, suffix in CELL_FILES.items():
             if (directory / name).is_file():
                 _link_or_copy(directory / name, tmp / CELLS / f"{directory.name}{suffix}")
     for env, log in env_logs.items():  # the worker's / container's own output, per environment
@@ -115,10 +117,11 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
     (tmp / RUN_META).write_text(json.dumps(meta, indent=1))
 
 
-def cell_outputs(run_dir: Path, content_key: str) -> Path:
-    """A cell's outputs in a run folder; runs written before the flat layout kept cells/<key>/."""
-    flat = run_dir / CELLS / f"{content_key[:24]}.npz"
-    return flat if flat.is_file() else run_dir / CELLS / content_key[:24] / OUTPUTS
+def cell_file(run_dir: Path, content_key: str, name: str) -> Path:
+    """A file of a cell's result (OUTPUTS, REPEATS, LOG) in a run folder; runs written before the
+    flat layout kept a folder per cell, cells/<key>/<name>."""
+    flat = run_dir / CELLS / f"{content_key[:24]}{CELL_FILES[name]}"
+    return flat if flat.is_file() else run_dir / CELLS / content_key[:24] / name
 
 
 def run_reference(run_dir: Path, artifact: str) -> Path:
