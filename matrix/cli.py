@@ -258,8 +258,9 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
         from .report.junit import write_junit
 
         write_junit(frame, junit_xml, run_dir.name)
-    typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards")
-    typer.echo(str(run_dir / REPORT))
+    typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards", err=True)
+    typer.echo(f"report: {run_dir / REPORT}", err=True)
+    typer.echo(str(run_dir))  # the last line, as `run` prints it
 
 
 @app.command()

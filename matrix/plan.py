@@ -213,4 +213,5 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
         cells = [cell for cell in cells if cell.cell_id in only_cells]
     known_issues = load_registry(config_path.parent / config.run.cases_dir / REGISTRY)
     check_known_issues(known_issues, config, config_path)
-    return Plan(config, config_path, cases, envs, cells, known_issues)
+    used = {cell.env for cell in cells}  # --env, --case, --cell: only what the cells run in
+    return Plan(config, config_path, cases, {n: e for n, e in envs.items() if n in used}, cells, known_issues)

@@ -7,6 +7,7 @@ CI sets TRTMATRIX_REQUIRE_RAY=1, so a missing Ray fails there instead of skippin
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ from matrix.plan import build_plan
 from matrix.run import MatrixRun
 from matrix.store import list_runs, read_run
 from test_reports_cli import cli
+from test_stops import eventually, workers_of
 
 pytestmark = pytest.mark.ray
 
@@ -70,7 +72,14 @@ def test_the_matrix_runs_through_ray_with_the_statuses_of_a_local_run(cluster, w
     config = write_matrix(cases(tmp_path), environments=("ort-1.17", "ort-1.32", "ort-1.32-docker"))
     local = MatrixRun(build_plan(config)).judge().set_index("cell_id")
 
-    done = cli("run", "-c", str(config), "--ray", ray.get_runtime_context().gcs_address, "--no-reuse")
+    address = ray.get_runtime_context().gcs_address
+    reused = cli("run", "-c", str(config), "--ray", address)  # nothing to run: every result stored here
+    assert reused.returncode == 0, reused.stderr
+    again = read_run(list_runs(tmp_path / "reports")[-1])
+    assert again["reused"].sum() == (again["status"] != "skipped").sum() > 0
+    assert again.loc[again["reused"], "node"].eq(socket.gethostname()).all()  # where they ran, not a Ray node
+
+    done = cli("run", "-c", str(config), "--ray", address, "--no-reuse")
     assert done.returncode == 0, done.stderr
     run_dir = list_runs(tmp_path / "reports")[-1]
     ran = read_run(run_dir).set_index("cell_id")
@@ -142,4 +151,5 @@ def test_a_node_killed_mid_run_loses_no_records_and_leaves_no_container(cluster,
         assert judged.loc[f"tiny/hang/{env}", "status"] in ("timeout", "error")
     finished = judged[judged["status"].isin(["pass", "timeout"])]
     assert finished["node"].str.contains("(Ray node ", regex=False).all()
+    assert eventually(lambda: workers_of(plan.path("cache_dir"))) == []  # no worker or cell outlived its node
     assert containers() == []

@@ -54,7 +54,8 @@ def test_merged_shards_equal_the_unsharded_run(matrix, tmp_path):
     assert merged.returncode == 0, merged.stderr
     assert len(list(ET.parse(tmp_path / "junit.xml").getroot().iter("testcase"))) == len(whole)
     run_dir = list_runs(tmp_path / "reports")[-1]
-    assert str(run_dir / "report.html") in merged.stdout
+    assert merged.stdout.splitlines()[-1] == str(run_dir)  # the last line, as `run` prints it
+    assert "merged from 2 shards" in (run_dir / "report.html").read_text()
     together = read_run(run_dir)
     assert list(together["cell_id"]) == list(whole["cell_id"])  # the plan's order, not shard by shard
     pd.testing.assert_frame_equal(together[["cell_id", "status"]], whole[["cell_id", "status"]])

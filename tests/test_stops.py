@@ -170,3 +170,39 @@ def test_outputs_that_cannot_be_written_are_one_line_and_status_2(write_matrix, 
     assert export.returncode == 2 and export.stderr.count("\n") == 1 and "non-existent directory" in export.stderr
     folder = cli("plan", "-c", str(tmp_path))
     assert folder.returncode == 2 and folder.stderr.count("\n") == 1 and "not a matrix file" in folder.stderr
+
+
+def test_a_supervisor_killed_outright_takes_its_hung_cell_down_and_the_run_says_so(tmp_path, tiny_model):
+    """SIGKILL on the worker's supervisor (the OOM killer, a Ray worker killed with its node): the
+    cell it forked dies with it instead of hanging on, and the run ends with the reason."""
+    cache = tmp_path / "cache"
+    config = matrix_file(tmp_path, cache, BODY + tiny_case(*tiny_model, ("hang",)), environments=("ort-1.32",),
+                         timeout_s=120)
+    run = start(config)
+
+    def supervisor_and_cell():
+        pids = {}
+        for proc in Path("/proc").iterdir():
+            try:
+                cmdline = (proc / "cmdline").read_bytes()
+                parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if str(cache).encode() in cmdline and b"trtmatrix_worker" in cmdline:
+                pids[int(proc.name)] = parent
+        supervisor = next((pid for pid, parent in pids.items() if parent == run.pid), None)
+        cells = [pid for pid, parent in pids.items() if parent == supervisor]
+        return (supervisor, cells[0]) if supervisor and cells else None
+
+    deadline = time.monotonic() + 120
+    while not (found := supervisor_and_cell()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert found, "the hang cell never started"
+    supervisor, cell = found
+    os.kill(supervisor, signal.SIGKILL)
+    assert eventually(lambda: Path(f"/proc/{cell}").exists() and "Z" not in (Path(f"/proc/{cell}/stat").read_text()
+                                                                               .rsplit(")", 1)[1].split()[0])) is False
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr
+    hung = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id").loc["tiny/hang/ort-1.32"]
+    assert hung["status"] == "error" and "worker exited -9" in hung["error"]

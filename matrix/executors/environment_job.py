@@ -31,9 +31,10 @@ class CellJob:
     node_types: Path  # {ONNX node name: op type}, so the worker can select layers by op type
     timing_cache: Path  # one per environment (TensorRT)
 
-    def spec(self, engine: str, timeout_s: float) -> dict:
+    def spec(self, engine: str, timeout_s: float, node: str) -> dict:
         return {
             "cell_id": self.cell.cell_id,
+            "node": node,
             "engine": engine,
             "model": str(self.model),
             "inputs": str(self.inputs),
@@ -52,15 +53,16 @@ def error_text(exc: BaseException) -> tuple[str, str]:
 
 def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path,
                     timeout_s: float, gpu: int | None, on_event: Callable[[dict], None],
-                    cell_jobs: int, name: str) -> tuple[dict[str, dict], Path]:
+                    cell_jobs: int, name: str, node: str) -> tuple[dict[str, dict], Path]:
     """Return ({cell_id: raw result}, the worker's own log). Never raises for a cell's or an
     environment's failure. `cell_jobs` cells run at once (one on a GPU); `name` names the job and
-    log files (the environment, or the part of it one executor task runs)."""
+    log files (the environment, or the part of it one executor task runs); `node` is where this
+    is, kept in each result for the runs that reuse it."""
     job_dir = jobs_folder(cache_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     job_file = job_dir / f"{name}.json"
     job_file.write_text(json.dumps({"env": envdef.name, "cell_jobs": 1 if gpu is not None else cell_jobs,
-                                    "cells": [job.spec(envdef.engine, timeout_s) for job in jobs]}))
+                                    "cells": [job.spec(envdef.engine, timeout_s, node) for job in jobs]}))
     log_path = env_log(cache_dir, name)
     try:
         with running(lambda: backend.start(["run", str(job_file)], log_path, gpu)) as worker:

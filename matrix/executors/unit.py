@@ -110,7 +110,7 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
         if not jobs:
             return UnitResult(outcomes)
         raws, log = run_environment(backend, envdef, [job for job, _ in jobs], unit.cache_dir, unit.timeout_s, gpu,
-                                    on_event, unit.cell_jobs, unit.name)
+                                    on_event, unit.cell_jobs, unit.name, node)
     outcomes += [CellOutcome(job.cell.cell_id, {**raws[job.cell.cell_id], **facts}, key, job.result_dir)
                  for job, key in jobs]
     return UnitResult(outcomes, log=log)
@@ -131,8 +131,9 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
         key = result_key(cell.content_key, fingerprint)
         directory = result_dir(unit.cache_dir, unit.envdef.name, key)
         stored = stored_result(directory) if unit.reuse else None
-        if stored:
-            outcomes.append(CellOutcome(cell.cell_id, {**stored, **facts}, key, directory, reused=True))
+        if stored:  # `node`: where it ran then (results stored before nodes were kept: here)
+            outcomes.append(CellOutcome(cell.cell_id, {**stored, **facts, "node": stored.get("node") or facts["node"]},
+                                        key, directory, reused=True))
             continue
         try:
             model = model_for_profile(pending.artifacts, pending.profile, unit.envdef.engine)

@@ -47,8 +47,9 @@ def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
     missing = sorted(set(range(1, count + 1)) - set(given))
     twice = sorted({i for i in given if given.count(i) > 1})
     if missing or twice:
-        raise MergeError(f"not the {count} shards of one plan:" + (f" missing {', '.join(f'{i}/{count}' for i in missing)}" if missing else "")
-                         + (f" given twice {', '.join(f'{i}/{count}' for i in twice)}" if twice else ""))
+        problems = ([f"missing {', '.join(f'{i}/{count}' for i in missing)}"] if missing else []) + \
+                   ([f"given twice {', '.join(f'{i}/{count}' for i in twice)}"] if twice else [])
+        raise MergeError(f"not the {count} shards of one plan: {'; '.join(problems)}")
     return sorted(zip(run_dirs, metas), key=lambda pair: _shard_number(pair[1]))
 
 

@@ -88,7 +88,8 @@ def run_cell(spec_path):
     with open(spec_path) as fh:
         spec = json.load(fh)
     # How the supervisor started this process (fork of a warm supervisor, or a new interpreter).
-    record = {"cell_id": spec["cell_id"], "error": None, "cell_start": os.environ.get("TRTMATRIX_CELL_STARTED")}
+    record = {"cell_id": spec["cell_id"], "error": None, "cell_start": os.environ.get("TRTMATRIX_CELL_STARTED"),
+              "node": spec.get("node")}  # where it ran, for the runs that reuse this result later
     try:
         record.update(describe(spec["engine"]))
         record.update(execute(spec))

@@ -12,6 +12,7 @@ Prints one JSON line per event on stdout (the host reads them for its progress d
 guarantees a result.json for every cell, whatever the child did.
 """
 
+import ctypes
 import faulthandler
 import importlib
 import io
@@ -30,6 +31,7 @@ from .files import CELL_SPEC, LOG, RESULT, WATCH_STDIN
 START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell even where forking is safe
 STARTED = "TRTMATRIX_CELL_STARTED"  # how this cell's process started: fork | spawn
 POLL_S = 0.002
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 # The cell processes running now: an orchestrator that dies takes them down (_watch_orchestrator).
 _children = set()
@@ -65,12 +67,26 @@ def _watch_orchestrator():
     os._exit(137)
 
 
+def _die_with(supervisor):
+    """A cell must not outlive its supervisor: a supervisor killed outright (SIGKILL: the OOM
+    killer, a Ray worker killed with its node) cannot take its cells down itself, and a hung cell
+    would sleep on forever. Linux asks the kernel for SIGKILL when the parent goes (it survives the
+    exec of a spawned cell); elsewhere the supervisor's own clean-up is all there is."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != supervisor:  # it died between the fork and the prctl
+        os._exit(137)
+
+
 def _start(spec_path, out_dir, fork):
     """A child in its own session (a timeout kills its whole group) writing to the cell's log:
     the cell run in this process's fork, or a new interpreter."""
     log_fd = os.open(os.path.join(out_dir, LOG), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     sys.stdout.flush()
     sys.stderr.flush()
+    supervisor = os.getpid()
     pid = os.fork()
     if pid:
         os.close(log_fd)
@@ -79,6 +95,7 @@ def _start(spec_path, out_dir, fork):
     code = 1
     try:
         os.setsid()
+        _die_with(supervisor)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
