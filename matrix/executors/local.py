@@ -14,9 +14,7 @@ from typing import Callable, Iterator
 
 from ..environments.backend import accept_workers, stop_all
 from ..environments.gpus import host_gpus
-from .unit import EnvironmentUnit, UnitResult, run_unit
-
-Done = Callable[[EnvironmentUnit, UnitResult], None]
+from .unit import Done, EnvironmentUnit, run_unit
 
 
 class GpuPool:

@@ -29,7 +29,8 @@ from fnmatch import fnmatchcase
 from typing import Callable, Iterator
 
 from ..environments import remove_left_behind
-from .unit import NODE, EnvironmentUnit, UnitResult, run_unit, unit_recorded
+from ..store.records import HOST
+from .unit import Done, EnvironmentUnit, UnitResult, run_unit, unit_recorded
 
 INSTALL_HINT = "--ray needs Ray: pip install 'trtmatrix[ray]'"
 MAX_RETRIES = 2  # a task whose node died runs again on another node this many times
@@ -38,14 +39,13 @@ CANCEL_GRACE_S = 5  # Ctrl-C: how long tasks get to stop their workers before th
 CLEAN_TIMEOUT_S = 60
 CONNECT_TIMEOUT_S = 5
 TINY = 0.001  # a custom resource asked for as a label: many tasks at once on a node that has it
-Done = Callable[[EnvironmentUnit, UnitResult], None]
 
 
 def _remote_unit(unit: EnvironmentUnit) -> UnitResult:
     """Runs on the node Ray chose."""
     import ray
 
-    node = f"{NODE} (Ray node {ray.get_runtime_context().get_node_id()[:8]})"
+    node = f"{HOST} (Ray node {ray.get_runtime_context().get_node_id()[:8]})"
     return run_unit(unit, _ray_gpu, lambda event: None, node)
 
 

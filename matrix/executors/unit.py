@@ -10,7 +10,6 @@ the same machine, or a cache folder on storage every node mounts at the same pat
 from __future__ import annotations
 
 import shutil
-import socket
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -27,10 +26,8 @@ from ..plan import Cell
 from ..prepare import INPUTS, model_for_profile, node_types_file
 from ..store.cache import result_dir, result_key, stored_result, timing_cache
 from ..store.locks import cache_lock
+from ..store.records import HOST
 from .environment_job import CellJob, error_text, run_environment
-
-NODE = socket.gethostname()
-
 
 @dataclass(frozen=True)
 class PendingCell:
@@ -72,6 +69,8 @@ class UnitResult:
 # `with lease(needs_gpu) as gpu:` — the GPU index this unit may use (None: no GPU), held while its
 # cells run: the local executor's pool of the host's GPUs, or the GPU Ray gave the task.
 GpuLease = Callable[[bool], AbstractContextManager]
+# What an executor calls with each unit's result, in the orchestrator's process.
+Done = Callable[[EnvironmentUnit, UnitResult], None]
 
 
 def unit_recorded(unit: EnvironmentUnit, status: str, reason: str, node: str | None = None) -> UnitResult:
@@ -81,7 +80,7 @@ def unit_recorded(unit: EnvironmentUnit, status: str, reason: str, node: str | N
 
 
 def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], None],
-             node: str = NODE) -> UnitResult:
+             node: str = HOST) -> UnitResult:
     """`node`: where this runs, as the records will say."""
     started = time.perf_counter()
     if not unit.worker_home.is_dir():

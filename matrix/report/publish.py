@@ -5,11 +5,10 @@ with its environments and counts) and reports/history.html (each cell's status o
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
-
-import shutil
 
 from ..store import REPORT, RUN_META, finish_run, list_runs, read_run, write_text_atomically
 from ..store.findings import read_findings
