@@ -523,7 +523,7 @@ def images_build(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images
 
     client, failed = _docker(), False
     for envdef in _envdefs(images_dir, names):
-        if not envdef.dockerfile or (no_gpu and envdef.gpu):
+        if not envdef.dockerfile or (no_gpu and envdef.needs_gpu):
             continue
         tag = local_tag(envdef)
         if not force and find_image(client, tag):

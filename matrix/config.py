@@ -69,6 +69,11 @@ class Profile(Strict):
     # (torch.nn.attention.sdpa_kernel), and torch.compile (inductor) around the module.
     sdpa_backend: Literal["flash", "efficient", "cudnn", "math"] | None = None
     compile: bool = False
+    # The TensorRT engine only: "strong" builds a strongly typed network (TensorRT 9+; its types
+    # come from the model, so FP16 profiles build the FP16 ONNX copy, keep_fp32 its FP32 casts);
+    # "weak" lets the builder choose per layer (FP16 by flag; layer precisions under obeyed
+    # constraints). Unset: the product's own default (TensorRT: weak; TensorRT-RTX: strong only).
+    typing: Literal["weak", "strong"] | None = None
     description: str = ""
 
     @model_validator(mode="after")

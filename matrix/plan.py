@@ -119,7 +119,7 @@ def content_key(artifact: str, profile: Profile, env: EnvDef, worker_code: str) 
         "profile": profile.model_dump(mode="json", exclude={"description"}),  # words change no number
         "env": env.definition_hash(),
         "worker": worker_code,
-        "variant": variant_key(profile, env.engine),
+        "variant": variant_key(profile, env.runs_fp16_copy(profile)),
     })
 
 

@@ -59,7 +59,7 @@ def _compare_code() -> str:
 
 
 def env_skip_reason(envdef: EnvDef) -> str | None:
-    if envdef.gpu or envdef.engine == "tensorrt":
+    if envdef.needs_gpu:
         return gpu_missing_reason()
     return None
 
@@ -94,7 +94,7 @@ class MatrixRun:
         record = empty_record(
             run_id=self.run_id, cell_id=cell.cell_id, row_id=cell.row_id, case=cell.case,
             params=dict(cell.params), profile=cell.profile,
-            precision=self.plan.profile(cell.profile).precision, env=cell.env, engine=envdef.engine,
+            precision=self.plan.profile(cell.profile).precision, env=cell.env, engine=envdef.label,
             env_version=envdef.version,
             atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key,
             suite=suite_label(spec.entry.suite, spec.entry.suite_dir) if spec.suite is not None else None)
@@ -164,6 +164,10 @@ class MatrixRun:
         fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
+                      # a TensorRT build's own facts (worker/engines/tensorrt_engine.py)
+                      engine_bytes=info.get("engine_bytes"),
+                      network_layers=json.dumps(info["network_layers"]) if "network_layers" in info else None,
+                      build_log="\n".join(info["build_log"]) if info.get("build_log") else None,
                       # The graph checks read the ONNX export, which the torch engine does not run.
                       graph_warnings=None if self.plan.envs[cell.env].engine == "torch"
                       else "\n".join(meta.get("graph_warnings", [])),

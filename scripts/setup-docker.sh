@@ -35,8 +35,13 @@ if ! docker image inspect "$LOCAL_BASE" >/dev/null 2>&1; then
         echo "setup-docker: python:3.11-slim cannot be pulled; building $LOCAL_BASE with debootstrap (~1 min)"
         command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
         rootfs=$(mktemp -d)
+        # The Debian mirror apt already uses on this host (its sources' URIs: line, or the one-line
+        # format's first deb line): no mirror is written down here.
+        mirror=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1)
+        [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+        [ -n "$mirror" ] || { echo "setup-docker: no Debian mirror found in apt's sources" >&2; exit 1; }
         debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates \
-            bookworm "$rootfs" http://deb.debian.org/debian >/tmp/debootstrap.log 2>&1
+            bookworm "$rootfs" "${mirror%% *}" >/tmp/debootstrap.log 2>&1
         # Downloads from containers may pass a TLS-inspecting proxy: carry the host's CA bundle.
         cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
         tar -C "$rootfs" -c . | docker import \

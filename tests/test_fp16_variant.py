@@ -34,7 +34,7 @@ def test_every_fp16_variant_passes_the_full_checker_and_runs(prepared):
         for name, profile in fp16_profiles(plan).items():
             if not set(profile.keep_fp32) <= op_types:
                 continue  # keep_fp32 of an op type the case does not have is a configuration error
-            variant = model_for_profile(directory, profile, "onnxruntime")
+            variant = model_for_profile(directory, profile, True)
             onnx.checker.check_model(str(variant), full_check=True)  # strict shape and type inference
             with np.load(directory / INPUTS) as inputs, np.load(directory / REFERENCE) as reference:
                 for level in LEVELS:
@@ -87,7 +87,7 @@ def test_an_invalid_variant_is_never_written_and_its_cells_say_why(write_matrix,
     cell = plan.cells[0]
     directory = prepare(plan.cases["tiny"], cell.params, cell.artifact_key, plan.path("cache_dir"))
     with pytest.raises(InvalidVariant, match="ONNX checker.*DequantizeLinear.*x_scale.*float16"):
-        model_for_profile(directory, plan.profile("fp16"), "onnxruntime")
+        model_for_profile(directory, plan.profile("fp16"), True)
     assert [p.name for p in directory.iterdir() if "fp16" in p.name] == []
     frame = pd.read_parquet(MatrixRun(plan).execute() / PARQUET).set_index("cell_id")
     assert frame.loc["tiny/fp16/ort-1.32", "status"] == "error"

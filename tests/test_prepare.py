@@ -7,8 +7,9 @@ import onnx
 import onnxruntime as ort
 import pandas as pd
 
-from conftest import SMALL
+from conftest import REPO, SMALL
 from matrix.plan import build_plan
+from matrix.environments.definitions import load_envdef
 from matrix.prepare import INPUTS, MODEL, REFERENCE, model_for_profile, prepare
 from matrix.prepare.fingerprint import option_files, variant_key
 from matrix.run import MatrixRun
@@ -65,15 +66,20 @@ def test_fp16_variant_keeps_softmax_in_fp32(prepared):
 
 
 def test_fp16_copies_are_named_by_their_variant_key_and_other_engines_run_the_export(prepared):
-    """The key holds the host converter's version: another onnxruntime makes another copy."""
+    """The key holds the host converter's version: another onnxruntime makes another copy. FP16
+    runs as a copy on onnxruntime and on strongly typed TensorRT (TensorRT-RTX always; full
+    TensorRT with `typing = "strong"`); weakly typed TensorRT builds the export with FP16 flags."""
     plan, done = prepared
     directory = next(d for (case, _), d in done.items() if case == "layernorm_block")
     fp16, fp32 = plan.config.profiles["fp16"], plan.config.profiles["fp32"]
-    key = variant_key(fp16, "onnxruntime")
-    assert model_for_profile(directory, fp16, "onnxruntime").name == f"model.fp16-{key[:16]}.onnx"
-    assert model_for_profile(directory, fp16, "tensorrt") == directory / MODEL
-    assert model_for_profile(directory, fp32, "onnxruntime") == directory / MODEL
-    assert variant_key(fp16, "tensorrt") is variant_key(fp32, "onnxruntime") is None
+    ort, trt, rtx = (load_envdef(REPO / "images" / f"{name}.toml") for name in ("ort-1.20", "trt-10.8", "trt-rtx-1.7"))
+    strong = fp16.model_copy(update={"typing": "strong"})
+    assert ort.runs_fp16_copy(fp16) and rtx.runs_fp16_copy(fp16) and trt.runs_fp16_copy(strong)
+    assert not trt.runs_fp16_copy(fp16) and not rtx.runs_fp16_copy(fp32) and not ort.runs_fp16_copy(fp32)
+    key = variant_key(fp16, ort.runs_fp16_copy(fp16))
+    assert model_for_profile(directory, fp16, True).name == f"model.fp16-{key[:16]}.onnx"
+    assert model_for_profile(directory, fp16, False) == directory / MODEL
+    assert variant_key(fp16, False) is None
 
 
 def test_option_files_are_the_existing_paths_that_options_name(tmp_path):

@@ -16,7 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 from pydantic import AfterValidator, Field, StringConstraints, field_validator, model_validator
 
-from ..config import ConfigError, Items, Name, Strict, read_toml, validate
+from ..config import ConfigError, Items, Name, Profile, Strict, read_toml, validate
 
 # Docker's reference grammar (registry[:port]/path:tag@digest), so no definition can smuggle
 # anything else into an API call or a log line.
@@ -53,7 +53,12 @@ class EnvDef(Strict):
     # What the definition asks for; a host environment has what its interpreter has (none asked).
     version: str | None = Field(default=None, min_length=1)
     backend: Literal["venv", "docker", "host"]
-    gpu: bool = False
+    # true: runs only on a GPU (skipped elsewhere, with the reason). "optional": leases a GPU where
+    # the host has one and runs without one elsewhere (TensorRT-RTX builds engines on the CPU).
+    gpu: bool | Literal["optional"] = False
+    # The engine's product: full TensorRT, or TensorRT-RTX (the worker then imports tensorrt_rtx,
+    # and Polygraphy is switched to it by its own POLYGRAPHY_USE_TENSORRT_RTX).
+    product: Literal["tensorrt", "tensorrt-rtx"] | None = None
     # venv backend: requirements; venv and host backends: the interpreter (host: default, the one
     # running trtmatrix)
     requirements: Items[Annotated[str, AfterValidator(_requirement)]] = ()
@@ -88,11 +93,38 @@ class EnvDef(Strict):
             raise ValueError("a venv environment needs 'requirements' (pinned pip specifiers)")
         if self.backend == "docker" and not (self.image or self.dockerfile):
             raise ValueError("a docker environment needs 'image' or 'dockerfile'")
+        if self.product and self.engine != "tensorrt":
+            raise ValueError("'product' chooses between TensorRT products: only for engine = 'tensorrt'")
         if self.image and self.dockerfile:
             raise ValueError("give 'image' or 'dockerfile', not both")
         if self.dockerfile and self.path and not (self.path.parent / self.dockerfile).is_file():
             raise ValueError(f"dockerfile {self.dockerfile!r} not found beside {self.path.name}")
         return self
+
+    @property
+    def label(self) -> str:
+        """What results call the engine: the product where there are two (their versions are
+        not one sequence: TensorRT-RTX 1.7 is no older than TensorRT 10.8)."""
+        return self.product or self.engine
+
+    @property
+    def needs_gpu(self) -> bool:
+        """Cannot run at all without a GPU: skipped, with the reason, on a host without one."""
+        return self.gpu is True or (self.engine == "tensorrt" and self.gpu is False)
+
+    def worker_environment(self) -> dict[str, str]:
+        """Variables the worker's processes need for this environment's product."""
+        return {"POLYGRAPHY_USE_TENSORRT_RTX": "1"} if self.product == "tensorrt-rtx" else {}
+
+    def strongly_typed(self, profile: Profile) -> bool:
+        """A strongly typed TensorRT network takes its types from the model: TensorRT-RTX builds
+        nothing else; full TensorRT (10+) when the profile asks for `typing = "strong"`."""
+        return self.engine == "tensorrt" and (self.product == "tensorrt-rtx" or profile.typing == "strong")
+
+    def runs_fp16_copy(self, profile: Profile) -> bool:
+        """FP16 as an FP16 ONNX model (prepare/fp16_variant: keep_fp32 nodes behind casts) rather
+        than builder flags: onnxruntime, and strongly typed TensorRT networks."""
+        return profile.precision == "fp16" and (self.engine == "onnxruntime" or self.strongly_typed(profile))
 
     def definition_hash(self) -> str:
         """Changes whenever the definition does; part of every cell's content key."""

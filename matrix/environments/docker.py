@@ -76,7 +76,10 @@ class DockerBackend:
                 self.image.id, [python, "-m", "trtmatrix_worker", *args], name=self._name(),
                 user=f"{os.getuid()}:{os.getgid()}", network_mode="none", volumes=self._mounts(),
                 environment={"PYTHONPATH": str(self.worker_home), "PYTHONNOUSERSITE": "1",
-                             "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", WATCH_STDIN: "1"},
+                             "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", WATCH_STDIN: "1",
+                             # no GPU leased: the worker knows it sees none (as in start_process)
+                             **({"CUDA_VISIBLE_DEVICES": ""} if gpu is None else {}),
+                             **self.envdef.worker_environment()},
                 # An attached stdin that Docker closes when its one client goes (the SDK sets
                 # StdinOnce with stdin_open): the supervisor inside sees end of file when this
                 # process dies, kill -9 included.

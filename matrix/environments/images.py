@@ -119,7 +119,7 @@ def check(client: docker.DockerClient, envdef: EnvDef) -> ImageCheck:
         except DockerException as exc:
             pullable = f"no: {getattr(exc, 'explanation', None) or exc}"
     reasons = []
-    if envdef.gpu:
+    if envdef.needs_gpu:
         reasons += [r for r in (gpu_missing_reason(), nvidia_runtime_reason(client)) if r]
     if not present and not envdef.dockerfile and not pullable.startswith("yes"):
         reasons.append("image missing and not pullable")

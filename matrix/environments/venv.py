@@ -66,15 +66,15 @@ class VenvBackend:
         return {"image": None, "image_digest": None}
 
     def start(self, args: list[str], log_path: Path, gpu: int | None) -> ProcessWorker:
-        return start_process(self.python, self.worker_home, args, log_path, gpu)
+        return start_process(self.python, self.worker_home, args, log_path, gpu, self.envdef)
 
 
 def start_process(python: Path | str, worker_home: Path, args: list[str], log_path: Path,
-                  gpu: int | None) -> ProcessWorker:
+                  gpu: int | None, envdef: EnvDef) -> ProcessWorker:
     """The worker's supervisor under `python`, seeing only its leased GPU, or none at all: a CPU
     environment on a GPU host must not pick a GPU up by itself (PyTorch would)."""
     env = {**os.environ, "PYTHONPATH": str(worker_home), "PYTHONNOUSERSITE": "1", WATCH_STDIN: "1",
-           "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu)}
+           "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu), **envdef.worker_environment()}
     with log_path.open("w") as log:
         # stdin: a pipe nobody writes to; it closes when this process dies, however it dies,
         # and the supervisor then stops its cell and exits.

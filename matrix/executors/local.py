@@ -21,13 +21,15 @@ class GpuPool:
     """One environment per GPU at a time: a GPU environment leases an index and gives it back."""
 
     def __init__(self, count: int):
+        self.count = count
         self._free: queue.Queue[int] = queue.Queue()
         for index in range(count):
             self._free.put(index)
 
     @contextmanager
-    def lease(self, needed: bool) -> Iterator[int | None]:
-        if not needed:
+    def lease(self, needed: bool | str) -> Iterator[int | None]:
+        """`needed`: the environment's `gpu` (true, false or "optional": a GPU where the host has one)."""
+        if not needed or (needed == "optional" and not self.count):
             yield None
             return
         index = self._free.get()

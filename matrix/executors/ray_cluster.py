@@ -50,11 +50,13 @@ def _remote_unit(unit: EnvironmentUnit) -> UnitResult:
 
 
 @contextmanager
-def _ray_gpu(needed: bool) -> Iterator[int | None]:
-    """The GPU Ray gave this task (its `GPU: 1`), as the host's index."""
+def _ray_gpu(needed: bool | str) -> Iterator[int | None]:
+    """The GPU Ray gave this task (its `GPU: 1`), as the host's index; none for `gpu = "optional"`
+    environments, which Ray places without a GPU (TensorRT-RTX builds there)."""
     import ray
 
-    yield int(ray.get_gpu_ids()[0]) if needed else None
+    ids = ray.get_gpu_ids() if needed else []
+    yield int(ids[0]) if ids else None
 
 
 def _missing(resources: dict, gpu: bool, live: set[str]) -> list[str]:
@@ -110,7 +112,7 @@ class RayExecutor:
                                    "--resources '{\"gpu:<model>\": 1}')"))
                     continue
                 resources[f"gpu:{model}"], name = TINY, f"{unit.name}@{model}"
-            missing = _missing(resources, unit.envdef.gpu, live)
+            missing = _missing(resources, unit.envdef.needs_gpu, live)
             part = replace(unit, name=name, cells=tuple(cells))
             placed.append((part, f"no node of the Ray cluster at {self.address} has {' or '.join(missing)}"
                            if missing else resources))
@@ -124,7 +126,7 @@ class RayExecutor:
                     done(part, unit_recorded(part, "skipped", placement))
                     continue
                 on_event({"event": "setup", "env": part.name})
-                task = self.task.options(resources=placement, num_gpus=1 if part.envdef.gpu else 0)
+                task = self.task.options(resources=placement, num_gpus=1 if part.envdef.needs_gpu else 0)
                 running[task.remote(part)] = (part, placement)
         try:
             self._collect(running, done)
@@ -147,7 +149,7 @@ class RayExecutor:
                                                             f"{str(exc).splitlines()[0] if str(exc) else ''}"))
             live = self._live_resources()
             for ref, (part, resources) in list(running.items()):
-                lost = _missing(resources, part.envdef.gpu, live)
+                lost = _missing(resources, part.envdef.needs_gpu, live)
                 if lost:  # Ray would wait for such a node forever
                     ray.cancel(ref, force=True)
                     running.pop(ref)

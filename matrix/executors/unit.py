@@ -66,7 +66,7 @@ class UnitResult:
     seconds: float = 0.0
 
 
-# `with lease(needs_gpu) as gpu:` — the GPU index this unit may use (None: no GPU), held while its
+# `with lease(envdef.gpu) as gpu:` — the GPU index this unit may use (None: no GPU), held while its
 # cells run: the local executor's pool of the host's GPUs, or the GPU Ray gave the task.
 GpuLease = Callable[[bool], AbstractContextManager]
 # What an executor calls with each unit's result, in the orchestrator's process.
@@ -135,7 +135,7 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
                                         key, directory, reused=True))
             continue
         try:
-            model = model_for_profile(pending.artifacts, pending.profile, unit.envdef.engine)
+            model = model_for_profile(pending.artifacts, pending.profile, unit.envdef.runs_fp16_copy(pending.profile))
         except Exception as exc:
             error, tail = error_text(exc)
             outcomes.append(CellOutcome(cell.cell_id, {"status": "error", "node": facts["node"], "log_tail": tail,

@@ -177,11 +177,12 @@ def node_types_file(artifacts: Path) -> Path:
     return target
 
 
-def model_for_profile(artifacts: Path, profile: Profile, engine: str) -> Path:
-    """onnxruntime needs an FP16 copy of the model for FP16 profiles (checked before any cell uses
-    it, see fp16_variant); TensorRT takes the FP32 model and builder flags. A copy is named by its
-    variant key, so another converter version makes a new one."""
-    key = variant_key(profile, engine)
+def model_for_profile(artifacts: Path, profile: Profile, fp16_copy: bool) -> Path:
+    """`fp16_copy`: the engine runs FP16 profiles as an FP16 copy of the model (onnxruntime, strongly
+    typed TensorRT; checked before any cell uses it, see fp16_variant); weakly typed TensorRT takes
+    the FP32 model and builder flags. A copy is named by its variant key, so another converter
+    version makes a new one."""
+    key = variant_key(profile, fp16_copy)
     if key is None:
         return artifacts / MODEL
     target = artifacts / f"model.fp16-{key[:16]}.onnx"

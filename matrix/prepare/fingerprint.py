@@ -45,10 +45,11 @@ def prepare_code_hash() -> str:
     return hash_files(PREPARE_SOURCE.rglob("*.py"), root=PREPARE_SOURCE)
 
 
-def variant_key(profile: Profile, engine: str) -> str | None:
+def variant_key(profile: Profile, fp16_copy: bool) -> str | None:
     """What decides the model an engine runs for a profile beyond the artifact, or None where it runs
-    the exported model itself. onnxruntime's FP16 profiles run an FP16 copy made on the host."""
-    if engine != "onnxruntime" or profile.precision != "fp16":
+    the exported model itself: FP16 profiles that run an FP16 copy made on the host
+    (EnvDef.runs_fp16_copy: onnxruntime, strongly typed TensorRT)."""
+    if not fp16_copy:
         return None
     return hash_json({"keep_fp32": profile.keep_fp32, "tools": tool_versions(FP16_TOOLS)})
 

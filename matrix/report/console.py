@@ -12,12 +12,10 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..statuses import LOOK_AT, TERMINAL as SHORT
 from .error_text import drift_text, needed_text, with_marks, worst_error
 from .upgrade import env_order, records_by_row
 
-SHORT = {"pass": ("pass", "green"), "fail": ("FAIL", "bold red"), "error": ("ERR", "yellow"),
-         "crash": ("CRASH", "bold magenta"), "timeout": ("T/O", "magenta"), "skipped": ("skip", "dim"),
-         "xfail": ("xfail", "blue"), "xpass": ("XPASS", "bold cyan")}
 
 # Control characters (an ANSI escape in a name, say) are shown as text, never sent to the terminal.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -102,9 +100,6 @@ def results_table(frame: pd.DataFrame) -> Table:
         by_env = {r["env"]: styled(r) for r in group}
         table.add_row(escape(row_id), *(by_env.get(e, "") for e in envs))
     return table
-
-
-LOOK_AT = ["fail", "error", "crash", "timeout", "xpass"]
 
 
 def results_lines(frame: pd.DataFrame) -> list[str]:
@@ -224,7 +219,7 @@ def definitions_table(envdefs: list) -> Table:
         origin = e.image or (f"images/{e.dockerfile} {args}" if e.dockerfile else " ".join(e.requirements))
         if e.backend == "host":
             origin = e.python or "the Python running trtmatrix"
-        table.add_row(*(escape(str(x)) for x in (e.name, e.engine, e.version or "as installed", e.backend, "yes" if e.gpu else "", origin, e.source)))
+        table.add_row(*(escape(str(x)) for x in (e.name, e.engine, e.version or "as installed", e.backend, {True: "yes", "optional": "optional"}.get(e.gpu, ""), origin, e.source)))
     return table
 
 

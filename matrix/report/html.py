@@ -16,13 +16,14 @@ import numpy as np
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from ..statuses import BAD, CHANGES, GOOD, NOT_COMPARABLE, ORDER
 from .findings_view import findings_by_cell, forecasts
 from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import default_pair, env_order, records_by_row
 
-STATUSES = ["pass", "fail", "error", "crash", "timeout", "skipped", "xfail", "xpass"]
+STATUSES = ORDER
 DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
     "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs",
@@ -137,4 +138,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         operators=operator_counts(frame, tested),
-        data={"cells": cells, "envs": envs, "pair": default_pair(frame)})
+        data={"cells": cells, "envs": envs, "pair": default_pair(frame),
+              # statuses.change, in the browser: the upgrade view for any pair the reader picks
+              "statuses": {"good": sorted(GOOD), "bad": sorted(BAD), "not_comparable": sorted(NOT_COMPARABLE),
+                           "changes": CHANGES}})

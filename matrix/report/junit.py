@@ -14,6 +14,9 @@ from .error_text import drift_text, worst_error
 
 FAILED = {"fail", "timeout"}
 ERRORED = {"error", "crash"}
+# Not a failure, and not a pass either: a CI system shows these as skipped, with the reason.
+SKIPPED = {"skipped", "xfail", "built", "unsupported"}
+NOT_RUN = {"built": "built, not run", "unsupported": "unsupported"}
 
 
 def _message(row: pd.Series) -> str:
@@ -36,7 +39,7 @@ def write_junit(frame: pd.DataFrame, path: Path, run_id: str) -> None:
         suite = ET.SubElement(suites, "testsuite", name=env, tests=str(len(group)),
                               failures=str(int(group["status"].isin(FAILED).sum())),
                               errors=str(int(group["status"].isin(ERRORED).sum())),
-                              skipped=str(int(group["status"].isin({"skipped", "xfail"}).sum())))
+                              skipped=str(int(group["status"].isin(SKIPPED).sum())))
         for _, row in group.iterrows():
             seconds = row["build_s"] if pd.notna(row["build_s"]) else 0.0
             case = ET.SubElement(suite, "testcase", classname=f"trtmatrix.{env}", name=row["row_id"],
@@ -48,6 +51,8 @@ def write_junit(frame: pd.DataFrame, path: Path, run_id: str) -> None:
                 ET.SubElement(case, "error", message=_message(row), type=status).text = row.get("log_tail") or ""
             elif status == "skipped":
                 ET.SubElement(case, "skipped", message=str(row.get("error") or "skipped"))
+            elif status in NOT_RUN:
+                ET.SubElement(case, "skipped", message=f"{NOT_RUN[status]}: {row.get('error') or ''}")
             elif status == "xfail":
                 ET.SubElement(case, "skipped", message=f"known issue {row['known_issue']}: {_message(row)}")
     replace_atomically(path, lambda tmp: ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True))

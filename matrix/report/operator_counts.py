@@ -10,14 +10,14 @@ import json
 
 import pandas as pd
 
+from ..statuses import GOOD, WORST_FIRST
 from .upgrade import env_order
 
-GOOD = ("pass", "xpass")
 
 
 def _shade(statuses: dict[str, int]) -> str:
     """The colour of an operator's cell: its worst status."""
-    worst = [s for s in ("crash", "timeout", "fail", "error", "xfail", "skipped") if statuses.get(s)]
+    worst = [s for s in WORST_FIRST if statuses.get(s)]
     return worst[0] if worst else ("pass" if statuses else "")
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
-GOOD = {"pass", "xpass"}
-BAD = {"fail", "error", "crash", "timeout", "xfail"}
-ENGINE_ORDER = {"onnxruntime": 0, "tensorrt": 1, "torch": 2}
+from ..statuses import GOOD, NOT_COMPARABLE, REGRESSED, change
+
+ENGINE_ORDER = {"onnxruntime": 0, "tensorrt": 1, "tensorrt-rtx": 2, "torch": 3}
 
 
 def _version(text) -> Version:
@@ -41,7 +41,7 @@ def default_pair(frame: pd.DataFrame) -> tuple[str, str] | None:
     """An upgrade worth looking at: the two newest distinct versions of one engine, the newest
     engine that has two among the environments that produced results (never one version against
     itself, e.g. a venv and a container of it)."""
-    ran = set(frame.loc[frame["status"] != "skipped", "env"])
+    ran = set(frame.loc[~frame["status"].isin(NOT_COMPARABLE), "env"])
     versions = _versions(frame)
     order = [e for e in env_order(frame) if e in ran] or env_order(frame)
     by_engine: dict[str, dict[Version, str]] = {}
@@ -53,16 +53,6 @@ def default_pair(frame: pd.DataFrame) -> tuple[str, str] | None:
         if len(newest) >= 2:
             return tuple(newest[v] for v in sorted(newest)[-2:])
     return None
-
-
-def change(status_a: str, status_b: str) -> str:
-    if status_a == "skipped" or status_b == "skipped" or pd.isna(status_a) or pd.isna(status_b):
-        return "not comparable"
-    if status_a in GOOD and status_b in BAD:
-        return "newly failing"
-    if status_a in BAD and status_b in GOOD:
-        return "newly passing"
-    return "unchanged"
 
 
 def compare(frame: pd.DataFrame, env_a: str, env_b: str) -> pd.DataFrame:
@@ -83,7 +73,7 @@ def regressions(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     """Cells that were good in the previous run and are bad now (same cell id)."""
     joined = previous[["cell_id", "status"]].merge(current[["cell_id", "status", "max_abs", "nan_count", "inf_count"]], on="cell_id",
                                                    suffixes=("_before", "_now"))
-    return joined[joined["status_before"].isin(GOOD) & joined["status_now"].isin(BAD - {"xfail"})]
+    return joined[joined["status_before"].isin(GOOD) & joined["status_now"].isin(REGRESSED)]
 
 
 def records_by_row(frame: pd.DataFrame) -> dict[str, list[dict]]:

@@ -48,6 +48,7 @@ def to_frame(records: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
     frame["params"] = frame["params"].map(lambda p: json.dumps(p or {}, sort_keys=True))
     frame = frame.astype({"nan_count": "Int64", "inf_count": "Int64", "ref_nonfinite": "Int64", "drift_run": "Int64", "runs": "Int64",
+                          "engine_bytes": "Int64",
                           "drift_max_abs": float, "reused": bool})
     return frame
 

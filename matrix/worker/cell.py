@@ -13,7 +13,7 @@ import traceback
 
 import numpy as np
 
-from .engines import Unsupported, check_profile, load_engine
+from .engines import Refused, Unsupported, check_profile, load_engine
 from .files import OUTPUTS, REPEATS, RESULT
 from .probe import describe
 
@@ -62,6 +62,8 @@ def save_runs(out_dir, runs):
 
 
 def execute(spec):
+    """Build and run the cell; a TensorRT engine built where it cannot run ends `built`, its build
+    facts kept and nothing judged."""
     engine = load_engine(spec["engine"])
     profile = spec["profile"]
     check_profile(spec["engine"], profile)
@@ -71,6 +73,9 @@ def execute(spec):
     runs, build_s, infer_ms, info = [], [], [], {}
     for build in range(profile.get("builds", 1)):  # builds > 1: tactic choices may differ per build
         result = engine.run(dict(spec, build_index=build), inputs, log)
+        if result.get("not_run"):
+            return {"status": "built", "error": result["not_run"], "build_s": result["build_s"], "runs": 0,
+                    "info": result["info"]}
         runs.extend(result["runs"])
         build_s.append(result["build_s"])
         infer_ms.append(result["infer_ms"])
@@ -91,10 +96,13 @@ def run_cell(spec_path):
     record = {"cell_id": spec["cell_id"], "error": None, "cell_start": os.environ.get("TRTMATRIX_CELL_STARTED"),
               "node": spec.get("node")}  # where it ran, for the runs that reuse this result later
     try:
-        record.update(describe(spec["engine"]))
-        record.update(execute(spec))
+        facts = describe(spec["engine"])
+        record.update(facts)
+        record.update(execute(dict(spec, device_facts=facts)))
     except Unsupported as exc:
         record.update(status="skipped", error=str(exc))
+    except Refused as exc:
+        record.update(status="unsupported", error=str(exc))
     except Exception as exc:
         traceback.print_exc()
         record.update(status="error", error="{}: {}".format(type(exc).__name__, exc))

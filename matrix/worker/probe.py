@@ -14,6 +14,7 @@ def describe(engine_name):
             "python_version": platform.python_version()}
     if engine_name == "tensorrt":  # the layer between trtmatrix and TensorRT: the image's own or the staged one
         info["polygraphy_version"] = engine.polygraphy_version()
+        info["product"] = engine.PRODUCT
     info.update(nvidia_facts())
     # The engine's own word wins: the CUDA runtime torch was built with, not the image's CUDA_VERSION.
     info.update({key: value for key, value in engine.device().items() if value is not None})
@@ -37,13 +38,13 @@ def nvidia_facts():
     except Exception:  # noqa: BLE001 - no nvidia-ml-py, or no driver: try nvidia-smi
         pass
     try:
-        lines = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+        lines = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
                                timeout=30, check=True).stdout.splitlines()
-        name, driver = [part.strip() for part in lines[index].split(",", 1)]
+        name, driver, capability = [part.strip() for part in lines[index].rsplit(",", 2)]
     except (OSError, subprocess.SubprocessError, IndexError, ValueError):
         return facts
-    facts.update(gpu=name, driver_version=driver)
+    facts.update(gpu=name, driver_version=driver, compute_capability=capability)
     return facts
 
 
@@ -54,10 +55,11 @@ def _nvml_facts(index):
     try:
         handle = pynvml.nvmlDeviceGetHandleByIndex(index)
         name, driver = pynvml.nvmlDeviceGetName(handle), pynvml.nvmlSystemGetDriverVersion()
+        capability = "{}.{}".format(*pynvml.nvmlDeviceGetCudaComputeCapability(handle))
     finally:
         pynvml.nvmlShutdown()
     text = [value.decode() if isinstance(value, bytes) else value for value in (name, driver)]
-    return {"gpu": text[0], "driver_version": text[1]}
+    return {"gpu": text[0], "driver_version": text[1], "compute_capability": capability}
 
 
 def probe(engine_name):

@@ -4,8 +4,8 @@ A fork server: the supervisor imports numpy and the engine once, then forks a ch
 a cell costs a fork instead of a new interpreter importing them again, and a crash, hang or
 exception still stays in its own process. Engines that must not be forked once imported start
 each cell as a new interpreter instead (spawn: a fork that execs at once, before anything else):
-TensorRT, because CUDA state must never cross a fork and importing TensorRT loads the CUDA
-libraries (engines.FORK_SAFE; TRTMATRIX_CELL_START=spawn forces it, as the tests do). Up to
+TensorRT on a GPU, because CUDA state must never cross a fork and importing TensorRT loads the CUDA
+libraries (engines.fork_safe; TRTMATRIX_CELL_START=spawn forces it, as the tests do). Up to
 job["cell_jobs"] cells run at once.
 
 Prints one JSON line per event on stdout (the host reads them for its progress display) and
@@ -25,7 +25,7 @@ import time
 import traceback
 
 from .cell import run_cell, write_json
-from .engines import FORK_SAFE, load_engine
+from .engines import fork_safe, load_engine
 from .files import CELL_SPEC, LOG, RESULT, WATCH_STDIN
 
 START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell even where forking is safe
@@ -189,7 +189,7 @@ def run_job(job_path):
     if os.environ.get(WATCH_STDIN) == "1":
         threading.Thread(target=_watch_orchestrator, daemon=True).start()
     engines = {spec["engine"] for spec in job["cells"]}
-    fork = os.environ.get(START) != "spawn" and all(FORK_SAFE.get(e, False) for e in engines)
+    fork = os.environ.get(START) != "spawn" and all(fork_safe(e) for e in engines)
     if fork:
         _warm_numpy()
         for engine in engines:

@@ -84,3 +84,16 @@ def summarize(details):
                "precision and do not report it ({})".format(len(fused), count, ", ".join(fused[:5]))
     ok = sum(1 for d in details if d["verdict"] == "fp32")
     return "ok: {}/{} requested FP32 layers ran in FP32".format(ok, count)
+
+
+def check_network_types(network_layers, requested):
+    """In a strongly typed network the types are the model's: whether the layers keep_fp32 selected
+    (layer_select) have FP32 floating-point outputs there, before any engine exists. A summary in
+    summarize's words, for builds that cannot be inspected because they cannot run here."""
+    types = {layer["name"]: [d for d in layer["dtypes"] if d in ("FLOAT", "HALF", "BF16")] for layer in network_layers}
+    wrong = [name for name in requested if any(d != "FLOAT" for d in types.get(name, []))]
+    if wrong:
+        return "NOT HONOURED: {}/{} requested FP32 layers are not FP32 in the strongly typed network ({})".format(
+            len(wrong), len(requested), ", ".join(wrong[:5]) + (" ..." if len(wrong) > 5 else ""))
+    return "ok: {0}/{0} requested FP32 layers are FP32 in the strongly typed network (the engine was not " \
+           "inspected)".format(len(requested))

@@ -3,6 +3,7 @@ an environment only needs the engine it runs."""
 
 import importlib
 import json
+import os
 import statistics
 import time
 
@@ -11,22 +12,40 @@ REPEATS = 5  # timed inferences: infer_ms is their median
 
 MODULES = {"onnxruntime": "onnxruntime_engine", "tensorrt": "tensorrt_engine", "torch": "torch_engine"}
 # Whether a cell may be a fork of a supervisor that imported the engine (supervisor.py). onnxruntime
-# on the CPU: yes (its thread pools start with a session, not at import). TensorRT: no, CUDA state
-# must never cross a fork; its cells start as new interpreters. Not run on real TensorRT yet.
-# PyTorch: yes: `import torch` initialises neither CUDA nor its OpenMP pools (both start at first
-# use, and the supervisor only imports), so each forked cell makes its own CUDA context; a cell on
-# a GPU saves the ~4 s import of torch (seen on the H100 host). CUDA must never be touched in the
-# supervisor: probing the device happens in the cell.
-FORK_SAFE = {"onnxruntime": True, "tensorrt": False, "torch": True}
-# Profile settings that exist in one engine only: elsewhere the cell is skipped, saying so, rather
-# than run as something it is not.
-TORCH_ONLY = {"precision": ("tf32", "bf16"), "sdpa_backend": ("flash", "efficient", "cudnn", "math"),
-              "compile": (True,)}
-ONNX_ONLY = {"optimization": ("off",)}
+# on the CPU: yes (its thread pools start with a session, not at import). TensorRT: no where a GPU
+# is visible, CUDA state must never cross a fork, so its cells start as new interpreters (not run on
+# real TensorRT yet); yes for TensorRT-RTX builds with no GPU (CUDA_VISIBLE_DEVICES empty): they
+# touch no CUDA at all (tested: forked builds here). PyTorch: yes: `import torch` initialises
+# neither CUDA nor its OpenMP pools (both start at first use, and the supervisor only imports), so
+# each forked cell makes its own CUDA context; a cell on a GPU saves the ~4 s import of torch (seen
+# on the H100 host). CUDA must never be touched in the supervisor: probing the device happens in
+# the cell.
+FORK_SAFE = {"onnxruntime": True, "torch": True}
+
+
+def fork_safe(engine_name):
+    if engine_name == "tensorrt":
+        no_gpu = os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+        return no_gpu and os.environ.get("POLYGRAPHY_USE_TENSORRT_RTX", "0") != "0"
+    return FORK_SAFE.get(engine_name, False)
+
+
+# Profile settings that only some engines have (setting: (its values that need it, those engines)):
+# elsewhere the cell is skipped, saying so, rather than run as something it is not.
+ENGINE_ONLY = {"precision": (("tf32", "bf16"), {"torch"}),
+               "sdpa_backend": (("flash", "efficient", "cudnn", "math"), {"torch"}),
+               "compile": ((True,), {"torch"}),
+               "optimization": (("off",), {"onnxruntime", "tensorrt"}),
+               "typing": (("weak", "strong"), {"tensorrt"})}
 
 
 class Unsupported(Exception):
     """The engine cannot run this profile on this model: the cell is 'skipped', with this reason."""
+
+
+class Refused(Exception):
+    """The engine refuses the model itself (TensorRT's ONNX parser: an operator, attribute or type
+    it does not support), in its own words: the cell is 'unsupported', not an error."""
 
 
 def timed_runs(infer, to_arrays):
@@ -44,9 +63,8 @@ def timed_runs(infer, to_arrays):
 
 
 def check_profile(engine_name, profile):
-    only = ONNX_ONLY if engine_name == "torch" else TORCH_ONLY
-    settings = ["{} = {}".format(k, json.dumps(profile.get(k))) for k, values in sorted(only.items())
-                if profile.get(k) in values]
+    settings = ["{} = {}".format(k, json.dumps(profile.get(k))) for k, (values, engines) in sorted(ENGINE_ONLY.items())
+                if profile.get(k) in values and engine_name not in engines]
     if engine_name == "torch" and profile.get("keep_fp32"):
         settings.append("keep_fp32 (ONNX node names and types)")
     if settings:

@@ -1,16 +1,20 @@
-"""TensorRT through Polygraphy: ONNX → network → builder config → engine → inference.
+"""TensorRT through Polygraphy, for both of NVIDIA's products: ONNX → network → builder config →
+serialized engine → (where it can run) inference and the engine inspector's per-layer check.
 
-NOT YET RUN ON REAL TENSORRT: trtmatrix's development machines have no GPU and cannot install
-TensorRT. The pure parts (profile → settings, pattern → layer names through the ONNX nodes they
-came from, which outputs may be FP32, int64 inputs for INT32 bindings, inspector JSON → verdicts)
-are tested on the host; this file is the thin glue to the real API, kept small on purpose.
+- TensorRT-RTX (`tensorrt_rtx`, wheels from the package index; POLYGRAPHY_USE_TENSORRT_RTX=1 in
+  the environment switches this module and Polygraphy to it): builds strongly typed networks only,
+  on any machine, the CPU included. Builds RUN FOR REAL in trtmatrix's tests and CI; inference
+  has NOT RUN: it needs a GPU of a compute capability the release supports, and none was lent (the
+  H100 is refused, see trt_runnable). Where it cannot run, the cell ends `built` with the reason.
+- Full TensorRT (`tensorrt`, NGC containers on GPU hosts): weakly typed by default (FP16 by flag,
+  layers held in FP32 under obeyed precision constraints), strongly typed when the profile asks
+  (`typing = "strong"`, TensorRT 9+). NOT YET RUN ON REAL TENSORRT from this repository.
 
-Polygraphy absorbs the API differences between TensorRT 8.6, 9.x and 10.x (explicit-batch flag,
-build_serialized_network, bindings vs named I/O tensors, execute_async_v2 vs v3). What this file
-touches directly exists unchanged in all of them: layer.precision, layer.set_output_type,
-IEngineInspector (8.2+) with LayerInformationFormat.JSON, ProfilingVerbosity.DETAILED,
-ITensor.dtype, the named I/O tensors of ICudaEngine (8.5+); ILayer.metadata only from 10 (read
-with a default before).
+Strongly typed networks take their types from the model: FP16 profiles are given the FP16 ONNX
+copy (prepare/fp16_variant), whose keep_fp32 nodes sit between casts; the parsed network's types
+are checked against keep_fp32 before building. Polygraphy absorbs the API differences between
+TensorRT 8.6, 9.x, 10.x and TensorRT-RTX; what this file touches directly exists in all of them
+(ILayer.metadata from TensorRT 10 only, read with a default).
 """
 
 import json
@@ -20,19 +24,32 @@ import time
 
 import numpy as np
 
-from . import REPEATS, WARMUP
+from . import REPEATS, WARMUP, Refused, Unsupported
 from ..layer_select import layer_origins, select_layers
 from ..trt_dtypes import fit_inputs, floating_outputs
-from ..trt_inspection import check_fp32_layers
+from ..trt_inspection import check_fp32_layers, check_network_types
+from ..trt_runnable import not_runnable_reason, rtx_capabilities
 from ..trt_settings import builder_settings
 
 # Polygraphy staged beside the worker; used only when the image has none of its own.
 sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "_fallback"))
 
+RTX = os.environ.get("POLYGRAPHY_USE_TENSORRT_RTX", "0") != "0"  # read by Polygraphy itself, too
+if RTX:
+    import tensorrt_rtx as trt  # noqa: E402
+else:
+    import tensorrt as trt  # noqa: E402
 import polygraphy  # noqa: E402
-import tensorrt as trt  # noqa: E402
 from polygraphy.backend.trt import (  # noqa: E402
-    CreateConfig, Profile, TrtRunner, engine_from_network, network_from_onnx_path)
+    CreateConfig, Profile, TrtRunner, engine_bytes_from_network, engine_from_bytes, network_from_onnx_path)
+from polygraphy.exception import PolygraphyException  # noqa: E402
+from polygraphy.logger import G_LOGGER  # noqa: E402
+
+PRODUCT = "TensorRT-RTX" if RTX else "TensorRT"
+# The GPUs a TensorRT-RTX engine can run on, from the release's own ComputeCapability enum.
+CAPABILITIES = rtx_capabilities(trt.ComputeCapability.__members__) if RTX else None
+BUILD_LOG = "tensorrt.log"  # Polygraphy's and TensorRT's own messages, in the cell's folder
+LOG_LINES = 60  # the builder's warnings and errors kept with the result
 
 
 def version():
@@ -59,6 +76,22 @@ def _output_dtypes(layer):
     return [layer.get_output(index).dtype.name for index in range(layer.num_outputs)]
 
 
+def _messages(path):
+    """Errors and warnings of TensorRT and Polygraphy, in their own words, without the traceback
+    lines Polygraphy logs around its exceptions."""
+    try:
+        with open(path, errors="replace") as fh:
+            lines = [line.rstrip() for line in fh]
+    except OSError:
+        return []
+    kept = [line for line in lines if line[:3] in ("[E]", "[W]", "[!]") and not line[3:].startswith("   ")]
+    return [line for line in kept if "'colored' module is not installed" not in line][-LOG_LINES:]
+
+
+def _errors(lines):
+    return "; ".join(line[4:] for line in lines if line[:3] in ("[E]", "[!]")) or "no message from TensorRT"
+
+
 def _apply_layer_settings(network, settings):
     for layer in network:
         if layer.name in settings["layer_precisions"]:
@@ -67,17 +100,115 @@ def _apply_layer_settings(network, settings):
                 layer.set_output_type(index, trt.float32)
 
 
-def _config(settings, inputs, timing_cache):
+def _config(settings, inputs, timing_cache, on_this_gpu):
     profile = Profile()
     for name, array in inputs.items():
         profile.add(name, min=array.shape, opt=array.shape, max=array.shape)
-    extra = {}
+    extra = {"profiles": [profile], "load_timing_cache": timing_cache, "tf32": settings["tf32"],
+             "profiling_verbosity": getattr(trt.ProfilingVerbosity, settings["profiling_verbosity"])}
     if "builder_optimization_level" in settings:
         extra["builder_optimization_level"] = settings["builder_optimization_level"]
-    return CreateConfig(fp16=settings["fp16"], tf32=settings["tf32"],
-                        precision_constraints=settings["precision_constraints"],
-                        profiling_verbosity=getattr(trt.ProfilingVerbosity, settings["profiling_verbosity"]),
-                        load_timing_cache=timing_cache, profiles=[profile], **extra)
+    if not settings["strongly_typed"]:
+        extra.update(fp16=settings["fp16"], precision_constraints=settings["precision_constraints"])
+    create = CreateConfig(**extra)  # strongly typed: types come from the network, no precision flags
+    if not on_this_gpu:  # TensorRT-RTX: for the release's default targets
+        return create
+
+    def for_this_gpu(builder, network):
+        """TensorRT-RTX, where it can run here: for exactly this GPU (as CreateConfigRTX(use_gpu))."""
+        config = create(builder, network)
+        config.num_compute_capabilities = 1
+        config.set_compute_capability(trt.ComputeCapability.CURRENT, 0)
+        return config
+    return for_this_gpu
+
+
+def _check_typing(profile):
+    typing = profile.get("typing")
+    if RTX and typing == "weak":
+        raise Unsupported("TensorRT-RTX builds strongly typed networks only (typing = \"weak\")")
+    if typing == "strong" and not hasattr(trt.NetworkDefinitionCreationFlag, "STRONGLY_TYPED"):
+        raise Unsupported("TensorRT {} has no strongly typed networks (TensorRT 9.0 and later)".format(trt.__version__))
+    return RTX or typing == "strong"
+
+
+def _parse(spec, strongly_typed, log_path):
+    try:  # TensorRT-RTX networks are strongly typed without being asked
+        return network_from_onnx_path(spec["model"], strongly_typed=True if strongly_typed and not RTX else None)
+    except PolygraphyException:
+        raise Refused("{} {}'s ONNX parser refuses this model: {}".format(
+            PRODUCT, trt.__version__, _errors(_messages(log_path)))) from None
+
+
+def _build(spec, inputs, log, can_run):
+    """Parse and build: (serialized engine, layer facts, settings, what the build says)."""
+    profile = spec["profile"]
+    strongly_typed = _check_typing(profile)
+    log_path = os.path.join(spec["out_dir"], BUILD_LOG)
+    G_LOGGER.log_file = log_path
+    start = time.perf_counter()
+    builder, network, parser = _parse(spec, strongly_typed, log_path)
+    layers = [(layer.name, getattr(layer, "metadata", ""), _output_dtypes(layer)) for layer in network]
+    network_layers = [{"name": layer.name, "type": layer.type.name, "onnx": layer_origins(layer.name, metadata),
+                       "dtypes": dtypes} for layer, (_, metadata, dtypes) in zip(network, layers)]
+    fp32_layers = select_layers(layers, _node_types(spec), profile["keep_fp32"]) if profile["keep_fp32"] else []
+    origins = {name: layer_origins(name, metadata) for name, metadata, _ in layers if name in fp32_layers}
+    log("{} layers in the parsed {} network; keep FP32 resolved to {} exact layer names: {}".format(
+        len(layers), "strongly typed" if strongly_typed else "weakly typed", len(fp32_layers), origins))
+    settings = builder_settings(profile, [] if strongly_typed else fp32_layers, strongly_typed)
+    _apply_layer_settings(network, settings)
+    # A second build (profile `builds = 2`) searches tactics afresh: with the timing cache it would
+    # replay the first build's choices and hide tactic non-determinism. A build that cannot run
+    # here times no tactics: TensorRT-RTX only fails to (de)serialise a cache without a GPU.
+    timing_cache = spec.get("timing_cache") if can_run and not spec.get("build_index") else None
+    config = _config(settings, inputs, timing_cache, on_this_gpu=can_run and RTX)
+    try:
+        serialized = engine_bytes_from_network((builder, network, parser), config=config, save_timing_cache=timing_cache)
+    except PolygraphyException:
+        raise RuntimeError("{} {} did not build the engine: {}".format(
+            PRODUCT, trt.__version__, _errors(_messages(log_path)))) from None
+    build_s = time.perf_counter() - start
+    serialized = bytes(serialized)
+    log("engine built in {:.2f}s, {} bytes".format(build_s, len(serialized)))
+    typing_check = check_network_types(network_layers, fp32_layers) if strongly_typed and fp32_layers else None
+    facts = {"build_s": build_s, "engine_bytes": len(serialized), "network_layers": network_layers,
+             "build_log": _messages(log_path), "settings": settings, "fp32_layers": fp32_layers,
+             "fp32_origins": origins, "network_type_check": typing_check}
+    return serialized, facts
+
+
+def run(spec, inputs, log):
+    reason = not_runnable_reason(PRODUCT, trt.__version__, spec.get("device_facts") or {}, CAPABILITIES)
+    serialized, facts = _build(spec, inputs, log, can_run=reason is None)
+    info = {key: facts[key] for key in ("engine_bytes", "network_layers", "build_log", "settings", "fp32_layers",
+                                        "fp32_origins")}
+    summary = facts["network_type_check"]
+    if reason:
+        log("built with {} {}; {}".format(PRODUCT, trt.__version__, reason))
+        info.update(precision_check=summary)
+        return {"runs": [], "build_s": facts["build_s"], "infer_ms": None, "info": info,
+                "not_run": "built with {} {}; {}".format(PRODUCT, trt.__version__, reason)}
+
+    engine = engine_from_bytes(serialized)
+    engine_layers = _engine_layers(engine)
+    with open(os.path.join(spec["out_dir"], "engine_layers.json"), "w") as fh:
+        json.dump(engine_layers, fh, indent=1)
+    summary, details = check_fp32_layers(engine_layers, facts["fp32_layers"], facts["fp32_origins"])
+    if summary:
+        log("precision check: " + summary)
+    feeds, casts = fit_inputs(inputs, _binding_dtypes(engine))
+    for cast in casts:
+        log("input " + cast)
+    runs, times = [], []
+    with TrtRunner(engine) as runner:
+        for index in range(WARMUP + REPEATS):
+            outputs = runner.infer(feed_dict=feeds, copy_outputs_to_host=True)
+            if index >= WARMUP:
+                times.append(runner.last_inference_time() * 1000)
+            runs.append({name: np.array(value) for name, value in outputs.items()})
+    info.update(precision_check=summary, layer_precisions=details, input_casts=casts,
+                engine_layer_count=len(engine_layers))
+    return {"runs": runs, "build_s": facts["build_s"], "infer_ms": float(np.median(times)), "info": info}
 
 
 def _binding_dtypes(engine):
@@ -89,49 +220,3 @@ def _engine_layers(engine):
     inspector = engine.create_engine_inspector()
     info = json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
     return [layer for layer in info.get("Layers", []) if isinstance(layer, dict)]
-
-
-def run(spec, inputs, log):
-    profile = spec["profile"]
-    start = time.perf_counter()
-    builder, network, parser = network_from_onnx_path(spec["model"])
-    layers = [(layer.name, getattr(layer, "metadata", ""), _output_dtypes(layer)) for layer in network]
-    fp32_layers = select_layers(layers, _node_types(spec), profile["keep_fp32"]) if profile["keep_fp32"] else []
-    origins = {name: layer_origins(name, metadata) for name, metadata, _ in layers if name in fp32_layers}
-    log("{} layers in the parsed network; keep FP32 resolved to {} exact layer names: {}".format(
-        len(layers), len(fp32_layers), origins))
-    settings = builder_settings(profile, fp32_layers)
-    _apply_layer_settings(network, settings)
-    # A second build (profile `builds = 2`) searches tactics afresh: with the timing cache it would
-    # replay the first build's choices and hide tactic non-determinism.
-    timing_cache = spec.get("timing_cache") if not spec.get("build_index") else None
-    config = _config(settings, inputs, timing_cache)
-    engine = engine_from_network((builder, network, parser), config=config, save_timing_cache=timing_cache)
-    build_s = time.perf_counter() - start
-    log("engine built in {:.1f}s".format(build_s))
-
-    engine_layers = _engine_layers(engine)
-    with open(os.path.join(spec["out_dir"], "engine_layers.json"), "w") as fh:
-        json.dump(engine_layers, fh, indent=1)
-    summary, details = check_fp32_layers(engine_layers, fp32_layers, origins)
-    if summary:
-        log("precision check: " + summary)
-
-    feeds, casts = fit_inputs(inputs, _binding_dtypes(engine))
-    for cast in casts:
-        log("input " + cast)
-    runs, times = [], []
-    with TrtRunner(engine) as runner:
-        for index in range(WARMUP + REPEATS):
-            outputs = runner.infer(feed_dict=feeds, copy_outputs_to_host=True)
-            if index >= WARMUP:
-                times.append(runner.last_inference_time() * 1000)
-            runs.append({name: np.array(value) for name, value in outputs.items()})
-    return {
-        "runs": runs,
-        "build_s": build_s,
-        "infer_ms": float(np.median(times)),
-        "info": {"precision_check": summary, "layer_precisions": details, "fp32_layers": fp32_layers,
-                 "fp32_origins": origins, "input_casts": casts, "engine_layer_count": len(engine_layers),
-                 "settings": settings},
-    }

@@ -1,0 +1,51 @@
+"""Every cell status, and how each view groups it: one place, so that a status is counted,
+coloured and compared alike in the matrix, the terminal, JUnit, history and the upgrade view.
+
+- `built`: a TensorRT engine that built where it cannot run (no GPU; a GPU the product does not
+  support). Its build facts are real, its numbers were never measured: never `pass`, but a cell
+  that built before and fails to build now is a regression.
+- `unsupported`: the engine refuses the model (TensorRT's ONNX parser, in its own words): not
+  something that broke, and never a regression by itself.
+"""
+
+from __future__ import annotations
+
+# The order statuses are listed and counted in.
+ORDER = ["pass", "built", "fail", "error", "crash", "timeout", "unsupported", "skipped", "xfail", "xpass"]
+# What a regression starts from, and what it ends in (a known issue's xfail is not a regression).
+GOOD = frozenset({"pass", "xpass", "built"})
+BAD = frozenset({"fail", "error", "crash", "timeout", "xfail"})
+REGRESSED = BAD - {"xfail"}
+# Nothing to compare against a version that did not get to judge the cell.
+NOT_COMPARABLE = frozenset({"skipped"})
+# Worth a person's look after a run, worst first.
+LOOK_AT = ["fail", "error", "crash", "timeout", "xpass"]
+# An operator's (or any group's) colour: its worst status, in this order.
+WORST_FIRST = ["crash", "timeout", "fail", "error", "xfail", "unsupported", "skipped", "built"]
+# The word and rich style each gets in a terminal table.
+TERMINAL = {"pass": ("pass", "green"), "built": ("built", "cyan"), "fail": ("FAIL", "bold red"),
+            "error": ("ERR", "yellow"), "crash": ("CRASH", "bold magenta"), "timeout": ("T/O", "magenta"),
+            "unsupported": ("unsup", "dim yellow"), "skipped": ("skip", "dim"), "xfail": ("xfail", "blue"),
+            "xpass": ("XPASS", "bold cyan")}
+
+
+# The upgrade view's groups, in the order it lists them.
+CHANGES = ["newly failing", "newly passing", "newly building", "newly unsupported", "newly supported", "unchanged",
+           "not comparable"]
+
+
+def change(before, after) -> str:
+    """How a cell moved from one environment (or run) to another, as the upgrade view groups it."""
+    if not isinstance(before, str) or not isinstance(after, str) or {before, after} & NOT_COMPARABLE:
+        return "not comparable"
+    if before == after:
+        return "unchanged"
+    if after == "unsupported":
+        return "newly unsupported"
+    if before == "unsupported":
+        return "newly supported"
+    if before in GOOD and after in BAD:
+        return "newly failing"
+    if before in BAD and after in GOOD:
+        return "newly building" if after == "built" else "newly passing"
+    return "unchanged"
