@@ -16,6 +16,8 @@ ORDER = ["pass", "built", "fail", "error", "crash", "timeout", "unsupported", "s
 GOOD = frozenset({"pass", "xpass", "built"})
 BAD = frozenset({"fail", "error", "crash", "timeout", "xfail"})
 REGRESSED = BAD - {"xfail"}
+# Judged against the reference: numbers were measured.
+JUDGED = frozenset({"pass", "fail", "xfail", "xpass"})
 # Nothing to compare against a version that did not get to judge the cell.
 NOT_COMPARABLE = frozenset({"skipped"})
 # Worth a person's look after a run, worst first.

@@ -117,7 +117,7 @@ GOOD_ENV = 'engine = "onnxruntime"\nversion = "1.32.0"\nbackend = "venv"\nrequir
     (('"onnxruntime==1.32.0"', '"onnxruntime==1.32.0 --hash=sha256:00"'), "requirements.0", "is not a requirement"),
     (('"onnxruntime==1.32.0"', '"onnxruntime=1.32.0"'), "requirements.0", "is not a requirement"),
     (("", 'python = "--index-url=http://127.0.0.1:9/simple"\n'), "python", None),
-    (("", 'gpu = "false"\n'), "gpu", "boolean"),
+    (("", 'gpu = "false"\n'), "gpu", "Input should be False, True or 'optional'"),
 ], ids=["control", "version-banana", "requirement-index-url", "requirement-file", "requirement-hash-option",
         "requirement-typo", "python-option", "gpu-text"])
 def test_environment_definitions_take_versions_and_requirements_only(project, tmp_path, change, key, said):

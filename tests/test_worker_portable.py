@@ -8,7 +8,7 @@ import pytest
 
 WORKER = Path(__file__).resolve().parents[1] / "matrix" / "worker"
 # numpy and the engines; pynvml (nvidia-ml-py) is optional: probe.py falls back to nvidia-smi.
-ALLOWED_THIRD_PARTY = {"numpy", "onnxruntime", "tensorrt", "polygraphy", "torch", "pynvml"}
+ALLOWED_THIRD_PARTY = {"numpy", "onnxruntime", "tensorrt", "tensorrt_rtx", "polygraphy", "torch", "pynvml"}
 FILES = sorted(WORKER.rglob("*.py"))
 
 

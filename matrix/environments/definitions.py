@@ -55,7 +55,7 @@ class EnvDef(Strict):
     backend: Literal["venv", "docker", "host"]
     # true: runs only on a GPU (skipped elsewhere, with the reason). "optional": leases a GPU where
     # the host has one and runs without one elsewhere (TensorRT-RTX builds engines on the CPU).
-    gpu: bool | Literal["optional"] = False
+    gpu: Literal[False, True, "optional"] = False
     # The engine's product: full TensorRT, or TensorRT-RTX (the worker then imports tensorrt_rtx,
     # and Polygraphy is switched to it by its own POLYGRAPHY_USE_TENSORRT_RTX).
     product: Literal["tensorrt", "tensorrt-rtx"] | None = None
@@ -106,6 +106,11 @@ class EnvDef(Strict):
         """What results call the engine: the product where there are two (their versions are
         not one sequence: TensorRT-RTX 1.7 is no older than TensorRT 10.8)."""
         return self.product or self.engine
+
+    @property
+    def module(self) -> str:
+        """The engine's Python module, as a host interpreter must import it."""
+        return "tensorrt_rtx" if self.product == "tensorrt-rtx" else self.engine
 
     @property
     def needs_gpu(self) -> bool:

@@ -22,7 +22,7 @@ from .definitions import EnvDef
 from .gpus import with_host_gpus
 from .venv import ProcessWorker, start_process
 
-# The engine's module (the engines' names are their modules' names) and the interpreter's facts.
+# The engine's module (EnvDef.module) and the interpreter's facts.
 _FACTS = ("import json, platform, {0}; "
           "print(json.dumps({{'engine_version': {0}.__version__, 'python_version': platform.python_version()}}))")
 FACTS_TIMEOUT_S = 300  # importing torch on a cold disk takes seconds, not minutes
@@ -51,7 +51,7 @@ def interpreter_facts(python: str, engine: str) -> dict:
 
 def host_fingerprint(envdef: EnvDef) -> str:
     python = host_python(envdef)
-    return with_host_gpus(envdef, hash_json([os.path.realpath(python), interpreter_facts(python, envdef.engine)]))
+    return with_host_gpus(envdef, hash_json([os.path.realpath(python), interpreter_facts(python, envdef.module)]))
 
 
 class HostBackend:
@@ -61,7 +61,7 @@ class HostBackend:
         self.python = host_python(envdef)
 
     def prepare(self) -> None:
-        interpreter_facts(self.python, self.envdef.engine)
+        interpreter_facts(self.python, self.envdef.module)
 
     def fingerprint(self) -> str:
         return host_fingerprint(self.envdef)

@@ -31,6 +31,7 @@ DETAIL_FIELDS = [
     "build_s", "infer_ms", "device", "gpu", "compute_capability", "driver_version", "cuda_version", "cudnn_version",
     "python_version", "image", "image_digest", "node",
     "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
+    "engine_bytes", "build_log",
 ]
 
 # The templates of every page (report, index, history), shared by html and publish.
@@ -40,14 +41,16 @@ TEMPLATES = Environment(loader=PackageLoader("matrix.report", "templates"), auto
 # The columns key_number reads: the history page hands it only these (a dict of every column of
 # thirty runs of thousands of cells costs seconds).
 KEY_NUMBER_FIELDS = ("status", "nan_count", "inf_count", "max_abs", "drift_max_abs", "drift_run", "rule",
-                     "precision_check")
+                     "precision_check", "build_s")
 
 
 def key_number(row: pd.Series) -> str:
     """What a cell shows besides its colour: the worst error when there are numbers (NaN/Inf
     counts first), ↯ when repeated inferences differed, ⚖ when an acceptance rule judged it, ⚠
-    when requested FP32 layers did not (verifiably) run in FP32."""
+    when requested FP32 layers did not (verifiably) run in FP32. A `built` cell: its build time."""
     text = worst_error(row) or {"skipped": "skip"}.get(row["status"], row["status"])
+    if row["status"] == "built" and pd.notna(row.get("build_s")):
+        text = f"built {row['build_s']:.2g}s"
     text = with_marks(text, row)
     check = row.get("precision_check")
     return f"{text} ⚠" if isinstance(check, str) and not check.startswith("ok") else text
@@ -74,8 +77,21 @@ def cell_data(row: pd.Series, config: str) -> dict:
     data["rule"] = rule_text(row)
     # Nothing measured (skipped, error, crash, timeout): no cosine to call undefined.
     data["cosine_text"] = cosine_text(row).removeprefix("cosine ") if row.get("outputs") not in (None, "", "[]") else None
+    data["layers"] = layer_summary(row.get("network_layers"))
     data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
     return data
+
+
+def layer_summary(network_layers) -> str | None:
+    """A TensorRT network in one line (its layers by type, its tensors by type): the full list,
+    one entry per layer with its ONNX node, stays in the results files, out of the page."""
+    if not isinstance(network_layers, str):
+        return None
+    layers = json.loads(network_layers)
+    types = pd.Series([layer["type"] for layer in layers]).value_counts()
+    dtypes = pd.Series([d for layer in layers for d in layer["dtypes"]]).value_counts()
+    return (f"{len(layers)} layers: " + ", ".join(f"{t} ×{n}" for t, n in types.items())
+            + "; outputs: " + ", ".join(f"{t} ×{n}" for t, n in dtypes.items()))
 
 
 def case_plot(frame: pd.DataFrame, case: str, envs: list[str]) -> dict:

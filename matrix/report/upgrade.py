@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
-from ..statuses import GOOD, NOT_COMPARABLE, REGRESSED, change
+from ..statuses import GOOD, JUDGED, NOT_COMPARABLE, REGRESSED, change
 
 ENGINE_ORDER = {"onnxruntime": 0, "tensorrt": 1, "tensorrt-rtx": 2, "torch": 3}
 
@@ -39,19 +39,21 @@ def env_order(frame: pd.DataFrame) -> list[str]:
 
 def default_pair(frame: pd.DataFrame) -> tuple[str, str] | None:
     """An upgrade worth looking at: the two newest distinct versions of one engine, the newest
-    engine that has two among the environments that produced results (never one version against
-    itself, e.g. a venv and a container of it)."""
-    ran = set(frame.loc[~frame["status"].isin(NOT_COMPARABLE), "env"])
+    engine that has two among the environments whose cells were judged against the reference
+    (else: that produced results, e.g. builds; never one version against itself, e.g. a venv and
+    a container of it)."""
     versions = _versions(frame)
-    order = [e for e in env_order(frame) if e in ran] or env_order(frame)
-    by_engine: dict[str, dict[Version, str]] = {}
-    for env in order:  # the first environment of each version, in name order
-        engine, version = versions[env]
-        by_engine.setdefault(engine, {}).setdefault(version, env)
-    for engine in sorted(by_engine, key=lambda e: ENGINE_ORDER.get(e, 9), reverse=True):
-        newest = by_engine[engine]
-        if len(newest) >= 2:
-            return tuple(newest[v] for v in sorted(newest)[-2:])
+    for wanted in (JUDGED, None):
+        shown = frame["status"].isin(wanted) if wanted else ~frame["status"].isin(NOT_COMPARABLE)
+        envs = set(frame.loc[shown, "env"])
+        by_engine: dict[str, dict[Version, str]] = {}
+        for env in (e for e in env_order(frame) if e in envs):  # the first environment of each version, in name order
+            engine, version = versions[env]
+            by_engine.setdefault(engine, {}).setdefault(version, env)
+        for engine in sorted(by_engine, key=lambda e: ENGINE_ORDER.get(e, 9), reverse=True):
+            newest = by_engine[engine]
+            if len(newest) >= 2:
+                return tuple(newest[v] for v in sorted(newest)[-2:])
     return None
 
 

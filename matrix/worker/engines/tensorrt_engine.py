@@ -89,7 +89,10 @@ def _messages(path):
 
 
 def _errors(lines):
-    return "; ".join(line[4:] for line in lines if line[:3] in ("[E]", "[!]")) or "no message from TensorRT"
+    """The errors, in TensorRT's words; of a parser failure, the parser's own one line per node
+    ("In node 0 ... operator: Det (checkDet): UNSUPPORTED_NODE ...") without its framing lines."""
+    errors = [line[4:] for line in lines if line[:3] in ("[E]", "[!]")]
+    return "; ".join([e for e in errors if e.startswith("In node")] or errors) or "no message from TensorRT"
 
 
 def _apply_layer_settings(network, settings):
@@ -168,10 +171,9 @@ def _build(spec, inputs, log, can_run):
         raise RuntimeError("{} {} did not build the engine: {}".format(
             PRODUCT, trt.__version__, _errors(_messages(log_path)))) from None
     build_s = time.perf_counter() - start
-    serialized = bytes(serialized)
-    log("engine built in {:.2f}s, {} bytes".format(build_s, len(serialized)))
+    log("engine built in {:.2f}s, {} bytes".format(build_s, serialized.nbytes))
     typing_check = check_network_types(network_layers, fp32_layers) if strongly_typed and fp32_layers else None
-    facts = {"build_s": build_s, "engine_bytes": len(serialized), "network_layers": network_layers,
+    facts = {"build_s": build_s, "engine_bytes": serialized.nbytes, "network_layers": network_layers,
              "build_log": _messages(log_path), "settings": settings, "fp32_layers": fp32_layers,
              "fp32_origins": origins, "network_type_check": typing_check}
     return serialized, facts

@@ -1,0 +1,205 @@
+"""TensorRT for real: TensorRT-RTX 1.7 (wheels from the package index, in a venv made by the code
+under test, and in a container built here) parses and builds the seed cases on this CPU. Builds
+are real; inference is not (no GPU here, and TensorRT-RTX refuses the H100 we were lent): those
+cells must end `built`, never `pass`. Where this machine stops is tested too: a GPU the release
+supports makes the builder target it, and without a CUDA driver TensorRT says why it cannot."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import onnx
+import pandas as pd
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import REPO, SMALL
+from matrix.environments import open_backend
+from matrix.environments.definitions import load_envdef
+from matrix.environments.staging import stage_worker
+from matrix.plan import build_plan
+from matrix.report.junit import write_junit
+from matrix.report.upgrade import regressions
+from matrix.run import MatrixRun
+from matrix.statuses import change
+from matrix.store import read_run
+from matrix.worker.trt_runnable import not_runnable_reason, rtx_capabilities
+
+RTX = "trt-rtx-1.7"
+BODY = """
+    [profiles.fp32]
+    precision = "fp32"
+    [profiles.fp16]
+    precision = "fp16"
+    [profiles.fp16-softmax-fp32]
+    precision = "fp16"
+    keep_fp32 = ["Softmax"]
+    [profiles.weak]
+    precision = "fp16"
+    typing = "weak"
+    [cases.mha_transformer_block]
+    profiles = ["fp32", "fp16", "fp16-softmax-fp32", "weak"]
+    options = {mha}
+    [cases.layernorm_block]
+    profiles = ["fp32", "fp16"]
+    options = {ln}
+    """.format(mha=SMALL["mha_transformer_block"], ln=SMALL["layernorm_block"])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, cache_dir):
+    from conftest import matrix_file
+
+    home = tmp_path_factory.mktemp("rtx")
+    config = matrix_file(home, cache_dir, BODY, environments=(RTX, "ort-1.32"))
+    return read_run(MatrixRun(build_plan(config)).execute()).set_index("cell_id")
+
+
+def test_seed_cases_build_on_tensorrt_rtx_and_none_passes(built):
+    rtx = built[built["env"] == RTX]
+    ran = rtx[rtx["profile"] != "weak"]
+    assert set(ran["status"]) == {"built"} and (ran["engine"] == "tensorrt-rtx").all()
+    assert (ran["engine_version"] == "1.7.1.116").all()
+    assert ran["error"].str.startswith("built with TensorRT-RTX 1.7.1.116; not run: no NVIDIA GPU").all()
+    assert (ran["build_s"] > 0).all() and (ran["engine_bytes"] > 0).all()
+    assert ran["max_abs"].isna().all() and ran["outputs"].eq("[]").all()  # nothing was measured
+
+
+def test_build_only_cells_fork_from_the_supervisor(built, cache_dir):
+    """They touch no CUDA, so they need no new interpreter each (engines.fork_safe)."""
+    key = built.loc[f"layernorm_block/batch=2/fp32/{RTX}", "content_key"]
+    result = json.loads((cache_dir / "results" / RTX / key[:24] / "result.json").read_text())
+    assert (result["status"], result["cell_start"]) == ("built", "fork")
+
+
+def test_fp16_builds_the_fp16_model_and_keep_fp32_is_checked_in_the_typed_network(built):
+    row = "mha_transformer_block/batch=1/{}/" + RTX
+    fp32, fp16, kept = (built.loc[row.format(p)] for p in ("fp32", "fp16", "fp16-softmax-fp32"))
+    # Strongly typed: FP16 comes from the FP16 ONNX copy: its matrix products are HALF in the network.
+    matmuls = lambda cell: {d for layer in json.loads(cell["network_layers"])  # noqa: E731
+                            if layer["type"] == "MATRIX_MULTIPLY" for d in layer["dtypes"]}
+    assert matmuls(fp16) == {"HALF"} and matmuls(fp32) == {"FLOAT"}
+    # Every layer of the parsed network names the ONNX node it came from (ILayer.metadata).
+    softmax = [layer for layer in json.loads(kept["network_layers"]) if layer["type"] == "SOFTMAX"]
+    assert softmax and all(layer["onnx"] == ["/attn/Softmax"] and layer["dtypes"] == ["FLOAT"] for layer in softmax)
+    assert kept["precision_check"].startswith(f"ok: {len(softmax)}/{len(softmax)} requested FP32 layers are FP32")
+
+
+def test_a_setting_a_strongly_typed_build_cannot_take_is_skipped_with_the_reason(built):
+    weak = built.loc[f"mha_transformer_block/batch=1/weak/{RTX}"]
+    assert weak["status"] == "skipped" and "strongly typed networks only" in weak["error"]
+    elsewhere = built.loc["mha_transformer_block/batch=1/weak/ort-1.32"]
+    assert elsewhere["status"] == "skipped" and "the onnxruntime engine has no typing" in elsewhere["error"]
+
+
+def test_the_parsers_refusal_is_unsupported_in_its_own_words(write_matrix, tmp_path):
+    """Det: onnxruntime computes it, TensorRT-RTX's ONNX parser has no importer for it."""
+    graph = helper.make_graph([helper.make_node("Det", ["x"], ["y"], name="det")], "det",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, tmp_path / "det.onnx")
+    np.savez(tmp_path / "det.npz", x=np.random.default_rng(0).standard_normal((2, 3, 3)).astype(np.float32))
+    config = write_matrix(f"""
+        [profiles.fp32]
+        precision = "fp32"
+        [cases.det]
+        onnx = "{tmp_path / 'det.onnx'}"
+        inputs = "{tmp_path / 'det.npz'}"
+        profiles = ["fp32"]
+        """, environments=(RTX, "ort-1.32"))
+    cells = read_run(MatrixRun(build_plan(config)).execute()).set_index("env")
+    assert cells.loc["ort-1.32", "status"] == "pass"
+    refused = cells.loc[RTX]
+    assert refused["status"] == "unsupported"
+    assert refused["error"].startswith("TensorRT-RTX 1.7.1.116's ONNX parser refuses this model: In node 0")
+    assert "operator: Det" in refused["error"] and "UNSUPPORTED_NODE" in refused["error"]
+
+
+def _cell_in_venv(tmp_path, cache_dir, facts: dict) -> dict:
+    """One layernorm cell run by the worker's own cell code, in the TensorRT-RTX venv, told that
+    it sees the GPU `facts` describes (what probe.describe would find on such a host)."""
+    from conftest import matrix_file
+
+    config = matrix_file(tmp_path, cache_dir, BODY, environments=(RTX,))
+    plan = build_plan(config)
+    MatrixRun(build_plan(config, only_cells=[f"layernorm_block/batch=2/fp32/{RTX}"])).execute()  # prepares the artifacts
+    artifacts = next((cache_dir / "artifacts").glob("layernorm_block-*"))
+    envdef = plan.envs[RTX]
+    backend = open_backend(envdef, cache_dir, stage_worker(cache_dir), "test")
+    backend.prepare()
+    out = tmp_path / "cell"
+    out.mkdir()
+    spec = {"cell_id": "x", "engine": "tensorrt", "model": str(artifacts / "model.onnx"), "out_dir": str(out),
+            "profile": plan.profile("fp32").model_dump(mode="json"), "device_facts": facts}
+    script = textwrap.dedent(f"""
+        import json, sys
+        from trtmatrix_worker.cell import execute, log
+        print(json.dumps(execute(json.loads(sys.argv[1]) | {{"inputs": {str(artifacts / 'inputs.npz')!r}}}), default=str))
+        """)
+    done = subprocess.run([str(backend.python), "-c", script, json.dumps(spec)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(stage_worker(cache_dir)), **envdef.worker_environment()})
+    return json.loads(done.stdout.splitlines()[-1]) if done.returncode == 0 else {"stderr": done.stderr}
+
+
+def test_a_gpu_the_release_does_not_support_is_named_and_its_engine_still_built(tmp_path, cache_dir):
+    result = _cell_in_venv(tmp_path, cache_dir, {"gpu": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0"})
+    assert result["status"] == "built" and result["info"]["engine_bytes"] > 0
+    assert result["error"] == ("built with TensorRT-RTX 1.7.1.116; not run: NVIDIA H100 80GB HBM3 has compute "
+                               "capability 9.0, which TensorRT-RTX 1.7.1.116 does not support (it supports "
+                               "7.5, 8.0, 8.6, 8.9, 12.0, 12.1)")
+
+
+def test_a_supported_gpu_is_built_for_and_here_the_builder_says_why_it_cannot(tmp_path, cache_dir):
+    """An L4 (8.9) is supported: the engine is built for the GPU in hand (ComputeCapability.CURRENT),
+    which needs a CUDA driver. None here: the builder's own message, not a bare 'None'."""
+    result = _cell_in_venv(tmp_path, cache_dir, {"gpu": "NVIDIA L4", "compute_capability": "8.9"})
+    assert "RuntimeError: TensorRT-RTX 1.7.1.116 did not build the engine" in result["stderr"]
+    assert "CUDA driver version is insufficient" in result["stderr"]
+
+
+def test_which_gpus_a_release_runs_on_comes_from_its_own_enum():
+    names = ["CURRENT", "NONE", "SM120", "SM121", "SM75", "SM80", "SM86", "SM89"]  # tensorrt_rtx 1.7.1's members
+    supported = rtx_capabilities(names)
+    assert supported == ["7.5", "8.0", "8.6", "8.9", "12.0", "12.1"]
+    l4, h100, b200, next_gen = ({"gpu": g, "compute_capability": c} for g, c in
+                                (("L4", "8.9"), ("H100", "9.0"), ("B200", "10.0"), ("X", "13.0")))
+    assert not_runnable_reason("TensorRT-RTX", "1.7", l4, supported) is None
+    assert "H100 has compute capability 9.0" in not_runnable_reason("TensorRT-RTX", "1.7", h100, supported)
+    assert "10.0" in not_runnable_reason("TensorRT-RTX", "1.7", b200, supported)
+    assert not_runnable_reason("TensorRT-RTX", "1.7", next_gen, supported) is None  # ">12.0", as 1.7.1 says
+    assert not_runnable_reason("TensorRT", "10.8", h100) is None  # full TensorRT: every GPU it is given
+    assert "no NVIDIA GPU" in not_runnable_reason("TensorRT", "10.8", {})
+
+
+def test_built_is_good_for_regressions_and_its_own_group_in_the_upgrade_view(tmp_path):
+    before = pd.DataFrame({"cell_id": ["a", "b", "c", "d"], "status": ["built", "built", "unsupported", "pass"]})
+    now = before.assign(status=["error", "unsupported", "built", "built"], max_abs=np.nan, nan_count=0, inf_count=0)
+    # A cell that built and now fails to build is a regression; a refusal by the parser is not one
+    # by itself, and a cell that passed on a GPU and is built on a CPU host lost nothing.
+    assert list(regressions(before, now)["cell_id"]) == ["a"]
+    assert [change(a, b) for a, b in zip(before["status"], now["status"])] == [
+        "newly failing", "newly unsupported", "newly supported", "unchanged"]
+    assert change("error", "built") == "newly building" and change("skipped", "built") == "not comparable"
+
+    frame = pd.DataFrame({"env": RTX, "row_id": ["r1", "r2"], "status": ["built", "unsupported"], "build_s": [0.2, None],
+                          "error": ["built with TensorRT-RTX 1.7.1.116; not run: no NVIDIA GPU", "parser refuses: Det"],
+                          "max_abs": np.nan, "atol": 1e-4, "rtol": 1e-3, "known_issue": None, "log_tail": ""})
+    write_junit(frame, tmp_path / "junit.xml", "run")
+    xml = (tmp_path / "junit.xml").read_text()
+    assert 'failures="0" errors="0" skipped="2"' in xml
+    assert "built, not run: built with TensorRT-RTX 1.7.1.116" in xml and "unsupported: parser refuses: Det" in xml
+
+
+@pytest.mark.docker
+def test_the_container_builds_the_engine_the_venv_builds(docker_client, write_matrix, built):
+    config = write_matrix(BODY, environments=(f"{RTX}-docker",))
+    container = read_run(MatrixRun(build_plan(config, only_cells=[f"layernorm_block/batch=2/fp16/{RTX}-docker"])).execute())
+    cell = container.iloc[0]
+    assert cell["status"] == "built" and cell["image"].startswith("trtmatrix/trt-rtx-1-7-docker")
+    assert cell["engine_bytes"] == built.loc[f"layernorm_block/batch=2/fp16/{RTX}", "engine_bytes"]
