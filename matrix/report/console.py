@@ -12,7 +12,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..statuses import LOOK_AT, TERMINAL as SHORT
+from ..statuses import CHANGES, LOOK_AT, TERMINAL as SHORT
 from .error_text import drift_text, needed_text, with_marks, worst_error
 from .upgrade import env_order, records_by_row
 
@@ -143,9 +143,6 @@ def _side(row: pd.Series, side: str) -> dict:
     return {key.removesuffix(f"_{side}"): value for key, value in row.items() if key.endswith(f"_{side}")}
 
 
-CHANGES = ["newly failing", "newly passing", "unchanged", "not comparable"]
-
-
 def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str, str, str]]:
     """(change, row, status A, status B, worst A, worst B, Δ max_abs) in the order a reader wants."""
     compared = compared.assign(_order=compared["change"].map(CHANGES.index)).sort_values(["_order", "row_id"])
@@ -163,7 +160,8 @@ def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Consol
     table = Table(title=escape(f"{env_a} → {env_b}"), header_style="bold", pad_edge=False)
     for column in ("change", "row", env_a, env_b, "worst A", "worst B", "Δ max_abs"):
         table.add_column(escape(column))
-    colour = {"newly failing": "bold red", "newly passing": "green"}
+    colour = {"newly failing": "bold red", "newly passing": "green", "newly building": "cyan",
+              "newly unsupported": "yellow", "newly supported": "green"}
     rows = _upgrade_rows(compared)
     for change, *rest in rows:
         table.add_row(f"[{colour[change]}]{change}[/]" if change in colour else change, *(escape(x) for x in rest))
@@ -219,7 +217,7 @@ def definitions_table(envdefs: list) -> Table:
         origin = e.image or (f"images/{e.dockerfile} {args}" if e.dockerfile else " ".join(e.requirements))
         if e.backend == "host":
             origin = e.python or "the Python running trtmatrix"
-        table.add_row(*(escape(str(x)) for x in (e.name, e.engine, e.version or "as installed", e.backend, {True: "yes", "optional": "optional"}.get(e.gpu, ""), origin, e.source)))
+        table.add_row(*(escape(str(x)) for x in (e.name, e.label, e.version or "as installed", e.backend, {True: "yes", "optional": "optional"}.get(e.gpu, ""), origin, e.source)))
     return table
 
 

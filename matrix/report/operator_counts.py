@@ -10,7 +10,7 @@ import json
 
 import pandas as pd
 
-from ..statuses import GOOD, WORST_FIRST
+from ..statuses import GOOD, ORDER, WORST_FIRST
 from .upgrade import env_order
 
 
@@ -37,7 +37,8 @@ def tested_operators(frame: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def operator_counts(frame: pd.DataFrame, tested: dict[str, list[str]]) -> list[dict]:
-    """[{operator, not_passing, envs: [{pass, total, counts: {status: n}, shade} per env]}], the
+    """[{operator, not_passing, envs: [{good, total, counts: {status: n}, shade} per env]}] (`good`:
+    pass, xpass or built; `counts`: every status, so a built cell never reads as a pass), the
     operators with the most cells not passing first; empty for a run without suite rows."""
     suite = frame[frame["row_id"].isin(tested)]
     if suite.empty:
@@ -51,9 +52,9 @@ def operator_counts(frame: pd.DataFrame, tested: dict[str, list[str]]) -> list[d
         per_env = []
         for env in envs:
             statuses = by_env.get(env, {})
-            per_env.append({"pass": sum(statuses.get(s, 0) for s in GOOD), "total": sum(statuses.values()),
-                            "counts": {s: n for s, n in sorted(statuses.items()) if s not in GOOD},
+            per_env.append({"good": sum(statuses.get(s, 0) for s in GOOD), "total": sum(statuses.values()),
+                            "counts": {s: statuses[s] for s in ORDER if statuses.get(s)},
                             "shade": _shade(statuses)})
         shown.append({"operator": operator, "envs": per_env,
-                      "not_passing": sum(e["total"] - e["pass"] for e in per_env)})
+                      "not_passing": sum(e["total"] - e["good"] for e in per_env)})
     return sorted(shown, key=lambda o: (-o["not_passing"], o["operator"]))

@@ -103,10 +103,16 @@ def _apply_layer_settings(network, settings):
                 layer.set_output_type(index, trt.float32)
 
 
-def _config(settings, inputs, timing_cache, on_this_gpu):
+def _config(network, settings, inputs, timing_cache, on_this_gpu):
+    # One optimisation profile of exactly these inputs: their shapes, and for a shape tensor (an
+    # input the network uses as a shape: Tile's repeats, Split's sizes) its values. An input the
+    # parser left out of the network (an If's condition it folded) has none.
+    tensors = [network.get_input(i) for i in range(network.num_inputs)]
     profile = Profile()
-    for name, array in inputs.items():
-        profile.add(name, min=array.shape, opt=array.shape, max=array.shape)
+    for tensor in (t for t in tensors if t.name in inputs):
+        array = inputs[tensor.name]
+        bounds = [int(v) for v in array.ravel()] if tensor.is_shape_tensor else array.shape
+        profile.add(tensor.name, min=bounds, opt=bounds, max=bounds)
     extra = {"profiles": [profile], "load_timing_cache": timing_cache, "tf32": settings["tf32"],
              "profiling_verbosity": getattr(trt.ProfilingVerbosity, settings["profiling_verbosity"])}
     if "builder_optimization_level" in settings:
@@ -164,7 +170,7 @@ def _build(spec, inputs, log, can_run):
     # replay the first build's choices and hide tactic non-determinism. A build that cannot run
     # here times no tactics: TensorRT-RTX only fails to (de)serialise a cache without a GPU.
     timing_cache = spec.get("timing_cache") if can_run and not spec.get("build_index") else None
-    config = _config(settings, inputs, timing_cache, on_this_gpu=can_run and RTX)
+    config = _config(network, settings, inputs, timing_cache, on_this_gpu=can_run and RTX)
     try:
         serialized = engine_bytes_from_network((builder, network, parser), config=config, save_timing_cache=timing_cache)
     except PolygraphyException:
@@ -198,7 +204,8 @@ def run(spec, inputs, log):
     summary, details = check_fp32_layers(engine_layers, facts["fp32_layers"], facts["fp32_origins"])
     if summary:
         log("precision check: " + summary)
-    feeds, casts = fit_inputs(inputs, _binding_dtypes(engine))
+    bindings = _binding_dtypes(engine)
+    feeds, casts = fit_inputs({name: array for name, array in inputs.items() if name in bindings}, bindings)
     for cast in casts:
         log("input " + cast)
     runs, times = [], []
