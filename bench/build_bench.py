@@ -9,7 +9,7 @@ model, builds an engine (or is refused by the parser) and ends `built` / `unsupp
   unmeasured first run); build-only cells fork from a supervisor that imported TensorRT-RTX once;
 - loop_s: one Python process in the same venv that imports TensorRT-RTX and Polygraphy once and
   parses and builds every model trtmatrix prepared, with the same builder settings (TF32 off, one
-  optimisation profile of the input shapes), catching refusals: the floor for this work;
+  optimisation profile of the inputs: shapes, and a shape tensor's values), catching refusals: the floor for this work;
 - build_s: the builds alone, summed from trtmatrix's records.
 Goal: trtmatrix within 3x of the loop. Prints a table, then one JSON object as the last line.
 
@@ -61,13 +61,16 @@ G_LOGGER.module_severity = G_LOGGER.CRITICAL
 counts = {"built": 0, "refused": 0}
 for folder in json.load(open(sys.argv[1])):
     with np.load(folder + "/inputs.npz") as data:
-        shapes = {name: data[name].shape for name in data.files}
-    profile = Profile()
-    for name, shape in shapes.items():
-        profile.add(name, min=shape, opt=shape, max=shape)
+        arrays = {name: data[name] for name in data.files}
     try:
-        network = network_from_onnx_path(folder + "/model.onnx")
-        engine_bytes_from_network(network, config=CreateConfig(tf32=False, profiles=[profile]))
+        builder, network, parser = network_from_onnx_path(folder + "/model.onnx")
+        profile = Profile()  # as trtmatrix's: shapes, a shape tensor's values, network inputs only
+        for tensor in (network.get_input(i) for i in range(network.num_inputs)):
+            if tensor.name in arrays:
+                array = arrays[tensor.name]
+                bounds = [int(v) for v in array.ravel()] if tensor.is_shape_tensor else array.shape
+                profile.add(tensor.name, min=bounds, opt=bounds, max=bounds)
+        engine_bytes_from_network((builder, network, parser), config=CreateConfig(tf32=False, profiles=[profile]))
         counts["built"] += 1
     except Exception:
         counts["refused"] += 1

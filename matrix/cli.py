@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -30,6 +31,7 @@ RunArg = Annotated[Optional[str], typer.Argument(help="Run id, id prefix or run 
 
 # Exit statuses (README, "Exit status"); a run stopped by a signal exits 128 + its number.
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+MAX_SHARDS = 1000  # more CI jobs than any CI system runs at once; a typo's 10**9 would take the plan's memory
 
 
 class Stopped(BaseException):
@@ -113,18 +115,17 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     from .report.error_text import worst_error
     from .report.junit import write_junit
     from .run import MatrixRun
-    from .store import REPORT, folder_problem, previous_run, read_run
+    from .store import REPORT, previous_results, read_run
     from .report.upgrade import regressions
 
     the_plan = _plan(config, case, env, cell)
     if shard:
         the_plan = _shard(the_plan, shard)
-    for setting in ("reports_dir", "cache_dir"):  # before anything runs, not after the whole run
-        problem = folder_problem(the_plan.path(setting))
-        if problem:
-            _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
-    if junit_xml and not junit_xml.resolve().parent.is_dir():
-        _fail(f"--junit-xml {junit_xml}: no folder {junit_xml.resolve().parent}")
+        if not the_plan.cells:  # an empty run would become "the previous run" of the next one
+            typer.echo(f"shard {shard} of this plan has no cells ({len(the_plan.whole)} cells in all): "
+                       "nothing run, nothing written", err=True)
+            return
+    _check_outputs(the_plan, junit_xml)
     executor = _executor(the_plan, ray)
     try:
         with RunProgress(len(the_plan.cells)) as progress:
@@ -135,26 +136,51 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     print_results(frame)
     console.print(f"{len(frame)} cells: {summary_line(frame)}")
     console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
+    before = previous_results(the_plan.path("reports_dir"), run_dir)
+    newly_failing = regressions(before[1], frame) if before else []
+    junit_failed = False
     if junit_xml:
-        write_junit(frame, junit_xml, run_dir.name)
-    before = previous_run(the_plan.path("reports_dir"), run_dir)
-    newly_failing = regressions(read_run(before), frame) if before else []
+        try:  # checked before the run; a full disk now must not hide the regressions below
+            write_junit(frame, junit_xml, run_dir.name)
+        except OSError as exc:
+            console.print(escape(f"error: --junit-xml {junit_xml}: {exc.strerror or exc}"), soft_wrap=True)
+            junit_failed = True
     typer.echo(str(run_dir))
     if len(newly_failing):
-        console.print(f"[bold red]{len(newly_failing)} cells newly fail compared with run {before.name}:[/]")
+        console.print(f"[bold red]{len(newly_failing)} cells newly fail compared with run {before[0].name}:[/]")
         for _, r in newly_failing.iterrows():
             worst = worst_error(r, 2)
             console.print(escape(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}"
                                  + (f" ({worst})" if worst else "")), soft_wrap=True)
         raise typer.Exit(EXIT_REGRESSION)
+    if junit_failed:
+        raise typer.Exit(EXIT_INTERNAL)
+
+
+def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
+    """Every place a run writes, checked before anything runs: a bad one must never cost a run,
+    nor turn a regression's exit 1 into an exit 3 after it."""
+    from .report.publish import HISTORY, INDEX
+    from .store import RUNS, folder_problem, output_problem
+
+    reports = the_plan.path("reports_dir")
+    for setting in ("reports_dir", "cache_dir"):
+        problem = folder_problem(the_plan.path(setting))
+        if problem:
+            _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
+    problem = folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)
+    if problem:
+        _fail(f"{the_plan.config_path}: run.reports_dir: {problem}")
+    if junit_xml and (problem := output_problem(junit_xml)):
+        _fail(f"--junit-xml {junit_xml}: {problem}")
 
 
 def _shard(the_plan, text: str):
     from .plan import shard_plan
 
     index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
-        _fail(f"--shard {text}: expected I/N with 1 <= I <= N, e.g. 2/4")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count) <= MAX_SHARDS):
+        _fail(f"--shard {text}: expected I/N with 1 <= I <= N <= {MAX_SHARDS}, e.g. 2/4")
     return shard_plan(the_plan, int(index), int(count))
 
 
@@ -246,7 +272,11 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
     from .store import REPORT
     from .store.merge import MergeError, stage_merged
 
+    from .store import output_problem
+
     reports_dir = _reports_dir(config)
+    if junit_xml and (problem := output_problem(junit_xml)):
+        _fail(f"--junit-xml {junit_xml}: {problem}")
     run_dirs = [_run_dir(config, ref) for ref in runs]
     order = [c.cell_id for c in _plan(config).cells] if config.is_file() else []
     try:
@@ -275,6 +305,9 @@ def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     frame = read_run(_run_dir(config, run_ref))
     pair = default_pair(frame) or (None, None)
     env_a, env_b = from_env or pair[0], to_env or pair[1]
+    if env_a is None or env_b is None:
+        _fail(f"this run has no two versions of one engine to compare by default: give --from and --to "
+              f"({', '.join(sorted(set(frame['env'])))})")
     for name in (env_a, env_b):
         if name not in set(frame["env"]):
             _fail(f"environment {name!r} is not in this run ({', '.join(sorted(set(frame['env'])))})")
@@ -287,12 +320,18 @@ def history(config: ConfigOpt = Path("matrix.toml"),
             cell: Annotated[Optional[str], typer.Option(help="Only cell ids matching this glob.")] = None) -> None:
     """Each cell's status over the newest runs (newest first): the nightly trend."""
     from .report.console import print_history
-    from .store import list_runs, read_run
+    from .store import DamagedRun, left_out, list_runs, read_run
 
     runs = list_runs(_reports_dir(config))[-last:][::-1]
     if not runs:
         _fail(f"no runs under {_reports_dir(config)}")
-    print_history([(r.name, read_run(r)) for r in runs], cell)
+    readable = []
+    for run_dir in runs:
+        try:
+            readable.append((run_dir.name, read_run(run_dir)))
+        except DamagedRun as exc:
+            left_out(exc)
+    print_history(readable, cell)
 
 
 @app.command("export")
@@ -343,12 +382,13 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
     from .report.console import escape, out
 
     the_plan = _plan(config)
+    run_dir = _finding_run(the_plan)
     try:
         found = bisect_row(the_plan, row, engine, good, bad, on_event=_investigation_progress)
     except BisectError as exc:
         _fail(str(exc))
     finding = found.to_json()
-    target = _keep_finding(the_plan, "bisect", row, finding)
+    target = _keep_finding(run_dir, "bisect", row, finding)
     if as_json:
         typer.echo(json.dumps({k: finding[k] for k in ("row", "first_bad", "last_good", "tested")}))
         return
@@ -360,18 +400,25 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
         out.print(escape(f"written to {target}"), soft_wrap=True)
 
 
-def _keep_finding(the_plan, kind: str, item: str, finding: dict, tables=None, run_ref: str | None = None) -> Path | None:
-    """Into the run folder asked about (the newest by default), whose report is rendered again to
-    show it; None when there is no run yet."""
-    from .report.publish import render_run
+def _finding_run(the_plan, run_ref: str | None = None) -> Path | None:
+    """The run folder an investigation writes into (the newest by default; None when there is no
+    run yet), found before its trials run: a run asked for that does not exist costs nothing."""
     from .store import find_run
-    from .store.findings import write_finding
 
     try:
-        run_dir = find_run(the_plan.path("reports_dir"), run_ref)
+        return find_run(the_plan.path("reports_dir"), run_ref)
     except FileNotFoundError as exc:
         if run_ref is not None:
             _fail(str(exc))
+        return None
+
+
+def _keep_finding(run_dir: Path | None, kind: str, item: str, finding: dict, tables=None) -> Path | None:
+    """Into the run folder, whose report is rendered again to show it."""
+    from .report.publish import render_run
+    from .store.findings import write_finding
+
+    if run_dir is None:
         return None
     target = write_finding(run_dir, kind, item, finding, tables)
     render_run(run_dir)
@@ -392,12 +439,13 @@ def explain(cell: Annotated[str, typer.Argument(help="The cell: case/k=v/profile
     from .report.investigation_text import explain_lines, explain_table, first_divergent_line
 
     the_plan = _plan(config)
+    run_dir = _finding_run(the_plan, run_ref)
     try:
         found = explain_cell(the_plan, cell, on_event=_investigation_progress)
     except (ExplainError, ConfigError) as exc:
         _fail(str(exc))
     finding = found.to_json()
-    target = _keep_finding(the_plan, "explain", cell, finding, {"layers": found.nodes}, run_ref)
+    target = _keep_finding(run_dir, "explain", cell, finding, {"layers": found.nodes})
     if as_json:
         typer.echo(json.dumps({k: finding[k] for k in ("cell", "verdict", "first_divergent", "nodes", "observed", "notes")}))
         return
@@ -424,11 +472,12 @@ def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: cas
     from .report.investigation_text import fixes_to_paste
 
     the_plan = _plan(config)
+    run_dir = _finding_run(the_plan, run_ref)
     try:
         finding = find_fp32_nodes(the_plan, cell, on_event=_investigation_progress)
     except (PrecisionError, ConfigError) as exc:
         _fail(str(exc))
-    target = _keep_finding(the_plan, "precision", cell, finding, run_ref=run_ref)
+    target = _keep_finding(run_dir, "precision", cell, finding)
     if as_json:
         typer.echo(json.dumps({k: finding.get(k) for k in ("cell", "keep_fp32", "op_types", "trials", "profile")}))
         return
@@ -562,12 +611,32 @@ def main() -> None:
     except Stopped as exc:  # before a run had started anything
         _stop(exc)
     except Exception as exc:  # typer has handled usage errors (2) and Exit already
+        bad = _bad_input(exc)
+        if bad and not debug:
+            typer.echo(f"error: {bad}", err=True)
+            sys.exit(EXIT_USAGE)
         if debug:
             traceback.print_exc()
             sys.exit(EXIT_INTERNAL)
         typer.echo(f"error: trtmatrix failed: {type(exc).__name__}: {exc} ({_save_traceback()}; "
                    "--debug prints it)", err=True)
         sys.exit(EXIT_INTERNAL)
+
+
+# A path that is not what it must be (a file for a folder, a dangling link, a loop, no permission):
+# bad input, named. A full disk or an I/O error stays trtmatrix's own failure (exit 3).
+BAD_PATH_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EACCES, errno.EPERM, errno.EEXIST,
+                   errno.EROFS, errno.ENAMETOOLONG}
+
+
+def _bad_input(exc: Exception) -> str | None:
+    """The one line for bad input met after the plan was built (a damaged stored run, a path that
+    is not what it must be), or None for a failure of trtmatrix itself."""
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.errno in BAD_PATH_ERRNOS and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
+    return None
 
 
 def _save_traceback() -> str:

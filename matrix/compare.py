@@ -78,9 +78,33 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (na * nb))
 
 
+def _integers(actual: np.ndarray, reference: np.ndarray) -> bool:
+    return all(np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_ for a in (actual, reference))
+
+
+def _compare_integers(name: str, actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
+    """Integers (indices, counts, masks) match exactly, as integers: through float64, 2**62 + 1
+    and 2**62 would be equal. Differences are taken as Python integers, so none overflows."""
+    out, ref = actual.ravel(), reference.ravel()
+    bad = out != ref
+    diffs = [abs(int(a) - int(r)) for a, r in zip(out[bad], ref[bad])]
+    size = max(out.size, 1)
+    worst = float(max(diffs, default=0))
+    rel = max((d / max(abs(int(r)), 1) for d, r in zip(diffs, ref[bad])), default=0.0)
+    return OutputMetrics(name, tuple(actual.shape), max_abs=worst, max_rel=float(rel), mean_abs=float(sum(diffs)) / size,
+                         rmse=math.sqrt(sum(float(d) ** 2 for d in diffs) / size),
+                         cosine=_cosine(out.astype(np.float64), ref.astype(np.float64)),
+                         mismatch_frac=float(bad.mean()) if bad.size else 0.0, nan_count=0, inf_count=0,
+                         atol_needed=worst, rtol_needed=INF if diffs else 0.0)
+
+
 def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: float, rtol: float) -> OutputMetrics:
     if actual.shape != reference.shape:
         raise ValueError(f"output {name!r} has shape {actual.shape}, reference has {reference.shape}")
+    if _integers(actual, reference):
+        return _compare_integers(name, actual, reference)
+    if reference.size and np.isnan(reference.astype(np.float64)).all():
+        raise ValueError(f"the reference of output {name!r} is NaN everywhere: nothing to judge against")
     out = actual.astype(np.float64).ravel()
     ref = reference.astype(np.float64).ravel()
     judged = np.isfinite(ref)

@@ -11,7 +11,8 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, ValidationError, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, ValidationError,
+                      model_validator)
 
 # Names end up in cell ids, URLs, HTML anchors, file names and container names: keep them tame.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
@@ -48,8 +49,9 @@ class Strict(BaseModel):
 
 
 class Tolerance(Strict):
-    atol: float = Field(ge=0)
-    rtol: float = Field(ge=0)
+    # Finite: `atol = inf` (or nan) would pass any error, a verdict nobody could read right.
+    atol: float = Field(ge=0, allow_inf_nan=False)
+    rtol: float = Field(ge=0, allow_inf_nan=False)
 
 
 class Profile(Strict):
@@ -108,7 +110,7 @@ class Acceptance(Strict):
 
 
 class CaseEntry(Strict):
-    profiles: Items[Name] = Field(min_length=1)
+    profiles: Annotated[Items[Name], AfterValidator(_no_repeats)] = Field(min_length=1)
     # Axes: every combination of values becomes its own row (e.g. batch = [1, 4]).
     params: dict[Name, list[ParamValue]] | None = None
     # Fixed keyword arguments for the case's build function (e.g. a checkpoint directory).
@@ -140,6 +142,10 @@ class CaseEntry(Strict):
             raise ValueError("give one of 'onnx', 'suite' and 'suite_dir'")
         if (self.include or self.exclude) and not (self.suite or self.suite_dir):
             raise ValueError("'include' and 'exclude' pick tests of a 'suite' or 'suite_dir'")
+        if (self.onnx or self.is_suite) and (self.params or self.options):
+            kind = "an ONNX-file case" if self.onnx else "a suite case"
+            raise ValueError(f"{kind} has no {'params' if self.params else 'options'}: they are arguments of a "
+                             "case file's build function (one ONNX model is one row per profile)")
         return self
 
     @property
@@ -147,8 +153,16 @@ class CaseEntry(Strict):
         return bool(self.suite or self.suite_dir)
 
 
+def _no_repeats(values: tuple) -> tuple:
+    """A name twice (an environment, a profile) would be two rows or columns under one cell id."""
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            raise ValueError(f"{value!r} is listed twice (item {i})")
+    return values
+
+
 class RunSettings(Strict):
-    environments: Items[Name] = Field(min_length=1)
+    environments: Annotated[Items[Name], AfterValidator(_no_repeats)] = Field(min_length=1)
     cases_dir: str = "cases"
     images_dir: str = "images"
     cache_dir: str = ".trtmatrix-cache"
@@ -243,11 +257,19 @@ def _first_error(path: Path, exc: ValidationError) -> ConfigError:
 
 
 def read_toml(path: Path) -> dict:
+    """TOML is UTF-8 (a leading byte-order mark, as some editors write, is accepted); anything
+    else, a folder, an unreadable file: one ConfigError naming the file."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(path, "", "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, "", f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); "
+                                    "TOML files are UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(path, "", f"cannot be read: {exc.strerror}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, "", f"not valid TOML: {exc}") from None
 

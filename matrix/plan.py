@@ -17,7 +17,7 @@ from .environments.definitions import EnvDef, load_envdefs
 from .environments.staging import worker_hash
 from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_files, prepare_code_hash,
                                   tool_versions, variant_key)
-from .sources import CaseSpec, Params, case_specs, check_known_issues
+from .sources import CaseSpec, Params, case_specs, check_known_issue_params, check_known_issues
 from .sources.known_issues import REGISTRY, KnownIssue, load_registry
 from .store.hashing import hash_files, hash_json
 
@@ -50,6 +50,7 @@ class Plan:
     known_issues: tuple[KnownIssue, ...] = ()
     shard: str | None = None  # "I/N" when this is one part of a sharded plan (shard_plan)
     whole: list[Cell] | None = None  # a shard's: the cells of the whole plan
+    empty_shards: tuple[int, ...] = ()  # a shard's: the shards of its split with no cells (they write no run)
 
     @property
     def plan_key(self) -> str:
@@ -179,7 +180,8 @@ def shard_plan(plan: Plan, index: int, count: int) -> Plan:
         min(shards, key=len).extend(block)
     chosen = {c.cell_id for c in shards[index - 1]}
     return Plan(plan.config, plan.config_path, plan.cases, plan.envs, [c for c in plan.cells if c.cell_id in chosen],
-                plan.known_issues, shard=f"{index}/{count}", whole=plan.cells)
+                plan.known_issues, shard=f"{index}/{count}", whole=plan.cells,
+                empty_shards=tuple(i for i, part in enumerate(shards, start=1) if not part))
 
 
 def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
@@ -211,7 +213,9 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
         if unknown:
             raise ConfigError(config_path, "--cell", f"{sorted(unknown)[0]!r} is not a cell of the matrix")
         cells = [cell for cell in cells if cell.cell_id in only_cells]
-    known_issues = load_registry(config_path.parent / config.run.cases_dir / REGISTRY)
+    registry = config_path.parent / config.run.cases_dir / REGISTRY
+    known_issues = load_registry(registry)
     check_known_issues(known_issues, config, config_path)
+    check_known_issue_params(known_issues, cases, registry)
     used = {cell.env for cell in cells}  # --env, --case, --cell: only what the cells run in
     return Plan(config, config_path, cases, {n: e for n, e in envs.items() if n in used}, cells, known_issues)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -18,9 +17,8 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import REPO, SMALL
+from conftest import SMALL
 from matrix.environments import open_backend
-from matrix.environments.definitions import load_envdef
 from matrix.environments.staging import stage_worker
 from matrix.plan import build_plan
 from matrix.report.junit import write_junit

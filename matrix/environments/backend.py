@@ -16,6 +16,11 @@ class EnvironmentUnavailable(Exception):
     """This environment cannot run on this host; its cells become 'skipped' with this reason."""
 
 
+class SetupFailed(Exception):
+    """Setting up an environment that can run here failed (an install that still fails after
+    retries): its cells become 'error' with this reason, never a quiet 'skipped'."""
+
+
 class Worker(Protocol):
     def lines(self) -> Iterator[str]: ...
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -16,11 +17,12 @@ from uv import find_uv_bin
 from ..store.hashing import hash_json
 from .definitions import EnvDef
 from ..worker.files import WATCH_STDIN
-from .backend import EnvironmentUnavailable
+from .backend import SetupFailed
 from .gpus import with_host_gpus
 from .resolve import resolve_env
 
 DONE_MARK = ".trtmatrix-complete"
+ATTEMPTS, RETRY_S = 3, 5
 LOCK = "requirements.lock"
 STOP_GRACE_S = 5
 
@@ -44,14 +46,22 @@ class VenvBackend:
         return self.path / "bin" / "python"
 
     def _uv(self, *args: str) -> None:
-        try:
-            subprocess.run([find_uv_bin(), *args], check=True, capture_output=True, text=True)
-        except subprocess.CalledProcessError as exc:
-            tail = "\n".join((exc.stderr or exc.stdout or "").strip().splitlines()[-6:])
-            raise EnvironmentUnavailable(f"uv {args[0]} {args[1]} failed for {self.envdef.name}: {tail}") from None
+        """uv, tried ATTEMPTS times: an index that fails for a moment (seen on a busy machine:
+        "no version of packaging==26.4" for a version it has) must not fail the environment."""
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                subprocess.run([find_uv_bin(), *args], check=True, capture_output=True, text=True)
+                return
+            except subprocess.CalledProcessError as exc:
+                tail = "\n".join((exc.stderr or exc.stdout or "").strip().splitlines()[-6:])
+                if attempt < ATTEMPTS:
+                    time.sleep(RETRY_S * attempt)
+        raise SetupFailed(f"uv {args[0]} {args[1]} failed {ATTEMPTS} times for {self.envdef.name}: {tail}")
 
     def prepare(self) -> None:
-        if (self.path / DONE_MARK).is_file():
+        """Made once; made again when something deleted its interpreter (its packages then
+        cannot be trusted either)."""
+        if (self.path / DONE_MARK).is_file() and os.access(self.python, os.X_OK):
             return
         self._uv("venv", "--quiet", "--clear", "--python", self.resolution.interpreter, str(self.path))
         (self.path / LOCK).write_text(self.resolution.lock)

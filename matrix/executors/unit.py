@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..config import Profile
 from ..environments import open_backend
-from ..environments.backend import EnvironmentUnavailable
+from ..environments.backend import EnvironmentUnavailable, SetupFailed
 from ..environments.definitions import EnvDef
 from ..environments.gpus import host_gpus
 from ..plan import Cell
@@ -103,6 +103,8 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
             backend.prepare()
     except EnvironmentUnavailable as exc:
         return unit_recorded(unit, "skipped", str(exc), node)
+    except SetupFailed as exc:
+        return unit_recorded(unit, "error", str(exc), node)
     facts = {**backend.facts(), "node": node}
     with lease(envdef.gpu) as gpu:  # after set-up: an image pull holds no GPU
         outcomes, jobs = _outcomes_and_jobs(unit, backend.fingerprint(), facts, gpu)

@@ -6,7 +6,8 @@ It finds the first version whose verdict equals B's and the last one before it t
 A later than B searches the other way: the first release that fixed a failing row.
 
 Where the versions come from (`--engine`):
-- onnxruntime: every release on PyPI that has a wheel for this Python (`pip index versions`);
+- onnxruntime: every release on the package index that has a wheel for this Python (its Simple
+  API, PEP 691, through pypi-simple; not `pip index versions --json`, which pip 23.2 lacks);
 - tensorrt: the versions of the tensorrt definitions in images/ (NGC tags, or the pip wheels they
   name) — not run on real TensorRT from this repository.
 A version without a definition in images/ gets a venv environment made on the fly (uv, pinned
@@ -15,13 +16,15 @@ A version without a definition in images/ gets a venv environment made on the fl
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Callable
 
 import pandas as pd
+from packaging.tags import sys_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from ..environments.definitions import EnvDef, available_envdefs
@@ -75,16 +78,44 @@ class Bisection:
                             "environment": s.environment} for s in self.tested]}
 
 
+def index_url() -> str | None:
+    """The package index pip is configured with here (PIP_INDEX_URL, or pip's own configuration),
+    or None for the public index: bisect asks the index the venvs install from."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"]
+    found = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                           capture_output=True, text=True, timeout=60)
+    return found.stdout.strip() or None if found.returncode == 0 else None
+
+
+def index_versions(package: str) -> list[str]:
+    """Every release of `package` with a wheel for this Python, from the index's Simple API (the
+    PEP 691 JSON form where the index serves it) through pypi-simple."""
+    from pypi_simple import PyPISimple
+
+    endpoint = index_url()
+    here = set(sys_tags())
+    try:
+        with (PyPISimple(endpoint) if endpoint else PyPISimple()) as client:
+            files = client.get_project_page(package).packages
+    except Exception as exc:  # noqa: BLE001 - requests' and pypi-simple's errors mean the same here
+        raise BisectError(f"cannot list {package} releases on the package index: {type(exc).__name__}: {exc}") from None
+    versions = set()
+    for file in files:
+        if file.package_type == "wheel" and file.version and not file.is_yanked:
+            try:
+                if set(parse_wheel_filename(file.filename)[3]) & here:
+                    versions.add(file.version)
+            except InvalidWheelFilename:
+                continue
+    return sorted(versions, key=Version)
+
+
 def released_versions(engine: str, envdefs: list[EnvDef]) -> tuple[list[str], str]:
     """(every release of the engine, oldest first; where the list comes from)."""
     if engine in PYPI_PACKAGE:
         package = PYPI_PACKAGE[engine]
-        listing = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package, "--json"],
-                                 capture_output=True, text=True, timeout=120)
-        if listing.returncode != 0:
-            raise BisectError(f"cannot list {package} releases on the package index: {listing.stderr.strip()[-300:]}")
-        versions = json.loads(listing.stdout)["versions"]
-        return sorted(versions, key=Version), f"the package index: pip index versions {package} (wheels for this Python)"
+        return index_versions(package), f"the package index: releases of {package} with a wheel for this Python"
     versions = sorted({e.version for e in envdefs if e.engine == engine and e.version}, key=Version)
     return versions, f"the {engine} definitions in images/ (their NGC tags or pinned wheels)"
 

@@ -22,6 +22,7 @@ from ..config import Profile
 from ..sources import CaseSpec, Params
 from ..sources.onnx_suites import suite_label
 from ..store.cache import artifacts_folder
+from ..store.hashing import hash_files
 from ..worker.files import PROGRAM, PROGRAM_META
 from .fingerprint import variant_key
 from .fp16_forecast import fp16_forecast
@@ -37,16 +38,30 @@ def artifact_dir(cache_dir: Path, case: str, key: str) -> Path:
     return artifacts_folder(cache_dir) / f"{case}-{key[:16]}"
 
 
+# The files every judgement rests on, whose digests META keeps: what the cache hands back is
+# checked against them (a file damaged on disk is made again, never judged against).
+CHECKED = (INPUTS, REFERENCE)
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {name: hash_files([folder / name]) for name in CHECKED}
+
+
 def prepared(cache_dir: Path, case: str, key: str) -> Path | None:
-    """The artifacts, if an earlier run finished them (META is written last)."""
+    """The artifacts, if an earlier run finished them (META is written last) and the files it
+    made are still the files it made."""
     target = artifact_dir(cache_dir, case, key)
-    return target if (target / META).is_file() else None
+    try:
+        meta = json.loads((target / META).read_text())
+        return target if meta.get("digests") == _digests(target) else None
+    except (OSError, ValueError):
+        return None
 
 
 def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
+    if ready := prepared(cache_dir, spec.name, key):
+        return ready
     target = artifact_dir(cache_dir, spec.name, key)
-    if (target / META).is_file():
-        return target
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -59,6 +74,7 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     meta["operators"] = list(dict.fromkeys(node.op_type for node in model.graph.node))
     with np.load(tmp / INPUTS) as data:
         meta["fp16_forecast"] = fp16_forecast(model, dict(data))
+    meta["digests"] = _digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from fnmatch import fnmatchcase
 
@@ -26,8 +27,18 @@ def escape(text: str) -> str:
     return escape_markup(CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), str(text)))
 
 
-console = Console(stderr=True)  # progress and run summaries: stdout stays for the run directory
-out = Console()  # listings that are the command's answer
+# Narrower than this, nothing can be shown (COLUMNS=0 blanked every line, a regression's list too):
+# such a COLUMNS is taken as a log's 80 columns.
+MIN_COLUMNS = 20
+
+
+def _width() -> int | None:
+    columns = os.environ.get("COLUMNS", "")
+    return 80 if columns.isdigit() and int(columns) < MIN_COLUMNS else None  # None: rich's own reading
+
+
+console = Console(stderr=True, width=_width())  # progress and run summaries: stdout stays for the run directory
+out = Console(width=_width())  # listings that are the command's answer
 
 
 class RunProgress:

@@ -4,27 +4,20 @@ with its environments and counts) and reports/history.html (each cell's status o
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pandas as pd
 
-from ..store import REPORT, RUN_META, finish_run, list_runs, read_run, write_text_atomically
+from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
 from ..store.findings import read_findings
 from .html import KEY_NUMBER_FIELDS, STATUSES, TEMPLATES, key_number, render_report
 
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
 
-def run_meta(run_dir: Path) -> dict:
-    path = run_dir / RUN_META
-    meta = json.loads(path.read_text()) if path.is_file() else {}
-    return {"run_id": run_dir.name, **meta}
-
-
 def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
-    write_text_atomically(run_dir / REPORT, render_report(frame, run_meta(run_dir), read_findings(run_dir)))
+    write_text_atomically(run_dir / REPORT, render_report(frame, read_run_meta(run_dir), read_findings(run_dir)))
 
 
 def publish_staged(staged: Path, frame: pd.DataFrame) -> Path:
@@ -51,9 +44,14 @@ def render_index(reports_dir: Path) -> None:
     summaries, history = [], []
     for run_dir in reversed(runs):
         recent = len(history) < HISTORY_RUNS  # only the columns each page shows: a year of nightly runs
-        frame = read_run(run_dir, ["cell_id", "env", *KEY_NUMBER_FIELDS] if recent else ["env", "status"])
+        try:
+            frame = read_run(run_dir, ["cell_id", "env", *KEY_NUMBER_FIELDS] if recent else ["env", "status"])
+            meta = read_run_meta(run_dir)
+        except DamagedRun as exc:
+            left_out(exc)
+            continue
         counts = frame["status"].value_counts()
-        summaries.append({**run_meta(run_dir), "envs": sorted(set(frame["env"])), "cells": len(frame),
+        summaries.append({**meta, "envs": sorted(set(frame["env"])), "cells": len(frame),
                           "counts": {s: int(counts.get(s, 0)) for s in STATUSES}})
         if recent:
             history.append((run_dir.name, frame))

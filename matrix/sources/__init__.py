@@ -13,7 +13,7 @@ from typing import Any
 
 from ..case import CaseDef
 from ..config import NAME_PATTERN, CaseEntry, ConfigError, MatrixConfig, param_values_problem
-from .case_files import declared_case_names, discover_cases
+from .case_files import declared_cases, discover_cases
 from .known_issues import REGISTRY, KnownIssue
 from .onnx_files import check_onnx_case
 from .onnx_suites import SuiteTest, suite_tests
@@ -53,8 +53,8 @@ class CaseSpec:
 
 def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
     root = config_path.parent
-    needs_discovery = any(not (entry.onnx or entry.is_suite) for entry in config.cases.values())
-    found = discover_cases(root / config.run.cases_dir) if needs_discovery else {}
+    wanted = {name for name, entry in config.cases.items() if not (entry.onnx or entry.is_suite)}
+    found = discover_cases(root / config.run.cases_dir, wanted) if wanted else {}
     specs = {}
     for name, entry in config.cases.items():
         if entry.is_suite:
@@ -105,7 +105,20 @@ def check_known_issues(issues: tuple[KnownIssue, ...], config: MatrixConfig, con
     The registry serves every matrix file on its case files, so a case of this matrix, or any case
     file's case beside it, will do; profiles are not checked (a matrix may run fewer)."""
     cases_dir = config_path.parent / config.run.cases_dir
-    known = set(config.cases) | declared_case_names(cases_dir)
+    known = set(config.cases) | set(declared_cases(cases_dir)[0])
     for i, issue in enumerate(issues):
         if issue.case not in known:
             raise ConfigError(cases_dir / REGISTRY, f"issue.{i}.case", f"unknown case {issue.case!r}")
+
+
+def check_known_issue_params(issues: tuple[KnownIssue, ...], specs: dict[str, CaseSpec], registry: Path) -> None:
+    """A parameter the case does not have would never match: the entry would silently do nothing."""
+    for i, issue in enumerate(issues):
+        spec = specs.get(issue.case)
+        if spec is None or not issue.params:
+            continue
+        axes = {name for params in spec.param_grid() for name, _ in params}
+        for name in issue.params:
+            if name not in axes:
+                raise ConfigError(registry, f"issue.{i}.params.{name}",
+                                  f"case {issue.case!r} has no parameter {name!r} (it has {sorted(axes) or 'none'})")

@@ -1,16 +1,76 @@
-"""Find case definitions by path: every `*.py` under the cases folder is imported on its own."""
+"""Find case definitions by path: the `*.py` files under the cases folder, read without importing
+them to learn which `@case` each declares, and imported (each on its own) only when the matrix
+uses one of their cases.
+
+A case file is the user's code run at plan time: whatever it does while being imported — raise
+anything, `sys.exit()`, an argparse call, a KeyboardInterrupt, or never return — ends as one
+ConfigError naming the file (exit 2), never a silent exit 0 or a hang. A file that is not Python
+source (not UTF-8 and without a coding cookie, a syntax error) breaks only the matrices that need
+it.
+"""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import importlib.util
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 
 from ..case import CaseDef
 from ..config import ConfigError
+
+IMPORT_TIMEOUT_S = 120  # importing torch and transformers takes seconds; a case file never needs minutes
+
+
+class _ImportTimeout(BaseException):
+    """Raised into a case file that is still importing at its deadline."""
+
+
+def case_files(cases_dir: Path) -> list[Path]:
+    return [p for p in sorted(cases_dir.glob("*.py")) if not p.name.startswith("_")]
+
+
+def declared_cases(cases_dir: Path) -> tuple[dict[str, Path], dict[Path, str]]:
+    """({case name: the file declaring it}, {file: why it cannot be read}), from the files' source:
+    no import, no torch, no model code. ast.parse takes the bytes, so a coding cookie or a BOM is
+    honoured as Python itself would."""
+    names, broken = {}, {}
+    for path in case_files(cases_dir):
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except SyntaxError as exc:
+            broken[path] = f"line {exc.lineno}: {exc.msg}" if exc.lineno else f"not Python source: {exc.msg}"
+            continue
+        except (ValueError, OSError) as exc:  # null bytes; unreadable, a folder named *.py
+            broken[path] = getattr(exc, "strerror", None) or f"not Python source: {exc}"
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                names.update({name: path for d in node.decorator_list if (name := _case_name(d, node.name))})
+    return names, broken
+
+
+def discover_cases(cases_dir: Path, wanted: set[str]) -> dict[str, CaseDef]:
+    """The wanted cases, importing only the files that declare them. A wanted case declared
+    nowhere while some file cannot be read: that file is the problem (it may hold the case)."""
+    declared, broken = declared_cases(cases_dir)
+    if wanted - set(declared) and broken:
+        if len(broken) == 1:
+            path, problem = next(iter(broken.items()))
+            raise ConfigError(path, "", f"not a readable case file ({problem})")
+        raise ConfigError(cases_dir, "", f"{sorted(wanted - set(declared))} declared by no readable case file; not "
+                                         "readable: " + "; ".join(f"{p.name} ({why})" for p, why in broken.items()))
+    found: dict[str, CaseDef] = {}
+    for path in sorted({declared[name] for name in wanted if name in declared}):
+        for case in load_case_file(path):
+            if case.name in found:
+                raise ConfigError(path, case.name, f"case name also defined in {found[case.name].source}")
+            found[case.name] = case
+    return found
 
 
 def load_case_file(path: Path) -> list[CaseDef]:
@@ -19,50 +79,52 @@ def load_case_file(path: Path) -> list[CaseDef]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
+        with _deadline(IMPORT_TIMEOUT_S):
+            spec.loader.exec_module(module)
+    except _ImportTimeout:
+        sys.modules.pop(module_name, None)
+        raise ConfigError(path, "", f"still importing after {IMPORT_TIMEOUT_S} s (a case file must not block at "
+                                    "import)") from None
+    except BaseException as exc:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a case file included
+        sys.modules.pop(module_name, None)
         line = _line_in(path, exc)
-        raise ConfigError(path, f"line {line}" if line else "", f"{type(exc).__name__}: {exc}") from None
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if isinstance(exc, SystemExit):
+            what = f"exits while being imported (SystemExit({exc.code!r}))"
+        raise ConfigError(path, f"line {line}" if line else "", what) from None
     return [dataclasses.replace(obj, source=path)
             for obj in vars(module).values() if isinstance(obj, CaseDef)]
 
 
-def _line_in(path: Path, exc: Exception) -> int | None:
+class _deadline:
+    """SIGALRM after `seconds` in the main thread (elsewhere, no deadline: signals go there)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.armed = threading.current_thread() is threading.main_thread()
+
+    def __enter__(self):
+        if self.armed:
+            self.previous = signal.signal(signal.SIGALRM, self._expired)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+
+    @staticmethod
+    def _expired(signum, frame):
+        raise _ImportTimeout()
+
+
+def _line_in(path: Path, exc: BaseException) -> int | None:
     """The case file's own line that failed, not a line of Python's import machinery or a library."""
     if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == path.resolve():
         return exc.lineno
     lines = [frame.lineno for frame in traceback.extract_tb(exc.__traceback__)
              if Path(frame.filename).resolve() == path.resolve()]
     return lines[-1] if lines else None
-
-
-def discover_cases(cases_dir: Path) -> dict[str, CaseDef]:
-    found: dict[str, CaseDef] = {}
-    for path in sorted(cases_dir.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
-        for case in load_case_file(path):
-            if case.name in found:
-                raise ConfigError(path, case.name, f"case name also defined in {found[case.name].source}")
-            found[case.name] = case
-    return found
-
-
-def declared_case_names(cases_dir: Path) -> set[str]:
-    """The names of the `@case` functions in the case files, read from their source without
-    importing them (no torch, no model code): enough to check a name, cheap for every plan."""
-    names = set()
-    for path in sorted(cases_dir.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
-        try:
-            tree = ast.parse(path.read_text())
-        except SyntaxError:
-            continue  # discovery reports it, at its line, when a matrix uses the file
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef):
-                names.update(_case_name(d, node.name) for d in node.decorator_list if _case_name(d, node.name))
-    return names
 
 
 def _case_name(decorator: ast.expr, function: str) -> str | None:

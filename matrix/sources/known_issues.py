@@ -28,7 +28,7 @@ class KnownIssue(Strict):
     case: Name
     profiles: Items[Name] = Field(min_length=1)
     params: dict[Name, ParamValue] = {}
-    engine: Literal["onnxruntime", "tensorrt"]
+    engine: Literal["onnxruntime", "tensorrt", "tensorrt-rtx"]
     versions: str
     gpu: str | None = None  # glob on the GPU name the cell ran on
     expected: Literal["fail", "error", "crash"] = "fail"
@@ -38,6 +38,8 @@ class KnownIssue(Strict):
     @field_validator("versions")
     @classmethod
     def _specifier(cls, value: str) -> str:
+        if not value.strip():  # an empty specifier matches every version: say which
+            raise ValueError("empty: give the versions the issue affects (e.g. '>=10.0,<10.1')")
         try:
             SpecifierSet(value)
         except InvalidSpecifier as exc:

@@ -25,10 +25,18 @@ def check_onnx_case(paths: dict[str, Path]) -> None:
     for value in graph.input:
         if value.name not in initializers:
             _compare(paths["inputs"], "input", value, inputs, dtype=True)
+    _no_strangers(paths["inputs"], "input", inputs, {value.name for value in graph.input})
     if "expected" in paths:
         expected = _arrays(paths["expected"])
         for value in graph.output:
             _compare(paths["expected"], "output", value, expected, dtype=False)
+        _no_strangers(paths["expected"], "output", expected, {value.name for value in graph.output})
+
+
+def _no_strangers(path: Path, role: str, arrays: dict[str, np.ndarray], names: set[str]) -> None:
+    """An array the model has no such name for would be ignored in silence (a misspelt input)."""
+    for name in sorted(set(arrays) - names):
+        raise ConfigError(path, name, f"not a graph {role} of the model (its {role}s: {sorted(names)})")
 
 
 def _one_line(exc: Exception) -> str:

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..config import ConfigError
 from ..worker.files import LOG, OUTPUTS, REPEATS
 from .locks import is_free, run_lock
 from .records import COLUMNS
@@ -41,6 +44,19 @@ def folder_problem(path: Path) -> str | None:
         return f"{path} cannot be created: {exc.strerror}"
     if not os.access(path, os.W_OK | os.X_OK):
         return f"{path} is not writable"
+    return None
+
+
+def output_problem(path: Path) -> str | None:
+    """Why a file cannot be written at `path`, or None: checked before a run, not after it."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder, not a file"
+    parent = Path(os.path.abspath(path)).parent
+    if not parent.is_dir():
+        return f"no folder {parent}"
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"{path} cannot be written (permission denied)"
     return None
 
 
@@ -145,12 +161,17 @@ def remove_dead_partials(reports_dir: Path) -> list[str]:
     removed, since nothing in them is lost — the cells they finished are in the result cache, and
     the next run reuses them. Returns the run ids."""
     runs = reports_dir / RUNS
+    if not runs.is_dir():
+        return []
+    # A run killed outright (SIGKILL, SIGQUIT, an exit 3) may leave its lock file with or without
+    # a partial folder: both are looked at.
+    run_ids = {p.name.removesuffix(".partial") for p in runs.glob("*.partial")}
+    run_ids |= {p.name[1:].removesuffix(".lock") for p in runs.glob(".*.lock")}
     removed = []
-    for folder in sorted(runs.glob("*.partial")) if runs.is_dir() else []:
-        run_id = folder.name.removesuffix(".partial")
+    for run_id in sorted(run_ids):
         lock = run_lock(runs, run_id)
         if is_free(lock):
-            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(runs / f"{run_id}.partial", ignore_errors=True)
             Path(lock.lock_file).unlink(missing_ok=True)
             removed.append(run_id)
     return removed
@@ -162,12 +183,19 @@ def finish_run(staged: Path) -> Path:
     return final
 
 
+class DamagedRun(ConfigError):
+    """A stored run whose files cannot be read (truncated, corrupt): named, never a traceback."""
+
+
 def read_run(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
     """A stored run's results (all columns, or those asked for); columns that a run of an older
-    trtmatrix did not have are empty."""
+    trtmatrix did not have are empty. DamagedRun where its results file cannot be read."""
     path = run_dir / PARQUET
-    stored = pq.read_schema(path).names
-    frame = pd.read_parquet(path, columns=[c for c in columns if c in stored] if columns else None)
+    try:
+        stored = pq.read_schema(path).names
+        frame = pd.read_parquet(path, columns=[c for c in columns if c in stored] if columns else None)
+    except (OSError, ValueError, pa.ArrowException) as exc:
+        raise DamagedRun(path, "", f"cannot be read, a damaged run? ({' '.join(str(exc).split())[:200]})") from None
     missing = [column for column in columns or COLUMNS if column not in frame.columns]
     return frame.assign(**dict.fromkeys(missing)) if missing else frame
 
@@ -196,6 +224,28 @@ def find_run(reports_dir: Path, run: str | None) -> Path:
     return matches[0]
 
 
-def previous_run(reports_dir: Path, run_dir: Path) -> Path | None:
-    earlier = [p for p in list_runs(reports_dir) if p.name < run_dir.name]
-    return earlier[-1] if earlier else None
+def read_run_meta(run_dir: Path) -> dict:
+    """run.json (with the run id); DamagedRun where it is there and cannot be read."""
+    path = run_dir / RUN_META
+    try:
+        meta = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise DamagedRun(path, "", f"cannot be read, a damaged run? ({' '.join(str(exc).split())[:200]})") from None
+    if not isinstance(meta, dict):
+        raise DamagedRun(path, "", "not a JSON object, a damaged run?")
+    return {"run_id": run_dir.name, **meta}
+
+
+def left_out(exc: DamagedRun) -> None:
+    """One warning line for a damaged run that a command over many runs leaves out."""
+    print(f"warning: {exc}; left out", file=sys.stderr, flush=True)
+
+
+def previous_results(reports_dir: Path, run_dir: Path) -> tuple[Path, pd.DataFrame] | None:
+    """The newest run before `run_dir` that can be read, with its results (damaged ones: left out)."""
+    for earlier in reversed([p for p in list_runs(reports_dir) if p.name < run_dir.name]):
+        try:
+            return earlier, read_run(earlier)
+        except DamagedRun as exc:
+            left_out(exc)
+    return None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import CELLS, REFS, RUN_META, RUNS, _link_or_copy, read_run, write_tables
+from . import CELLS, REFS, RUN_META, RUNS, _link_or_copy, read_run, read_run_meta, write_tables
 
 
 class MergeError(Exception):
@@ -28,10 +28,10 @@ def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
     """The shards with their run.json, in shard order, after checking they make one whole plan."""
     metas = []
     for run_dir in run_dirs:
-        meta = json.loads((run_dir / RUN_META).read_text())
+        meta = read_run_meta(run_dir)
         if "shard" not in meta:
             raise MergeError(f"{run_dir.name} is not a shard (it was not run with --shard I/N)")
-        metas.append({"run_id": run_dir.name, **meta})
+        metas.append(meta)
     plans = {m.get("plan_key") for m in metas}
     if len(plans) > 1:
         first = metas[0]
@@ -44,7 +44,8 @@ def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
         raise MergeError(f"shards of different splits: {', '.join(sorted(m['shard'] for m in metas))}")
     count = int(counts.pop())
     given = [_shard_number(m) for m in metas]
-    missing = sorted(set(range(1, count + 1)) - set(given))
+    empty = {i for m in metas for i in m.get("empty_shards", [])}  # they ran nothing and wrote no run
+    missing = sorted(set(range(1, count + 1)) - set(given) - empty)
     twice = sorted({i for i in given if given.count(i) > 1})
     if missing or twice:
         problems = ([f"missing {', '.join(f'{i}/{count}' for i in missing)}"] if missing else []) + \

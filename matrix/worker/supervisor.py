@@ -49,12 +49,21 @@ def _emit(event):
     sys.stdout.flush()
 
 
+def _kill(pid):
+    """The cell's whole process group; a child that has not reached its setsid yet has no group of
+    its own, and is killed alone (killpg would fail: a ProcessLookupError, not a kill)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # already gone
+
+
 def _kill_children():
     for pid in list(_children):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass  # already gone
+        _kill(pid)
 
 
 def _watch_orchestrator():
@@ -115,17 +124,18 @@ def _start(spec_path, out_dir, fork):
 
 
 def _ended(status, timed_out, timeout_s):
-    """(status, error) for a child that did not write its own result."""
+    """(status, error) for a child that wrote no result, or was killed at its deadline."""
     if timed_out:
-        return "timeout", "no result after {:g}s; killed".format(timeout_s)
+        return "timeout", "not finished within {:g}s; killed".format(timeout_s)
     if os.WIFSIGNALED(status):
         return "crash", "killed by {}".format(_signal_name(os.WTERMSIG(status)))
     return "error", "worker exited with status {} without a result".format(os.WEXITSTATUS(status))
 
 
 def _finish(spec, status, timed_out, started):
+    """A cell the supervisor killed at its deadline is a timeout, whatever it wrote before the kill."""
     result_path = os.path.join(spec["out_dir"], RESULT)
-    if os.path.exists(result_path):
+    if os.path.exists(result_path) and not timed_out:
         with open(result_path) as fh:
             verdict = json.load(fh)["status"]
     else:
@@ -160,7 +170,7 @@ def run_cells(cells, fork, cell_jobs):
                 now = time.time()
                 for child, entry in running.items():
                     if now > entry[2] and not entry[3]:
-                        os.killpg(child, signal.SIGKILL)
+                        _kill(child)
                         entry[3] = True
                 time.sleep(POLL_S)
                 continue
