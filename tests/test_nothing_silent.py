@@ -293,3 +293,18 @@ def test_bisect_lists_releases_from_the_index_simple_api():
     assert {"1.17.3", "1.20.1", "1.32.0"} <= set(versions) and versions == sorted(versions, key=lambda v: tuple(
         int(p) for p in v.split(".")[:3]))
     assert sys.version_info[:2] != (3, 11) or "1.15.0" in versions  # cp311 wheels since 1.15
+
+
+def test_a_declared_version_the_environment_does_not_install_is_said(tmp_path, write_matrix):
+    from conftest import REPO
+
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / f"{ENV}.toml").write_text((REPO / "images" / f"{ENV}.toml").read_text()
+                                        .replace('version = "1.32.0"', 'version = "1.32.1"'))
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,), images_dir=images)
+    done = trtmatrix("run", "-c", str(config))
+    said = "ort-1.32 declares version 1.32.1, its cells report onnxruntime 1.32.0"
+    assert done.returncode == 0 and f"warning: {said}" in done.stderr
+    assert said in (list_runs(tmp_path / "reports")[-1] / "report.html").read_text()

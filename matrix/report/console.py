@@ -15,7 +15,7 @@ from rich.table import Table
 
 from ..statuses import CHANGES, LOOK_AT, TERMINAL as SHORT
 from .error_text import drift_text, needed_text, with_marks, worst_error
-from .upgrade import env_order, records_by_row
+from .upgrade import env_order, records_by_row, version_mismatches
 
 
 # Control characters (an ANSI escape in a name, say) are shown as text, never sent to the terminal.
@@ -142,6 +142,8 @@ TABLE_ROWS = 300
 
 
 def print_results(frame: pd.DataFrame, target: Console = console) -> None:
+    for mismatch in version_mismatches(frame):
+        target.print(escape(f"warning: {mismatch}"), soft_wrap=True, style="yellow")
     table = results_table(frame) if frame["row_id"].nunique() <= TABLE_ROWS else None
     if table is not None and fits(table, target):
         target.print(table)

@@ -21,7 +21,7 @@ from .findings_view import findings_by_cell, forecasts
 from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
-from .upgrade import default_pair, env_order, records_by_row
+from .upgrade import default_pair, env_order, records_by_row, version_mismatches
 
 STATUSES = ORDER
 DETAIL_FIELDS = [
@@ -153,7 +153,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
         run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
-        operators=operator_counts(frame, tested),
+        operators=operator_counts(frame, tested), mismatches=version_mismatches(frame),
         data={"cells": cells, "envs": envs, "pair": default_pair(frame),
               # statuses.change, in the browser: the upgrade view for any pair the reader picks
               "statuses": {"good": sorted(GOOD), "bad": sorted(BAD), "not_comparable": sorted(NOT_COMPARABLE),

@@ -31,6 +31,18 @@ def _versions(frame: pd.DataFrame) -> dict[str, tuple[str, Version]]:
     return found
 
 
+def version_mismatches(frame: pd.DataFrame) -> list[str]:
+    """Environments whose cells report another engine version than their definition declares:
+    the matrix's columns would be labelled with a version they do not run (said, once each)."""
+    said = []
+    for env, group in frame.groupby("env", sort=False):
+        declared, reported = group["env_version"].dropna(), group["engine_version"].dropna()
+        if len(declared) and len(reported) and _version(declared.iloc[0]) != _version(reported.iloc[0]):
+            said.append(f"{env} declares version {declared.iloc[0]}, its cells report {group['engine'].iloc[0]} "
+                        f"{reported.iloc[0]}")
+    return said
+
+
 def env_order(frame: pd.DataFrame) -> list[str]:
     """Environments by engine, then by version, then name."""
     versions = _versions(frame)
