@@ -308,3 +308,13 @@ def test_a_declared_version_the_environment_does_not_install_is_said(tmp_path, w
     said = "ort-1.32 declares version 1.32.1, its cells report onnxruntime 1.32.0"
     assert done.returncode == 0 and f"warning: {said}" in done.stderr
     assert said in (list_runs(tmp_path / "reports")[-1] / "report.html").read_text()
+
+
+def test_a_supervisor_ends_without_a_fatal_error_in_its_log(tmp_path, write_matrix):
+    """Its stdin watcher thread blocked in a read made every shutdown abort ("Fatal Python error:
+    _enter_buffered_busy ... <stdin>"), at the end of every environment's log."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    run_dir = MatrixRun(build_plan(config), reuse=False).execute()
+    log = (run_dir / "envs" / f"{ENV}.log").read_text()
+    assert "Fatal Python error" not in log and "_enter_buffered_busy" not in log

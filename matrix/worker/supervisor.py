@@ -196,16 +196,25 @@ def run_job(job_path):
         job = json.load(fh)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
-    if os.environ.get(WATCH_STDIN) == "1":
+    watching = os.environ.get(WATCH_STDIN) == "1"
+    if watching:
         threading.Thread(target=_watch_orchestrator, daemon=True).start()
-    engines = {spec["engine"] for spec in job["cells"]}
-    fork = os.environ.get(START) != "spawn" and all(fork_safe(e) for e in engines)
-    if fork:
-        _warm_numpy()
-        for engine in engines:
-            try:
-                load_engine(engine)
-            except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
-                pass
-    run_cells(job["cells"], fork, max(1, job.get("cell_jobs", 1)))
-    return 0
+    try:
+        engines = {spec["engine"] for spec in job["cells"]}
+        fork = os.environ.get(START) != "spawn" and all(fork_safe(e) for e in engines)
+        if fork:
+            _warm_numpy()
+            for engine in engines:
+                try:
+                    load_engine(engine)
+                except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
+                    pass
+        run_cells(job["cells"], fork, max(1, job.get("cell_jobs", 1)))
+        code = 0
+    except SystemExit as exc:  # SIGTERM / SIGHUP: the cells are already killed
+        code = exc.code
+    if watching:  # the watcher still blocks reading stdin: an interpreter shutdown around it aborts
+        sys.stdout.flush()  # ("Fatal Python error: _enter_buffered_busy"): leave without one
+        sys.stderr.flush()
+        os._exit(code)
+    return code
