@@ -164,6 +164,8 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     from .store import RUNS, folder_problem, output_problem
 
     reports = the_plan.path("reports_dir")
+    if junit_xml and (problem := output_problem(junit_xml)):  # first: it creates no folder
+        _fail(f"--junit-xml {junit_xml}: {problem}")
     for setting in ("reports_dir", "cache_dir"):
         problem = folder_problem(the_plan.path(setting))
         if problem:
@@ -171,8 +173,6 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     problem = folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)
     if problem:
         _fail(f"{the_plan.config_path}: run.reports_dir: {problem}")
-    if junit_xml and (problem := output_problem(junit_xml)):
-        _fail(f"--junit-xml {junit_xml}: {problem}")
 
 
 def _shard(the_plan, text: str):

@@ -32,22 +32,23 @@ TERMINAL = {"pass": ("pass", "green"), "built": ("built", "cyan"), "fail": ("FAI
 
 
 # The upgrade view's groups, in the order it lists them.
-CHANGES = ["newly failing", "newly passing", "newly building", "newly unsupported", "newly supported", "unchanged",
-           "not comparable"]
+CHANGES = ["newly failing", "newly passing", "newly building", "newly supported", "newly unsupported", "other changes",
+           "unchanged", "not comparable"]
 
 
 def change(before, after) -> str:
-    """How a cell moved from one environment (or run) to another, as the upgrade view groups it."""
+    """How a cell moved from one environment (or run) to another, as the upgrade view groups it:
+    every change of status is a change ("other changes": error → fail, built → pass, ...)."""
     if not isinstance(before, str) or not isinstance(after, str) or {before, after} & NOT_COMPARABLE:
         return "not comparable"
     if before == after:
         return "unchanged"
     if after == "unsupported":
         return "newly unsupported"
-    if before == "unsupported":
+    if before == "unsupported" and after in GOOD:
         return "newly supported"
     if before in GOOD and after in BAD:
         return "newly failing"
-    if before in BAD and after in GOOD:
+    if before not in GOOD and after in GOOD:
         return "newly building" if after == "built" else "newly passing"
-    return "unchanged"
+    return "other changes"

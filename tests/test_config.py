@@ -63,10 +63,14 @@ def test_unknown_case_parameter(write_matrix):
     assert err.key == "cases.gemm_mha_fp16.params"
 
 
+# A case file is imported only when it declares a case the matrix uses (read from its source).
+DECLARES = "\n\nfrom matrix.case import case\n\n\n@case()\ndef gemm_mha_fp16():\n    pass\n"
+
+
 def test_broken_case_file_names_the_file(write_matrix, tmp_path):
     cases = tmp_path / "cases"
     cases.mkdir()
-    (cases / "broken.py").write_text("import torch\n\nraise RuntimeError('no good')\n")
+    (cases / "broken.py").write_text("import torch\n\nraise RuntimeError('no good')\n" + DECLARES)
     err = error_for(write_matrix, GOOD_CASE, cases_dir=cases)
     assert err.path == cases / "broken.py"
     assert err.key == "line 3" and "no good" in err.message
@@ -86,7 +90,7 @@ def test_cli_prints_one_line_and_exits_2(write_matrix, tmp_path):
 @pytest.mark.parametrize("source, line, what", [
     ("import torch\n\nx = (1,\ndef f(:\n    pass\n", 4, "SyntaxError"),
     # The exception is raised inside the json library: the line is still the case file's own.
-    ("import json\n\n\nSETTINGS = json.loads('{')\n", 4, "JSONDecodeError"),
+    ("import json\n\n\nSETTINGS = json.loads('{')\n" + DECLARES, 4, "JSONDecodeError"),
 ], ids=["syntax-error", "raises-in-a-library"])
 def test_broken_case_file_names_its_own_line(write_matrix, tmp_path, source, line, what):
     cases = tmp_path / "cases"

@@ -25,6 +25,10 @@ from test_stops import eventually, workers_of
 
 pytestmark = pytest.mark.ray
 
+# Ray rewrites a loopback address to this machine's interface address unless told that the
+# cluster is local; set before Ray is imported (here and in every `trtmatrix run --ray` started).
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
 if os.environ.get("TRTMATRIX_REQUIRE_RAY") != "1":
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install '.[ray]'")
 import ray  # noqa: E402
@@ -32,16 +36,22 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from matrix.executors.ray_cluster import RayExecutor  # noqa: E402
 
+LOOPBACK = "127.0.0.1"
 SMALL_STORE = 80 * 2**20  # each node's object store: results are small, the host has 2 cores
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": SMALL_STORE})
+    # Loopback only: every node listens on and connects to 127.0.0.1, not this machine's interfaces.
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "object_store_memory": SMALL_STORE,
+                                                            "node_ip_address": LOOPBACK})
     nodes = {model: cluster.add_node(num_cpus=4, resources={f"gpu:{model}": 1, "docker": 1},
-                                     object_store_memory=SMALL_STORE) for model in ("L4", "A100")}
+                                     object_store_memory=SMALL_STORE, node_ip_address=LOOPBACK)
+             for model in ("L4", "A100")}
     cluster.wait_for_nodes()
+    assert cluster.address.startswith(f"{LOOPBACK}:"), cluster.address
     ray.init(address=cluster.address, log_to_driver=False)
+    assert {n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]} == {LOOPBACK}
     ids = {model: next(n["NodeID"] for n in ray.nodes() if n["Alive"] and f"gpu:{model}" in n["Resources"])
            for model in nodes}
     yield cluster, nodes, ids

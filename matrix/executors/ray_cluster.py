@@ -22,7 +22,9 @@ the GPU resource path has not run on real GPUs from this repository.
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import sys
 from contextlib import contextmanager
 from dataclasses import replace
 from fnmatch import fnmatchcase
@@ -38,6 +40,7 @@ POLL_S = 2.0  # how often lost nodes are looked for while tasks run
 CANCEL_GRACE_S = 5  # Ctrl-C: how long tasks get to stop their workers before they are killed
 CLEAN_TIMEOUT_S = 60
 CONNECT_TIMEOUT_S = 5
+LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 TINY = 0.001  # a custom resource asked for as a label: many tasks at once on a node that has it
 
 
@@ -77,6 +80,10 @@ def _check_reachable(address: str) -> None:
 
 class RayExecutor:
     def __init__(self, address: str):
+        if address.removeprefix("ray://").rpartition(":")[0] in LOOPBACK and "ray" not in sys.modules:
+            # A cluster on this machine's loopback: Ray would rewrite 127.0.0.1 to the machine's
+            # interface address (where nothing listens) unless told the cluster is local.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         try:
             import ray
         except ImportError:

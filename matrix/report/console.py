@@ -120,8 +120,8 @@ def results_lines(frame: pd.DataFrame) -> list[str]:
     for env in env_order(frame):
         cells = frame[frame["env"] == env]
         line = f"{env}: {summary_line(cells)}"
-        if (cells["status"] == "skipped").all():
-            line += f" ({str(cells['error'].iloc[0]).splitlines()[0]})"
+        if cells["status"].isin(("skipped", "built")).all() and cells["error"].nunique() == 1:
+            line += f" ({str(cells['error'].iloc[0]).splitlines()[0]})"  # one reason for all: say it
         lines.append(escape(line))
     look = frame[frame["status"].isin(LOOK_AT) | frame["drift_max_abs"].fillna(0).gt(0)]
     if len(look):
@@ -174,7 +174,7 @@ def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Consol
     for column in ("change", "row", env_a, env_b, "worst A", "worst B", "Δ max_abs"):
         table.add_column(escape(column))
     colour = {"newly failing": "bold red", "newly passing": "green", "newly building": "cyan",
-              "newly unsupported": "yellow", "newly supported": "green"}
+              "newly unsupported": "yellow", "newly supported": "green", "other changes": "magenta"}
     rows = _upgrade_rows(compared)
     for change, *rest in rows:
         table.add_row(f"[{colour[change]}]{change}[/]" if change in colour else change, *(escape(x) for x in rest))

@@ -12,8 +12,10 @@ it.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import importlib.util
+import io
 import signal
 import sys
 import threading
@@ -34,8 +36,8 @@ def case_files(cases_dir: Path) -> list[Path]:
     return [p for p in sorted(cases_dir.glob("*.py")) if not p.name.startswith("_")]
 
 
-def declared_cases(cases_dir: Path) -> tuple[dict[str, Path], dict[Path, str]]:
-    """({case name: the file declaring it}, {file: why it cannot be read}), from the files' source:
+def declared_cases(cases_dir: Path) -> tuple[dict[str, Path], dict[Path, tuple[str, str]]]:
+    """({case name: the file declaring it}, {file: (where, why it cannot be read)}), from the source:
     no import, no torch, no model code. ast.parse takes the bytes, so a coding cookie or a BOM is
     honoured as Python itself would."""
     names, broken = {}, {}
@@ -43,10 +45,11 @@ def declared_cases(cases_dir: Path) -> tuple[dict[str, Path], dict[Path, str]]:
         try:
             tree = ast.parse(path.read_bytes(), filename=str(path))
         except SyntaxError as exc:
-            broken[path] = f"line {exc.lineno}: {exc.msg}" if exc.lineno else f"not Python source: {exc.msg}"
+            broken[path] = (f"line {exc.lineno}", f"SyntaxError: {exc.msg}") if exc.lineno else \
+                ("", f"not Python source: {exc.msg}")
             continue
         except (ValueError, OSError) as exc:  # null bytes; unreadable, a folder named *.py
-            broken[path] = getattr(exc, "strerror", None) or f"not Python source: {exc}"
+            broken[path] = ("", getattr(exc, "strerror", None) or f"not Python source: {exc}")
             continue
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
@@ -60,10 +63,11 @@ def discover_cases(cases_dir: Path, wanted: set[str]) -> dict[str, CaseDef]:
     declared, broken = declared_cases(cases_dir)
     if wanted - set(declared) and broken:
         if len(broken) == 1:
-            path, problem = next(iter(broken.items()))
-            raise ConfigError(path, "", f"not a readable case file ({problem})")
+            path, (where, problem) = next(iter(broken.items()))
+            raise ConfigError(path, where, problem if where else f"not a readable case file ({problem})")
         raise ConfigError(cases_dir, "", f"{sorted(wanted - set(declared))} declared by no readable case file; not "
-                                         "readable: " + "; ".join(f"{p.name} ({why})" for p, why in broken.items()))
+                                         "readable: " + "; ".join(f"{p.name} ({' '.join(why).strip()})"
+                                                                  for p, why in broken.items()))
     found: dict[str, CaseDef] = {}
     for path in sorted({declared[name] for name in wanted if name in declared}):
         for case in load_case_file(path):
@@ -78,8 +82,9 @@ def load_case_file(path: Path) -> list[CaseDef]:
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    printed = io.StringIO()  # what the file prints while importing: its own words if it fails
     try:
-        with _deadline(IMPORT_TIMEOUT_S):
+        with _deadline(IMPORT_TIMEOUT_S), contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
             spec.loader.exec_module(module)
     except _ImportTimeout:
         sys.modules.pop(module_name, None)
@@ -91,7 +96,9 @@ def load_case_file(path: Path) -> list[CaseDef]:
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if isinstance(exc, SystemExit):
             what = f"exits while being imported (SystemExit({exc.code!r}))"
-        raise ConfigError(path, f"line {line}" if line else "", what) from None
+        said = printed.getvalue().strip().splitlines()
+        raise ConfigError(path, f"line {line}" if line else "", what + (f"; it printed: {said[-1]}" if said else "")) from None
+    sys.stderr.write(printed.getvalue())  # a file that imports fine keeps its output
     return [dataclasses.replace(obj, source=path)
             for obj in vars(module).values() if isinstance(obj, CaseDef)]
 

@@ -75,7 +75,7 @@ def execute(spec):
         result = engine.run(dict(spec, build_index=build), inputs, log)
         if result.get("not_run"):
             return {"status": "built", "error": result["not_run"], "build_s": result["build_s"], "runs": 0,
-                    "info": result["info"]}
+                    "device": "none: built, not run", "info": result["info"]}
         runs.extend(result["runs"])
         build_s.append(result["build_s"])
         infer_ms.append(result["infer_ms"])

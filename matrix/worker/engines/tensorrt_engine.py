@@ -160,8 +160,12 @@ def _build(spec, inputs, log, can_run):
     layers = [(layer.name, getattr(layer, "metadata", ""), _output_dtypes(layer)) for layer in network]
     network_layers = [{"name": layer.name, "type": layer.type.name, "onnx": layer_origins(layer.name, metadata),
                        "dtypes": dtypes} for layer, (_, metadata, dtypes) in zip(network, layers)]
-    fp32_layers = select_layers(layers, _node_types(spec), profile["keep_fp32"]) if profile["keep_fp32"] else []
+    node_types = _node_types(spec)  # the exported model's nodes (an FP16 copy adds casts of its own)
+    fp32_layers = select_layers(layers, node_types, profile["keep_fp32"]) if profile["keep_fp32"] else []
     origins = {name: layer_origins(name, metadata) for name, metadata, _ in layers if name in fp32_layers}
+    if strongly_typed and node_types:  # a glob also matches the casts to FP16 the copy put after them
+        fp32_layers = [name for name in fp32_layers if set(origins[name]) & set(node_types)]
+        origins = {name: origins[name] for name in fp32_layers}
     log("{} layers in the parsed {} network; keep FP32 resolved to {} exact layer names: {}".format(
         len(layers), "strongly typed" if strongly_typed else "weakly typed", len(fp32_layers), origins))
     settings = builder_settings(profile, [] if strongly_typed else fp32_layers, strongly_typed)
