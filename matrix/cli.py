@@ -202,14 +202,16 @@ def _stop(exc: BaseException) -> None:
     Environment threads still setting up are not waited for (os._exit): what they finished is in
     the result cache, and the next run resumes from there."""
     from .environments.backend import stop_all
-    from .report.console import console
 
     stop_all()
     # Environment threads may still turn a finished cell into a progress line: none may follow
     # the stop line, which must be the last thing the run says. rich checks `quiet` where it
-    # writes, under this lock: no line is half-written when it flips.
-    with console._lock:
-        console.quiet = True
+    # writes, under this lock: no line is half-written when it flips. Not imported yet (the
+    # signal came during the imports), or half imported: there is no progress line to silence.
+    progress = getattr(sys.modules.get(f"{__package__}.report.console"), "console", None)
+    if progress is not None:
+        with progress._lock:
+            progress.quiet = True
     signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
     typer.echo(f"stopped by {signal.Signals(signum).name}: finished cells are kept in the cache; "
                "run again to resume", err=True)
