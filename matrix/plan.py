@@ -93,13 +93,16 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
     """What decides a case's prepared artifacts: its files (external data included) or its source,
     parameters, options and the files they name, seed, export settings, the host tools' versions
     and prepare's own code."""
+    # The case and its parameters are part of every key: two cases of identical files are two
+    # rows, and their cells must not share one result folder (two parts of an environment on two
+    # Ray nodes removed each other's results there).
     if spec.suite is not None:
-        return hash_json({"suite_test": spec.suite_test(params).digest, "tools": tool_versions(("onnx",)),
-                          "prepare": prepare_code_hash()})
+        return hash_json({"suite_test": spec.suite_test(params).digest, "case": spec.name, "params": params,
+                          "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
     if spec.is_onnx_file:
         paths = spec.onnx_paths()
         return hash_json({"files": hash_files([*paths.values(), *external_data_files(paths["onnx"])]),
-                          "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
+                          "case": spec.name, "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
     case = spec.torch_case
     return hash_json({
         "source": hash_files([case.source]),

@@ -308,3 +308,17 @@ def test_a_profile_description_is_words_not_numbers(tmp_path, cache_dir):
         config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",), name=f"m{len(keys)}.toml")
         keys.append(build_plan(config).cells[0].content_key)
     assert keys[0] == keys[1] != keys[2]
+
+
+def test_two_cases_of_identical_files_do_not_share_a_result_folder(tmp_path):
+    """Identical ONNX files in two cases were one content key: two parts of one environment (Ray
+    nodes) removed each other's results in the one folder ("worker exited 0 before this cell")."""
+    from conftest import PROFILES, make_tiny_model, matrix_file, tiny_case
+    from matrix.plan import build_plan
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    body = PROFILES + tiny_case(*make_tiny_model(tmp_path / "a")) + \
+        tiny_case(*make_tiny_model(tmp_path / "b")).replace("[cases.tiny]", "[cases.other]")
+    cells = build_plan(matrix_file(tmp_path, tmp_path / "cache", body, environments=("ort-1.32",))).cells
+    assert len(cells) == 2 and cells[0].content_key != cells[1].content_key
