@@ -186,6 +186,10 @@ def finish_run(staged: Path) -> Path:
 class DamagedRun(ConfigError):
     """A stored run whose files cannot be read (truncated, corrupt): named, never a traceback."""
 
+    @classmethod
+    def of(cls, path: Path, exc: Exception) -> DamagedRun:
+        return cls(path, "", f"cannot be read, a damaged run? ({' '.join(str(exc).split())[:200]})")
+
 
 def read_run(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
     """A stored run's results (all columns, or those asked for); columns that a run of an older
@@ -195,7 +199,7 @@ def read_run(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
         stored = pq.read_schema(path).names
         frame = pd.read_parquet(path, columns=[c for c in columns if c in stored] if columns else None)
     except (OSError, ValueError, pa.ArrowException) as exc:
-        raise DamagedRun(path, "", f"cannot be read, a damaged run? ({' '.join(str(exc).split())[:200]})") from None
+        raise DamagedRun.of(path, exc) from None
     missing = [column for column in columns or COLUMNS if column not in frame.columns]
     return frame.assign(**dict.fromkeys(missing)) if missing else frame
 
@@ -230,7 +234,7 @@ def read_run_meta(run_dir: Path) -> dict:
     try:
         meta = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError) as exc:
-        raise DamagedRun(path, "", f"cannot be read, a damaged run? ({' '.join(str(exc).split())[:200]})") from None
+        raise DamagedRun.of(path, exc) from None
     if not isinstance(meta, dict):
         raise DamagedRun(path, "", "not a JSON object, a damaged run?")
     return {"run_id": run_dir.name, **meta}
