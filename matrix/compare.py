@@ -46,6 +46,9 @@ class OutputMetrics:
     nan_count: int
     inf_count: int
     ref_nonfinite: int = 0
+    # Where the reference is NaN or Inf and the output is not the same: what was found there
+    # ("-inf expected, -3.4e+38 (float32 lowest) found ×84").
+    nonfinite_found: str | None = None
     # How far from passing: the smallest atol that passes at the configured rtol, and the smallest
     # rtol at the configured atol (infinite where NaN/Inf, or an error on an exact 0, needs more).
     atol_needed: float = 0.0
@@ -62,8 +65,12 @@ def _min_cosine(values) -> float:
 
 
 # How each metric's worst is taken over the outputs of a cell.
+def _texts(values) -> str | None:
+    return "; ".join(dict.fromkeys(v for v in values if v)) or None
+
+
 WORST = {"max_abs": max, "max_rel": max, "mean_abs": max, "rmse": max, "cosine": _min_cosine,
-         "mismatch_frac": max, "nan_count": sum, "inf_count": sum, "ref_nonfinite": sum,
+         "mismatch_frac": max, "nan_count": sum, "inf_count": sum, "ref_nonfinite": sum, "nonfinite_found": _texts,
          "atol_needed": max, "rtol_needed": max}
 # ... and over the runs of one output (counts are per run, so the largest, not the sum).
 WORST_RUN = {**WORST, "nan_count": max, "inf_count": max}
@@ -76,6 +83,31 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     if na == 0 or nb == 0:
         return 0.0
     return float(np.dot(a, b) / (na * nb))
+
+
+def _value_text(value: float, dtype: np.dtype) -> str:
+    """-3.4028235e+38 → '-3.4e+38 (float32 lowest)': the stand-in an engine writes for an infinity."""
+    text = repr(value) if math.isinf(value) or math.isnan(value) else f"{value:.2g}"
+    if np.issubdtype(dtype, np.floating):
+        limits = np.finfo(dtype)
+        name = {float(limits.min): "lowest", float(limits.max): "max"}.get(value)
+        if name:
+            text += f" ({dtype.name} {name})"
+    return text.replace("nan", "NaN")
+
+
+def _nonfinite_found(out: np.ndarray, ref: np.ndarray, missed: np.ndarray, dtype: np.dtype) -> str | None:
+    """What the output holds where the reference is NaN or ±Inf and the output is not the same."""
+    parts = []
+    for expected in (-np.inf, np.inf, np.nan):
+        where = missed & ((ref == expected) if not math.isnan(expected) else np.isnan(ref))
+        if not where.any():
+            continue
+        found = np.unique(out[where])
+        said = _value_text(float(found[0]), dtype) if found.size == 1 else \
+            f"values from {_value_text(float(found.min()), dtype)} to {_value_text(float(found.max()), dtype)}"
+        parts.append(f"{_value_text(expected, dtype)} expected, {said} found ×{int(where.sum())}")
+    return "; ".join(parts) or None
 
 
 def _integers(actual: np.ndarray, reference: np.ndarray) -> bool:
@@ -114,7 +146,8 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
     counts = {"mismatch_frac": float(bad.mean()) if bad.size else 0.0,
               "nan_count": int((np.isnan(out) & ~np.isnan(ref)).sum()),
               "inf_count": int((np.isinf(out) & (out != ref)).sum()),
-              "ref_nonfinite": int((~judged).sum())}
+              "ref_nonfinite": int((~judged).sum()),
+              "nonfinite_found": _nonfinite_found(out, ref, bad & ~judged, actual.dtype)}
     if (bad & ~(judged & finite)).any():  # a mismatch involving NaN or Inf: no finite error describes it
         return OutputMetrics(name, tuple(actual.shape), INF, INF, INF, INF, math.nan, **counts,
                              atol_needed=INF, rtol_needed=INF)

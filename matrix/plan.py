@@ -59,6 +59,12 @@ class Plan:
         return hash_json(sorted((c.cell_id, c.content_key) for c in self.whole or self.cells))
 
     @property
+    def left_out(self) -> dict[str, dict[str, str]]:
+        """{case: {suite test: why it is not a row}} for the suites of the cases this plan runs."""
+        used = {cell.case for cell in self.cells}
+        return {name: dict(spec.left_out) for name, spec in self.cases.items() if spec.left_out and name in used}
+
+    @property
     def root(self) -> Path:
         return self.config_path.parent
 

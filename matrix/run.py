@@ -223,6 +223,7 @@ class MatrixRun:
         meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
                 "environment_seconds": self.env_seconds, "plan_key": self.plan.plan_key,
+                "left_out": self.plan.left_out,
                 **({"shard": self.plan.shard, "empty_shards": list(self.plan.empty_shards)} if self.plan.shard else {}),
                 "trtmatrix": trtmatrix_version()}
         return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references), frame)

@@ -20,8 +20,10 @@ REGRESSED = BAD - {"xfail"}
 JUDGED = frozenset({"pass", "fail", "xfail", "xpass"})
 # Nothing to compare against a version that did not get to judge the cell.
 NOT_COMPARABLE = frozenset({"skipped"})
-# Worth a person's look after a run, worst first.
-LOOK_AT = ["fail", "error", "crash", "timeout", "xpass"]
+# Worth a person's look after a run: the cells read one by one (their numbers or their fault are
+# the news), and those read as groups by cause (thousands of refusals are a handful of causes).
+ONE_BY_ONE = ("fail", "xpass", "crash", "timeout")
+BY_CAUSE = ("error", "unsupported")
 # An operator's (or any group's) colour: its worst status, in this order.
 WORST_FIRST = ["crash", "timeout", "fail", "error", "xfail", "unsupported", "skipped", "built"]
 # The word and rich style each gets in a terminal table.

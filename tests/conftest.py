@@ -140,3 +140,14 @@ def prepared(tmp_path_factory):
         done[(cell.case, cell.params)] = prepare(plan.cases[cell.case], cell.params, cell.artifact_key,
                                                  plan.path("cache_dir"))
     return plan, done
+
+
+def report_details(run_dir: Path, **loads) -> list[dict]:
+    """Every cell's details as the report's page loads them: report-details/<n>.js, in order."""
+    files = sorted((run_dir / "report-details").glob("*.js"), key=lambda p: int(p.stem))
+    cells = []
+    for path in files:
+        text = path.read_text()
+        assert text.startswith(f"trtmatrixDetails({path.stem}, ") and text.endswith(");\n")
+        cells += json.loads(text[len(f"trtmatrixDetails({path.stem}, "):-3], **loads)
+    return cells

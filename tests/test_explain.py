@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import REPO, matrix_file
+from conftest import REPO, matrix_file, report_details
 from matrix.prepare.float64_graph import float64_values
 from matrix.sources.known_issues import load_registry
 from matrix.store import list_runs
@@ -53,8 +53,7 @@ def test_explain_names_the_clip_kernel_on_the_release_that_has_the_bug(project):
     assert list(layers["inputs_within"]) == [True, True, True, False]
     assert json.loads((folder / "explain.json").read_text())["first_divergent"]["node"] == first["node"]
     # The report of the run, rendered again, shows it in the cell's details.
-    data = json.loads((run_dir / "report.html").read_text().split('id="data">')[1].split("</script>")[0])
-    cell = next(c for c in data["cells"] if c["cell_id"] == "ort_clip_fp16_min_only/fp32/ort-1.19.0")
+    cell = next(c for c in report_details(run_dir) if c["cell_id"] == "ort_clip_fp16_min_only/fp32/ort-1.19.0")
     assert "/Clip" in cell["findings"]["explain"]["summary"] and cell["findings"]["explain"]["plot"]["first"]
 
 

@@ -40,7 +40,7 @@ def report_run(tmp_path_factory, cache_dir):
     - tiny/raise: the engine raises an error full of HTML;
     - wrong/fp32: judged against expected outputs of 2.0, which tanh never reaches: fails everywhere;
     - ir10/fp32: the same model stamped ONNX IR version 10, which onnxruntime reads from 1.18 on
-      (its documented compatibility table: 1.17 reads IR <= 9): an error on 1.17, a pass on 1.32.
+      (its documented compatibility table: 1.17 reads IR <= 9): unsupported on 1.17, a pass on 1.32.
       That is the upgrade view's version-specific change."""
     from conftest import make_tiny_model
 
@@ -59,7 +59,9 @@ def report_run(tmp_path_factory, cache_dir):
     frame = read_run(run_dir)
     cells = frame.set_index("cell_id")
     # The failures are the ones made here, not something else going wrong.
-    assert "Unsupported model IR version: 10" in cells.loc["ir10/fp32/ort-1.17", "error"]
+    refused = cells.loc["ir10/fp32/ort-1.17"]
+    assert refused["status"] == "unsupported" and refused["error"].startswith("IR version 10 (reads up to 9) — onnxruntime 1.17.3: ")
+    assert "Unsupported model IR version: 10" in refused["error"]  # its own words kept
     assert cells.loc["ir10/fp32/ort-1.32", "status"] == "pass"
     assert (cells.loc[["wrong/fp32/ort-1.17", "wrong/fp32/ort-1.32"], "status"] == "fail").all()
     return run_dir, frame
@@ -96,11 +98,11 @@ def test_the_matrix_renders_every_row_and_cell(page, report_run):
 
 
 def test_a_status_filter_hides_rows_and_a_case_filter_keeps_one_case(page):
-    for status in ("pass", "error", "skipped"):
+    for status in ("pass", "error", "unsupported", "skipped"):
         page.uncheck(f"input[name=status][value={status}]")
     # "Show rows with: fail" — only the row with a failing cell is left.
     assert [r.get_attribute("data-row") for r in visible_rows(page).all()] == ["wrong/fp32"]
-    for status in ("pass", "error", "skipped"):
+    for status in ("pass", "error", "unsupported", "skipped"):
         page.check(f"input[name=status][value={status}]")
     page.select_option("#case-filter", "tiny")
     assert [r.get_attribute("data-row") for r in visible_rows(page).all()] == ["tiny/raise"]
@@ -139,12 +141,12 @@ def test_a_permalink_scrolls_to_its_cell_and_opens_its_details(browser, report_r
 def test_the_upgrade_view_lists_the_right_cells(page):
     page.select_option("#env-a", "ort-1.17")
     page.select_option("#env-b", "ort-1.32")
-    newly_passing = page.locator("#upgrade-newly-passing + table a").all_inner_texts()
-    assert newly_passing == ["ir10/fp32"]
+    assert page.locator("#upgrade-newly-supported + table a").all_inner_texts() == ["ir10/fp32"]
     assert page.locator("#upgrade-newly-failing").inner_text() == "newly failing (0)"
     page.select_option("#env-a", "ort-1.32")
     page.select_option("#env-b", "ort-1.17")
-    assert page.locator("#upgrade-newly-failing + table a").all_inner_texts() == ["ir10/fp32"]
+    assert page.locator("#upgrade-newly-unsupported + table a").all_inner_texts() == ["ir10/fp32"]
+    assert page.locator("#upgrade-newly-failing").inner_text() == "newly failing (0)"
 
 
 def test_html_in_an_engine_error_is_shown_as_text_and_never_runs(page, report_run):
@@ -166,7 +168,7 @@ def test_diff_in_the_terminal_agrees_with_the_upgrade_view(report_run):
     assert shown.returncode == 0, shown.stderr
     lines = {line.split("│")[2].strip(): line.split("│")[1].strip() for line in shown.stdout.splitlines()
              if line.count("│") > 3}
-    assert lines == {"ir10/fp32": "newly passing", "wrong/fp32": "unchanged", "tiny/raise": "unchanged"}
+    assert lines == {"ir10/fp32": "newly supported", "wrong/fp32": "unchanged", "tiny/raise": "unchanged"}
 
 
 def test_the_history_page_builds_a_row_per_cell_linking_into_each_run(browser, report_run):
@@ -193,10 +195,11 @@ def test_the_gpu_filter_keeps_the_columns_of_one_gpu(browser, tmp_path):
 
     from conftest import REPO
     from matrix.report.html import render_report
+    from matrix.report.publish import write_rendered
 
     example = REPO / "reports" / "examples" / "h100-torch"
     frame = pd.read_parquet(example / "results.parquet")
-    (tmp_path / "report.html").write_text(render_report(frame, json.loads((example / "run.json").read_text())))
+    write_rendered(tmp_path, render_report(frame, json.loads((example / "run.json").read_text())))
     page = browser.new_page(viewport={"width": 1300, "height": 800})
     page.goto((tmp_path / "report.html").as_uri())
     options = page.locator("#gpu-filter option").all_inner_texts()

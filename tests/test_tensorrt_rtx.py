@@ -115,7 +115,7 @@ def test_the_parsers_refusal_is_unsupported_in_its_own_words(write_matrix, tmp_p
     assert cells.loc["ort-1.32", "status"] == "pass"
     refused = cells.loc[RTX]
     assert refused["status"] == "unsupported"
-    assert refused["error"].startswith("TensorRT-RTX 1.7.1.116's ONNX parser refuses this model: In node 0")
+    assert refused["error"].startswith("Det (UNSUPPORTED_NODE) — TensorRT-RTX 1.7.1.116's ONNX parser: In node 0")
     assert "operator: Det" in refused["error"] and "UNSUPPORTED_NODE" in refused["error"]
 
 

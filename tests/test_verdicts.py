@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from conftest import PROFILES, REPO, tiny_case
+from conftest import PROFILES, REPO, report_details, tiny_case
 from matrix.store.records import empty_record
 from matrix.store import REPORT, list_runs, read_run, to_frame
 from matrix.report.upgrade import default_pair
@@ -101,8 +101,11 @@ def test_diff_history_junit_and_report_show_nan_not_a_number(faulty_run):
     cell_html = html.split('id="cell-tiny/nan/ort-1.32"')[1].split("</td>")[0]
     assert "NaN×32" in cell_html and "e-" not in cell_html
     data = html.split('<script type="application/json" id="data">')[1].split("</script>")[0]
-    cells = json.loads(data, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))["cells"]
-    nan_cell = next(c for c in cells if c["cell_id"] == "tiny/nan/ort-1.32")
+    inline = json.loads(data, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    row, env = inline["rows"].index("tiny/nan"), inline["envs"].index("ort-1.32")
+    assert [line[2:] for line in inline["cells"] if line[:2] == [row, env]] == [["fail", "NaN×32", None, "inf"]]
+    details = report_details(run_dir, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    nan_cell = next(c for c in details if c["cell_id"] == "tiny/nan/ort-1.32")
     assert (nan_cell["worst"], nan_cell["max_abs"]) == ("NaN×32", "inf")
 
 

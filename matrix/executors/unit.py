@@ -23,7 +23,7 @@ from ..environments.backend import EnvironmentUnavailable, SetupFailed
 from ..environments.definitions import EnvDef
 from ..environments.gpus import host_gpus
 from ..plan import Cell
-from ..prepare import INPUTS, model_for_profile, node_types_file
+from ..prepare import INPUTS, input_types_file, model_for_profile, node_types_file
 from ..store.cache import result_dir, result_key, stored_result, timing_cache
 from ..store.locks import cache_lock
 from ..store.records import HOST
@@ -138,6 +138,7 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
             continue
         try:
             model = model_for_profile(pending.artifacts, pending.profile, unit.envdef.runs_fp16_copy(pending.profile))
+            types = input_types_file(model)
         except Exception as exc:
             error, tail = error_text(exc)
             outcomes.append(CellOutcome(cell.cell_id, {"status": "error", "node": facts["node"], "log_tail": tail,
@@ -145,5 +146,5 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
             continue
         shutil.rmtree(directory, ignore_errors=True)  # a cell run again starts from an empty folder
         jobs.append((CellJob(cell, model, pending.artifacts / INPUTS, pending.profile, directory,
-                             node_types_file(pending.artifacts), timing), key))
+                             node_types_file(pending.artifacts), types, timing), key))
     return outcomes, jobs

@@ -28,7 +28,7 @@ from .fingerprint import variant_key
 from .fp16_forecast import fp16_forecast
 from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
-from .layers import node_types, resolve_nodes
+from .layers import input_types, node_types, resolve_nodes
 
 MODEL, INPUTS, REFERENCE, META = "model.onnx", "inputs.npz", "reference.npz", "case.json"
 NODE_TYPES = "node_types.json"
@@ -183,14 +183,24 @@ def case_meta(artifacts: Path) -> dict:
     return json.loads((artifacts / META).read_text())
 
 
-def node_types_file(artifacts: Path) -> Path:
-    """{node name: op type} of the exported model, for the worker's layer selection."""
-    target = artifacts / NODE_TYPES
+def _model_facts(model: Path, target: Path, facts) -> Path:
+    """`facts(model proto)` as JSON in `target`, made once (cells of one model share it)."""
     if not target.is_file():
-        tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(node_types(onnx.load(str(artifacts / MODEL), load_external_data=False))))
+        tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
+        tmp.write_text(json.dumps(facts(onnx.load(str(model), load_external_data=False))))
         tmp.replace(target)
     return target
+
+
+def node_types_file(artifacts: Path) -> Path:
+    """{node name: op type} of the exported model, for the worker's layer selection."""
+    return _model_facts(artifacts / MODEL, artifacts / NODE_TYPES, node_types)
+
+
+def input_types_file(model: Path) -> Path:
+    """{op type: its nodes' input element types} of the model a cell runs (an FP16 copy has its
+    own), so that an engine's "no kernel for Add(14)" can say for which types."""
+    return _model_facts(model, model.with_suffix(".input-types.json"), input_types)
 
 
 def model_for_profile(artifacts: Path, profile: Profile, fp16_copy: bool) -> Path:

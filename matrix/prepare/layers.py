@@ -13,5 +13,25 @@ def node_types(model: onnx.ModelProto) -> dict[str, str]:
     return {node.name: node.op_type for node in model.graph.node}
 
 
+def input_types(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """{op type: element types of its nodes' inputs ('int8', 'float16')}, after shape inference
+    where the model allows it (the declared types where it does not)."""
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # an engine may run a model onnx cannot infer: its declared types still say something
+        pass
+    graph = model.graph
+    known = {v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]}
+    known.update({t.name: t.data_type for t in graph.initializer})
+    types: dict[str, list[str]] = {}
+    for node in graph.node:
+        for name in node.input:
+            if known.get(name):
+                kind = onnx.helper.tensor_dtype_to_string(known[name]).removeprefix("TensorProto.").lower()
+                if kind not in types.setdefault(node.op_type, []):
+                    types[node.op_type].append(kind)
+    return types
+
+
 def resolve_nodes(model: onnx.ModelProto, patterns: tuple[str, ...] | list[str]) -> list[str]:
     return select_names(list(node_types(model).items()), patterns)

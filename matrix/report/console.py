@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
@@ -13,7 +15,8 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..statuses import CHANGES, LOOK_AT, TERMINAL as SHORT
+from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, TERMINAL as SHORT
+from .causes import cause
 from .error_text import drift_text, needed_text, with_marks, worst_error
 from .upgrade import env_order, records_by_row, version_mismatches
 
@@ -42,11 +45,16 @@ out = Console(width=_width())  # listings that are the command's answer
 
 
 class RunProgress:
-    """Turns run events into one progress bar over all cells on a terminal, and into one plain
-    line per set-up and per finished cell in a log (a bar cannot be redrawn in a file)."""
+    """Turns run events into one progress bar over all cells on a terminal, and into plain lines in
+    a log (a bar cannot be redrawn in a file): a line per set-up, and per prepared and finished
+    cell up to LOG_EACH cells; beyond, a line per tenth with the counts so far (a suite of
+    thousands of cells must not bury the results under thousands of progress lines)."""
+
+    LOG_EACH = 300
 
     def __init__(self, total: int):
-        self.total, self.done = total, 0
+        self.total, self.done, self.prepared = total, 0, 0
+        self.counts: dict[str, int] = {}
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console, disable=not console.is_terminal)
         self.task = self.progress.add_task("starting", total=total)
@@ -64,21 +72,35 @@ class RunProgress:
         else:
             console.print(escape(text), soft_wrap=True, highlight=False)
 
+    def _each(self, done: int) -> bool:
+        """Whether a log gets this cell's line: every one in a small run, each tenth in a big one."""
+        return self.total <= self.LOG_EACH or done * 10 // self.total != (done - 1) * 10 // self.total
+
     def __call__(self, event: dict) -> None:
         kind = event["event"]
         if kind == "prepare":
+            self.prepared += 1
             params = " ".join(f"{k}={v}" for k, v in event["params"].items())
-            self._say(f"prepare {event['case']} {params}".strip())
+            if console.is_terminal or self.total <= self.LOG_EACH:
+                self._say(f"prepare {event['case']} {params}".strip())
+            elif self.prepared == 1 or self.prepared % 500 == 0:
+                self._say(f"preparing artifacts: {self.prepared} so far")
         elif kind == "setup":
             self._say(f"set up {event['env']}")
         elif kind == "start" and console.is_terminal:
             self._say(event["cell_id"])
         elif kind == "recorded":
             self.done += 1
+            self.counts[event["status"]] = self.counts.get(event["status"], 0) + 1
             self.progress.advance(self.task)
-            if not console.is_terminal:
-                console.print(escape(f"[{self.done}/{self.total}] {event['status']} {event['cell_id']}"),
-                              soft_wrap=True, highlight=False)
+            if console.is_terminal or not self._each(self.done):
+                return
+            if self.total <= self.LOG_EACH:
+                line = f"[{self.done}/{self.total}] {event['status']} {event['cell_id']}"
+            else:
+                line = f"[{self.done}/{self.total}] " + ", ".join(f"{n} {s}" for s, n in sorted(
+                    self.counts.items(), key=lambda kv: -kv[1]))
+            console.print(escape(line), soft_wrap=True, highlight=False)
 
 
 def status_text(row: pd.Series) -> tuple[str, str]:
@@ -113,9 +135,37 @@ def results_table(frame: pd.DataFrame) -> Table:
     return table
 
 
-def results_lines(frame: pd.DataFrame) -> list[str]:
-    """What a log reader needs when the matrix is too wide: counts per environment, and the full
-    id of every cell worth a look with its worst error (and drift), never truncated."""
+SHOWN = 30  # cells listed one by one, and cause groups per status, before "… and N more"
+
+
+def _cell_line(r: pd.Series) -> str:
+    worst = worst_error(r)
+    if worst and not worst.startswith(("NaN", "Inf")):
+        worst = f"max_abs {worst}"
+    details = ", ".join(t for t in (worst, drift_text(r), r["error"] if isinstance(r["error"], str) else None) if t)
+    word, style = SHORT.get(r["status"], (r["status"], ""))
+    return f"  [{style}]{word}[/] {escape(r['cell_id'])}" + (f"  {escape(details.splitlines()[0])}" if details else "")
+
+
+def _cause_lines(cells: pd.DataFrame, status: str) -> list[str]:
+    """One line per cause: how many cells, in which environments, a few of their rows."""
+    word, style = SHORT[status]
+    groups = sorted(cells.groupby(cells.apply(lambda r: cause(status, r["error"]), axis=1)), key=lambda g: -len(g[1]))
+    lines = [f"{len(cells)} {status} in {len(groups)} cause{'s' * (len(groups) != 1)}:"]
+    for text, group in groups[:SHOWN]:
+        rows = list(dict.fromkeys(group["row_id"]))
+        envs = ", ".join(dict.fromkeys(group["env"]))
+        names = ", ".join(rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+        lines.append(f"  [{style}]{word} ×{len(group)}[/] {escape(text)} [dim]({escape(envs)}: {escape(names)})[/]")
+    if len(groups) > SHOWN:
+        lines.append(f"  … and {len(groups) - SHOWN} more causes")
+    return lines
+
+
+def results_lines(frame: pd.DataFrame, full_list: Path | None = None) -> list[str]:
+    """What a log reader needs when the matrix is too wide: counts per environment; the failures
+    (and crashes, timeouts, drift) one by one, worst error first; errors and refusals grouped by
+    cause; every one of them in `full_list` (look_at.py), named at the end."""
     lines = []
     for env in env_order(frame):
         cells = frame[frame["env"] == env]
@@ -123,16 +173,20 @@ def results_lines(frame: pd.DataFrame) -> list[str]:
         if cells["status"].isin(("skipped", "built")).all() and cells["error"].nunique() == 1:
             line += f" ({str(cells['error'].iloc[0]).splitlines()[0]})"  # one reason for all: say it
         lines.append(escape(line))
-    look = frame[frame["status"].isin(LOOK_AT) | frame["drift_max_abs"].fillna(0).gt(0)]
-    if len(look):
-        lines.append(f"{len(look)} cells to look at:")
-    for _, r in look.iterrows():
-        worst = worst_error(r)
-        if worst and not worst.startswith(("NaN", "Inf")):
-            worst = f"max_abs {worst}"
-        details = ", ".join(t for t in (worst, drift_text(r), r["error"] if isinstance(r["error"], str) else None) if t)
-        word, style = SHORT.get(r["status"], (r["status"], ""))
-        lines.append(f"  [{style}]{word}[/] {escape(r['cell_id'])}" + (f"  {escape(details.splitlines()[0])}" if details else ""))
+    drifted = frame["drift_max_abs"].fillna(0).gt(0)
+    single = frame[frame["status"].isin(ONE_BY_ONE) | (drifted & ~frame["status"].isin(BY_CAUSE))]
+    if len(single):
+        lines.append(f"{len(single)} cells to look at:")
+        order = single["status"].map({s: i for i, s in enumerate(ONE_BY_ONE)}).fillna(len(ONE_BY_ONE))
+        lines += [_cell_line(r) for _, r in single.assign(_o=order).sort_values("_o", kind="stable").head(SHOWN).iterrows()]
+        if len(single) > SHOWN:
+            lines.append(f"  … and {len(single) - SHOWN} more")
+    for status in BY_CAUSE:
+        cells = frame[frame["status"] == status]
+        if len(cells):
+            lines += _cause_lines(cells, status)
+    if full_list is not None and (len(single) or frame["status"].isin(BY_CAUSE).any()):
+        lines.append(f"every one of them: {escape(str(full_list))}")
     return lines
 
 
@@ -141,14 +195,14 @@ def results_lines(frame: pd.DataFrame) -> list[str]:
 TABLE_ROWS = 300
 
 
-def print_results(frame: pd.DataFrame, target: Console = console) -> None:
+def print_results(frame: pd.DataFrame, target: Console = console, full_list: Path | None = None) -> None:
     for mismatch in version_mismatches(frame):
         target.print(escape(f"warning: {mismatch}"), soft_wrap=True, style="yellow")
     table = results_table(frame) if frame["row_id"].nunique() <= TABLE_ROWS else None
     if table is not None and fits(table, target):
         target.print(table)
         return
-    for line in results_lines(frame):
+    for line in results_lines(frame, full_list):
         target.print(line, soft_wrap=True)
 
 
@@ -214,6 +268,15 @@ def print_history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None, t
     target.print(escape("runs, newest first: " + ", ".join(run_id for run_id, _ in runs)), soft_wrap=True)
     for cell, statuses in rows:
         target.print(f"{escape(cell)}: " + " | ".join(s or "—" for s in statuses), soft_wrap=True, highlight=False)
+
+
+def left_out_line(left_out: dict[str, dict[str, str]], run_json: Path) -> str | None:
+    """'243 suite tests are not rows: bfloat16 tensor ×27, string tensor ×26, ... (each in run.json)'."""
+    reasons = Counter(why for tests in left_out.values() for why in tests.values())
+    if not reasons:
+        return None
+    said = ", ".join(f"{why} ×{n}" for why, n in reasons.most_common())
+    return escape(f"{reasons.total()} suite tests are not rows: {said} (each named in {run_json}, 'left_out')")
 
 
 def summary_line(frame: pd.DataFrame) -> str:

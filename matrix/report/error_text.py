@@ -25,11 +25,15 @@ def _number(value) -> float | None:
 
 def worst_error(row, precision: int = 1) -> str | None:
     """'NaN×512' (and/or 'Inf×3') when outputs held non-finite values where the reference is
-    finite, else max_abs ('2.7e-03'); None for a cell without numbers."""
+    finite; what was found where the reference's own NaN/Inf was missed ('-inf expected, -3.4e+38
+    (float32 lowest) found ×84'); else max_abs ('2.7e-03'); None for a cell without numbers."""
     nans, infs = _count(row.get("nan_count")), _count(row.get("inf_count"))
     if nans or infs:
         return " ".join(f"{text}×{n}" for text, n in (("NaN", nans), ("Inf", infs)) if n)
     value = _number(row.get("max_abs"))
+    found = row.get("nonfinite_found")
+    if value == math.inf and isinstance(found, str):  # the reference's NaN/Inf missed: say what was there
+        return found
     return None if value is None else f"{value:.{precision}e}"
 
 
@@ -82,4 +86,6 @@ def cosine_text(row) -> str:
         return "cosine undefined (NaN/Inf)"
     if value == 1.0:
         return "cosine 1 (exactly)"
+    if value > 1.0:  # float64 rounding of a dot product over norms: as close as it can tell
+        return "cosine 1 (within float64 rounding)"
     return f"cosine 1 − {1 - value:.1e}" if value > 0.999 else f"cosine {value:.5f}"

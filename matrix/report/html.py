@@ -1,9 +1,13 @@
-"""A run's report.html: one self-contained page (inline CSS/JS/SVG, no network), rendered by jinja2
-with autoescaping on, because engine logs and errors contain `<` and `&`.
+"""A run's report: report.html (inline CSS/JS/SVG, no network), rendered by jinja2 with
+autoescaping on, because engine logs and errors contain `<` and `&`, and its cells' details in
+report-details/<n>.js beside it.
 
-The matrix itself is static HTML (readable without JavaScript). The cell details, filters and
-the upgrade view read the cells from an embedded JSON block (jinja's `tojson`, which escapes
-`<`, `>` and `&`) and write to the page with textContent only.
+The matrix itself is static HTML (readable without JavaScript). The filters and the upgrade view
+read a compact line per cell from an embedded JSON block (jinja's `tojson`, which escapes `<`, `>`
+and `&`). A cell's details (messages, logs, metrics per output, findings) are fetched when it is
+opened: a script file per DETAILS_CHUNK cells, loaded by a <script> element because that works
+from file:// pages too, where fetch() does not. At 5,000 cells the page stays a few MB and opens
+in about a second (bench/report_bench.py). Everything is written to the page with textContent.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -24,9 +29,11 @@ from .error_text import cosine_text, drift_text, needed_text, rule_text, with_ma
 from .upgrade import default_pair, env_order, records_by_row, version_mismatches
 
 STATUSES = ORDER
+DETAILS = "report-details"  # the folder beside report.html
+DETAILS_CHUNK = 250  # cells per details file: one click loads one small file
 DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
-    "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs",
+    "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "extra_outputs", "drift_max_abs",
     "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed", "rule", "top1",
     "build_s", "infer_ms", "device", "gpu", "compute_capability", "driver_version", "cuda_version", "cudnn_version",
     "python_version", "image", "image_digest", "node",
@@ -40,8 +47,8 @@ TEMPLATES = Environment(loader=PackageLoader("matrix.report", "templates"), auto
 
 # The columns key_number reads: the history page hands it only these (a dict of every column of
 # thirty runs of thousands of cells costs seconds).
-KEY_NUMBER_FIELDS = ("status", "nan_count", "inf_count", "max_abs", "drift_max_abs", "drift_run", "rule",
-                     "precision_check", "build_s")
+KEY_NUMBER_FIELDS = ("status", "nan_count", "inf_count", "max_abs", "nonfinite_found", "drift_max_abs", "drift_run",
+                     "rule", "precision_check", "build_s")
 
 
 def key_number(row: pd.Series) -> str:
@@ -49,6 +56,8 @@ def key_number(row: pd.Series) -> str:
     counts first), ↯ when repeated inferences differed, ⚖ when an acceptance rule judged it, ⚠
     when requested FP32 layers did not (verifiably) run in FP32. A `built` cell: its build time."""
     text = worst_error(row) or {"skipped": "skip"}.get(row["status"], row["status"])
+    if text == row.get("nonfinite_found"):  # '-inf expected, -3.4e+38 (float32 lowest) found ×84': the details say it all
+        text = text.split(" expected")[0] + " missed"
     if row["status"] == "built" and pd.notna(row.get("build_s")):
         text = f"built {row['build_s']:.2g}s"
     text = with_marks(text, row)
@@ -118,7 +127,18 @@ def case_plot(frame: pd.DataFrame, case: str, envs: list[str]) -> dict:
             "bottom": height - bottom}
 
 
-def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]] | None = None) -> str:
+@dataclass(frozen=True)
+class Report:
+    page: str  # report.html
+    details: list[str]  # report-details/<n>.js: the details of cells n*DETAILS_CHUNK, ...
+
+
+def details_script(index: int, cells: list[dict]) -> str:
+    """A details file: a call the page defines, so that it loads from file:// as a script."""
+    return f"trtmatrixDetails({index}, {json.dumps(cells)});\n"  # NaN, Infinity: JavaScript has both
+
+
+def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]] | None = None) -> Report:
     """`findings`: what investigations wrote into the run folder (store/findings.py), shown in
     the details of the cells they concern."""
     envs = env_order(frame)
@@ -134,7 +154,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     away = any(set(n) - {run.get("host")} for n in ran_on.values())
     nodes = {env: ran_on.get(env, []) if away else [] for env in envs}
     config = run.get("config", "matrix.toml")
-    cells, rows = [], []
+    cells, lines, rows = [], [], []
     tested = tested_operators(frame)
     for row_id, group in records_by_row(frame).items():
         by_env = {}
@@ -142,6 +162,9 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
             by_env[r["env"]] = {"index": len(cells), "status": r["status"], "text": key_number(r),
                                 "cell_id": r["cell_id"]}
             cells.append({**cell_data(r, config), "findings": shown.get(r["cell_id"], {})})
+            # What the upgrade view needs of every cell, inline: [row, env, status, worst, drift, max_abs]
+            lines.append([len(rows), envs.index(r["env"]), r["status"], worst_error(r, 3), drift_text(r),
+                          _plain(r.get("max_abs"))])
         first = group[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
                      "operators": " ".join(tested.get(row_id, [])),
@@ -149,12 +172,15 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
                      "cells": [by_env.get(e) for e in envs]})
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))
-    return TEMPLATES.get_template("report.html.j2").render(
+    page = TEMPLATES.get_template("report.html.j2").render(
         run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         operators=operator_counts(frame, tested), mismatches=version_mismatches(frame),
-        data={"cells": cells, "envs": envs, "pair": default_pair(frame),
+        data={"cells": lines, "rows": [row["row_id"] for row in rows], "envs": envs, "pair": default_pair(frame),
+              "details": {"folder": DETAILS, "chunk": DETAILS_CHUNK},
               # statuses.change, in the browser: the upgrade view for any pair the reader picks
               "statuses": {"good": sorted(GOOD), "bad": sorted(BAD), "not_comparable": sorted(NOT_COMPARABLE),
                            "changes": CHANGES}})
+    return Report(page, [details_script(i // DETAILS_CHUNK, cells[i:i + DETAILS_CHUNK])
+                         for i in range(0, len(cells), DETAILS_CHUNK)])

@@ -4,6 +4,7 @@ with its environments and counts) and reports/history.html (each cell's status o
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -11,13 +12,27 @@ import pandas as pd
 
 from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
 from ..store.findings import read_findings
-from .html import KEY_NUMBER_FIELDS, STATUSES, TEMPLATES, key_number, render_report
+from .look_at import LOOK_AT, look_at_text
+from .html import DETAILS, KEY_NUMBER_FIELDS, STATUSES, TEMPLATES, Report, key_number, render_report
 
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
 
 def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
-    write_text_atomically(run_dir / REPORT, render_report(frame, read_run_meta(run_dir), read_findings(run_dir)))
+    write_rendered(run_dir, render_report(frame, read_run_meta(run_dir), read_findings(run_dir)))
+    write_text_atomically(run_dir / LOOK_AT, look_at_text(frame))
+
+
+def write_rendered(folder: Path, report: Report) -> None:
+    """report.html and its details folder: the new details complete before they replace the old."""
+    tmp = folder / f".{DETAILS}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    for index, text in enumerate(report.details):
+        (tmp / f"{index}.js").write_text(text)
+    shutil.rmtree(folder / DETAILS, ignore_errors=True)
+    tmp.rename(folder / DETAILS)
+    write_text_atomically(folder / REPORT, report.page)
 
 
 def publish_staged(staged: Path, frame: pd.DataFrame) -> Path:

@@ -30,6 +30,7 @@ class CaseSpec:
     root: Path
     torch_case: CaseDef | None = None
     suite: dict[str, SuiteTest] | None = None  # {test name: test} of an external suite
+    left_out: tuple[tuple[str, str], ...] = ()  # the suite's tests include/exclude pick that are not rows: (name, why)
 
     @property
     def is_onnx_file(self) -> bool:
@@ -58,7 +59,8 @@ def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
     specs = {}
     for name, entry in config.cases.items():
         if entry.is_suite:
-            spec = CaseSpec(name, entry, root, suite=_suite(name, entry, root / config.run.cache_dir, config_path))
+            tests, left_out = _suite(name, entry, root / config.run.cache_dir, config_path)
+            spec = CaseSpec(name, entry, root, suite=tests, left_out=left_out)
         elif entry.onnx:
             spec = CaseSpec(name, entry, root)
             for key, path in spec.onnx_paths().items():
@@ -79,16 +81,23 @@ def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
     return specs
 
 
-def _suite(name: str, entry: CaseEntry, cache_dir: Path, config_path: Path) -> dict[str, SuiteTest]:
+def _suite(name: str, entry: CaseEntry, cache_dir: Path,
+           config_path: Path) -> tuple[dict[str, SuiteTest], tuple[tuple[str, str], ...]]:
     folder = (config_path.parent / entry.suite_dir).resolve() if entry.suite_dir else None
     if folder is not None and not folder.is_dir():
         raise ConfigError(config_path, f"cases.{name}.suite_dir", f"not a folder: {folder}")
-    tests = suite_tests(entry.suite, folder, entry.include, entry.exclude, cache_dir)
+    suite = suite_tests(entry.suite, folder, entry.include, entry.exclude, cache_dir)
+    left_out = dict(suite.left_out)
     # A test's name goes into cell ids like a parameter value: the same rule, or it is left out.
-    tests = {test: t for test, t in tests.items() if not param_values_problem([test])}
+    for test in suite.tests:
+        if problem := param_values_problem([test]):
+            left_out[test] = f"its name cannot be part of a cell id: {problem[1]}"
+    tests = {test: t for test, t in suite.tests.items() if test not in left_out}
     if not tests:
-        raise ConfigError(config_path, f"cases.{name}", "the suite has no test that include/exclude keep")
-    return tests
+        raise ConfigError(config_path, f"cases.{name}", "the suite has no test that include/exclude keep"
+                          + (f" and trtmatrix can run ({len(left_out)} left out: {next(iter(left_out.values()))}, ...)"
+                             if left_out else ""))
+    return tests, tuple(sorted(left_out.items()))
 
 
 def _check_params(case: CaseDef) -> None:

@@ -10,8 +10,11 @@
   `<test>/test_data_set_0/input_K.pb`, `output_K.pb`), as model zoos and regression collections
   are kept (also the onnx package's own `backend/test/data/{simple,pytorch-converted,...}`).
 
-Only tests whose inputs and outputs are plain numeric tensors become rows (sequences, optionals
-and strings have no float64 comparison); `include`/`exclude` globs pick among them.
+Tests whose inputs and outputs are numeric tensors become rows, scalars and standard dtypes held
+in a TensorProto included; `include`/`exclude` globs pick among them. The others (bfloat16, float8,
+int4 and other types without a numpy dtype the engines take; strings, sequences, optionals; more
+than one data set) are left out, each with its reason, and every run lists them (run.json,
+terminal, report).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from onnx import numpy_helper
 
 NODE_SUITE = "onnx-backend-node"
 LIGHT_SUITE = "onnx-backend-light"
-SUITE_FORMAT = 2  # bumped when what node_suite() stores changes (2: IR versions lowered)
+SUITE_FORMAT = 3  # bumped when what node_suite() stores changes (3: scalars and TensorProtos fed; reasons kept)
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,50 @@ class SuiteTest:
         return h.hexdigest()
 
 
-def _numeric(arrays) -> bool:
-    return all(isinstance(a, np.ndarray) and (np.issubdtype(a.dtype, np.number) or a.dtype == bool) for a in arrays)
+@dataclass(frozen=True)
+class Suite:
+    tests: dict[str, SuiteTest]
+    left_out: dict[str, str]  # {test name: why it is not a row}
 
 
-def node_suite(cache_dir: Path) -> dict[str, SuiteTest]:
+def _array(value) -> np.ndarray | str:
+    """A suite value as an array an engine takes, or why it cannot be one."""
+    if isinstance(value, onnx.TensorProto):
+        value = numpy_helper.to_array(value)
+    if isinstance(value, np.generic):  # a scalar input (Clip's min, a window's size): a 0-d array
+        value = np.asarray(value)
+    if value is None:
+        return "empty optional"
+    if isinstance(value, list):
+        return "sequence"
+    if not isinstance(value, np.ndarray):
+        return f"{type(value).__name__} value"
+    if value.dtype == object or value.dtype.kind in "SU":
+        return "string tensor"
+    if not (np.issubdtype(value.dtype, np.number) or value.dtype == bool):  # ml_dtypes' bfloat16, float8, int4
+        return f"{value.dtype.name} tensor (no numpy type the engines take)"
+    return value
+
+
+def _test(name: str, model: onnx.ModelProto, inputs: list, outputs: list, rtol=None, atol=None) -> SuiteTest | str:
+    """The test as a row, or why it is left out."""
+    arrays = [_array(v) for v in [*inputs, *outputs]]
+    if reasons := sorted({a for a in arrays if isinstance(a, str)}):
+        return " and ".join(reasons)
+    initialized = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in initialized]
+    if len(names) != len(inputs) or len(model.graph.output) != len(outputs):
+        return f"{len(inputs)} inputs and {len(outputs)} outputs for a graph of {len(names)} and {len(model.graph.output)}"
+    return SuiteTest(name, model.SerializeToString(), dict(zip(names, arrays)),
+                     {o.name: a for o, a in zip(model.graph.output, arrays[len(inputs):])}, rtol, atol)
+
+
+def _suite(made: dict[str, SuiteTest | str]) -> Suite:
+    return Suite({n: t for n, t in made.items() if not isinstance(t, str)},
+                 {n: t for n, t in made.items() if isinstance(t, str)})
+
+
+def node_suite(cache_dir: Path) -> Suite:
     """The node tests, generated once per onnx version (onnx runs its reference implementations
     to make the expected outputs: seconds) and kept in the cache folder."""
     stored = cache_dir / "suites" / f"{NODE_SUITE}-onnx-{onnx.__version__}-{SUITE_FORMAT}.pickle"
@@ -72,35 +114,21 @@ def node_suite(cache_dir: Path) -> dict[str, SuiteTest]:
     return tests
 
 
-def _generate_node_suite() -> dict[str, SuiteTest]:
+def _generate_node_suite() -> Suite:
     from onnx.backend.test.case.node import collect_testcases
 
     with warnings.catch_warnings():  # the generators' own overflow warnings (casts to FP8, ...)
         warnings.simplefilter("ignore")
         cases = collect_testcases()
-    tests = {}
+    made = {}
     for case in cases:
-        if case.model is None or len(case.data_sets or []) != 1:
-            continue
-        inputs, outputs = case.data_sets[0]
-        if not (_numeric(inputs) and _numeric(outputs)):
-            continue
-        graph = case.model.graph
-        initialized = {t.name for t in graph.initializer}
-        names = [i.name for i in graph.input if i.name not in initialized]
-        if len(names) != len(inputs) or len(graph.output) != len(outputs):
-            continue
-        tests[case.name] = SuiteTest(case.name, _lowest_ir(case.model).SerializeToString(), dict(zip(names, inputs)),
-                                     {o.name: out for o, out in zip(graph.output, outputs)}, case.rtol, case.atol)
-    return tests
-
-
-def _lowest_ir(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The generator stamps every model with its own (newest) IR version, which older runtimes
-    refuse even for an opset they run; the smallest IR version the model's opsets need is the
-    one it really has."""
-    model.ir_version = min(model.ir_version, onnx.helper.find_min_ir_version_for(model.opset_import, ignore_unknown=True))
-    return model
+        if case.model is None:
+            made[case.name] = "no model (a function test)"
+        elif len(case.data_sets or []) != 1:
+            made[case.name] = f"{len(case.data_sets or [])} data sets (a row judges one)"
+        else:
+            made[case.name] = _test(case.name, case.model, *case.data_sets[0], case.rtol, case.atol)
+    return _suite(made)
 
 
 def _tensors(folder: Path, prefix: str) -> list[np.ndarray]:
@@ -109,24 +137,17 @@ def _tensors(folder: Path, prefix: str) -> list[np.ndarray]:
 
 
 @functools.cache
-def folder_suite(root: Path) -> dict[str, SuiteTest]:
-    tests = {}
+def folder_suite(root: Path) -> Suite:
+    made = {}
     for model_path in sorted(root.glob("*/model.onnx")):
         data = model_path.parent / "test_data_set_0"
-        model = onnx.load(str(model_path))
-        initialized = {t.name for t in model.graph.initializer}
-        names = [i.name for i in model.graph.input if i.name not in initialized]
-        inputs, outputs = _tensors(data, "input"), _tensors(data, "output")
-        if len(inputs) != len(names) or len(outputs) != len(model.graph.output) or not _numeric(inputs + outputs):
-            continue
-        tests[model_path.parent.name] = SuiteTest(model_path.parent.name, model.SerializeToString(),
-                                                  dict(zip(names, inputs)),
-                                                  {o.name: a for o, a in zip(model.graph.output, outputs)})
-    return tests
+        made[model_path.parent.name] = _test(model_path.parent.name, onnx.load(str(model_path)),
+                                             _tensors(data, "input"), _tensors(data, "output"))
+    return _suite(made)
 
 
 @functools.cache
-def light_suite() -> dict[str, SuiteTest]:
+def light_suite() -> Suite:
     from onnx.backend.test.runner import Runner
 
     tests = {}
@@ -138,20 +159,24 @@ def light_suite() -> dict[str, SuiteTest]:
                    for k in range(len(model.graph.output))]
         tests[model_path.stem] = SuiteTest(model_path.stem, model.SerializeToString(), inputs,
                                            {o.name: a for o, a in zip(model.graph.output, outputs)})
-    return tests
+    return Suite(tests, {})
 
 
 def suite_tests(suite: str | None, suite_dir: Path | None, include: tuple[str, ...], exclude: tuple[str, ...],
-                cache_dir: Path) -> dict[str, SuiteTest]:
+                cache_dir: Path) -> Suite:
+    """The tests include/exclude pick, and those of them left out, with why."""
     if suite == NODE_SUITE:
-        tests = node_suite(cache_dir)
+        whole = node_suite(cache_dir)
     elif suite == LIGHT_SUITE:
-        tests = light_suite()
+        whole = light_suite()
     else:
-        tests = folder_suite(suite_dir)
-    return {name: test for name, test in tests.items()
-            if (not include or any(fnmatchcase(name, g) for g in include))
-            and not any(fnmatchcase(name, g) for g in exclude)}
+        whole = folder_suite(suite_dir)
+
+    def picked(name):
+        return (not include or any(fnmatchcase(name, g) for g in include)) and not any(fnmatchcase(name, g) for g in exclude)
+
+    return Suite({n: t for n, t in whole.tests.items() if picked(n)},
+                 {n: why for n, why in whole.left_out.items() if picked(n)})
 
 
 def suite_label(suite: str | None, suite_dir: Path | None) -> str:

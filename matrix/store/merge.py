@@ -92,11 +92,13 @@ def _add_files(shard: Path, merged: Path, index: int) -> None:
 
 
 def _merged_meta(run_id: str, metas: list[dict]) -> dict:
-    seconds, environments = {}, []
+    seconds, environments, left_out = {}, [], {}
     for meta in metas:
         seconds.update(meta.get("environment_seconds", {}))
+        for case, tests in meta.get("left_out", {}).items():
+            left_out.setdefault(case, {}).update(tests)
         environments += [e for e in meta.get("environments", []) if e not in environments]
     return {"run_id": run_id, "started": min(m["started"] for m in metas), "finished": max(m["finished"] for m in metas),
             "host": ", ".join(dict.fromkeys(m.get("host", "?") for m in metas)), "config": metas[0].get("config"),
             "environments": environments, "environment_seconds": seconds, "plan_key": metas[0].get("plan_key"),
-            "merged_from": [f"{m['run_id']} (shard {m['shard']})" for m in metas], "trtmatrix": metas[0].get("trtmatrix")}
+            "left_out": left_out, "merged_from": [f"{m['run_id']} (shard {m['shard']})" for m in metas], "trtmatrix": metas[0].get("trtmatrix")}

@@ -9,7 +9,7 @@ from pathlib import Path
 COLUMNS = [
     "run_id", "cell_id", "row_id", "case", "suite", "params", "profile", "precision", "env", "engine", "env_version",
     "engine_version", "status", "verdict", "known_issue", "reported", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
-    "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol",
+    "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol",
     "atol_needed", "rtol_needed", "rule", "top1", "build_s",
     "infer_ms", "engine_bytes", "network_layers", "build_log", "error",
     "log_tail", "graph_warnings", "operators", "fp16_forecast", "precision_check", "layer_precisions", "host", "node", "device", "gpu", "compute_capability", "driver_version", "cuda_version", "cudnn_version", "python_version", "image", "image_digest",

@@ -1,16 +1,51 @@
 """onnxruntime on the CPU: the engine that runs everywhere, so the whole matrix runs in CI.
 
 Profile mapping: optimization "off" → ORT_DISABLE_ALL, "on" → ORT_ENABLE_ALL. FP16 profiles get
-an FP16 copy of the model made on the host (keep_fp32 ops left in FP32); onnxruntime decides
-which FP16 kernels it has, and a missing kernel makes the cell 'skipped', not 'error'.
+an FP16 copy of the model made on the host (keep_fp32 ops left in FP32).
+
+When onnxruntime refuses the model while creating its session (an IR version or opset it does not
+read, an operator it does not register, no CPU kernel for an operator in these types, an attribute
+value it does not support) the cell is `unsupported`: what is unsupported first, its own words
+after. Anything else it raises is an `error`: something broke.
 """
 
+import json
+import re
 import time
 
 import numpy as np
 import onnxruntime as ort
 
-from . import Unsupported, timed_runs
+from . import Refused, timed_runs
+
+# (what onnxruntime says, the cause as trtmatrix names it): checked in this order.
+REFUSALS = [
+    (r"Unsupported model IR version: (\d+), max supported IR version: (\d+)",
+     lambda m, _: "IR version {} (reads up to {})".format(*m.groups())),
+    (r"Opset (\d+) is under development.*?official support for domain ([\w.]+) is till opset (\d+)",
+     lambda m, _: "opset {} of {} (reads up to {})".format(*m.groups())),
+    (r"([\w.]+:)?(\w+)\((-?\d+)\) is not a registered function/op",
+     lambda m, _: "operator {}{} not registered".format(m.group(1) or "", m.group(2))),
+    (r"No Op registered for (\w+) with domain_version of (\d+)",
+     lambda m, _: "operator {}({}) not registered".format(*m.groups())),
+    (r"(?:Could not find an implementation for|Failed to find kernel for) (\w+)\((\d+)\)",
+     lambda m, types: "no CPU kernel for {}({}){}".format(m.group(1), m.group(2), _typed(types.get(m.group(1))))),
+    (r"Exception during initialization: .*? ([^.]*?\bnot supported)\.",
+     lambda m, _: m.group(1)),
+]
+
+
+def _typed(types):
+    return " with {} inputs".format("/".join(types)) if types else ""
+
+
+def refusal(message, input_types):
+    """The cause of a refusal ('IR version 11 (reads up to 9)'), or None for anything else."""
+    for pattern, cause in REFUSALS:
+        found = re.search(pattern, message, re.S)
+        if found:
+            return cause(found, input_types)
+    return None
 
 
 def version():
@@ -21,26 +56,35 @@ def device():
     return {"gpu": None, "device": "cpu"}
 
 
-def _session(model_path, profile):
+def _input_types(spec):
+    """{op type: input element types} of the model this cell runs, made on the host."""
+    path = spec.get("input_types")
+    if not path:
+        return {}
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def _session(spec):
     options = ort.SessionOptions()
     options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-                                        if profile["optimization"] == "off"
+                                        if spec["profile"]["optimization"] == "off"
                                         else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     try:
-        return ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(spec["model"], options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        # NOT_IMPLEMENTED: no kernel for an op in this dtype (typical for FP16 on CPU).
-        if type(exc).__name__ == "NotImplemented":
-            raise Unsupported("onnxruntime {} has no CPU kernel for this model in {}: {}".format(
-                ort.__version__, profile["precision"], str(exc).strip()))
-        raise
+        words = str(exc).strip()
+        cause = refusal(words, _input_types(spec))
+        if cause is None:
+            raise
+        raise Refused("{} — onnxruntime {}: {}".format(cause, ort.__version__, words)) from None
 
 
 def run(spec, inputs, log):
     """Every inference's outputs are returned (warm-up first): the host judges the worst of them
     and reports any run-to-run drift."""
     start = time.perf_counter()
-    session = _session(spec["model"], spec["profile"])
+    session = _session(spec)
     build_s = time.perf_counter() - start
     log("session created in {:.3f}s with providers {}".format(build_s, session.get_providers()))
     feeds = {i.name: inputs[i.name] for i in session.get_inputs()}

@@ -19,6 +19,7 @@ TensorRT 8.6, 9.x, 10.x and TensorRT-RTX; what this file touches directly exists
 
 import json
 import os
+import re
 import sys
 import time
 
@@ -141,12 +142,22 @@ def _check_typing(profile):
     return RTX or typing == "strong"
 
 
+def refusal_cause(errors):
+    """What the parser refuses, from its first error ("... and operator: Det (checkDet):
+    UNSUPPORTED_NODE: ..." → "Det (UNSUPPORTED_NODE)"): what a long list is grouped by."""
+    found = re.search(r"operator: (\w*) \(\w+\): (\w+)", errors)
+    if not found:
+        return "the ONNX parser refuses the model"
+    return "{} ({})".format(found.group(1) or "an input", found.group(2))
+
+
 def _parse(spec, strongly_typed, log_path):
     try:  # TensorRT-RTX networks are strongly typed without being asked
         return network_from_onnx_path(spec["model"], strongly_typed=True if strongly_typed and not RTX else None)
     except PolygraphyException:
-        raise Refused("{} {}'s ONNX parser refuses this model: {}".format(
-            PRODUCT, trt.__version__, _errors(_messages(log_path)))) from None
+        errors = _errors(_messages(log_path))
+        raise Refused("{} — {} {}'s ONNX parser: {}".format(refusal_cause(errors), PRODUCT, trt.__version__,
+                                                            errors)) from None
 
 
 def _build(spec, inputs, log, can_run):

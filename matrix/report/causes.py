@@ -1,0 +1,41 @@
+"""A cell's cause in a few words, so that thousands of refusals and errors read as a handful of
+groups: an engine's refusal names it first ('IR version 11 (reads up to 9) — onnxruntime 1.17.3:
+...'), an exception's message is stripped of what differs from cell to cell (paths, C++ source
+locations and signatures)."""
+
+from __future__ import annotations
+
+import re
+
+SEPARATOR = " — "  # between a refusal's cause and the engine's own words (worker/engines)
+LONGEST = 140
+
+_ORT_PREFIX = re.compile(r"\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_SOURCE = re.compile(r"\S+\.(?:cc|cpp|cu|h|hpp):\d+ ")  # "/onnxruntime_src/.../model.cc:179 "
+_PATH = re.compile(r"(?<![\w.])/[^\s:'\"]+")
+
+
+def _without_signature(text: str) -> str:
+    """'model.cc:179 onnxruntime::Model::Model(a, b&) const Unsupported ...' → 'Unsupported ...':
+    after a source location, everything up to the signature's closing parenthesis goes."""
+    while found := _SOURCE.search(text):
+        start, at = found.start(), text.find("(", found.end())
+        depth, end = 0, at
+        for end in range(at, len(text) if at >= 0 else at):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        rest = re.sub(r"^\)( const)?( \[with [^\]]*\])? ?", "", text[end:]) if at >= 0 else text[found.end():]
+        text = text[:start] + rest
+    return text
+
+
+def cause(status: str, error) -> str:
+    if not isinstance(error, str) or not error.strip():
+        return f"{status}, no message"
+    text = error.strip().splitlines()[0]
+    if SEPARATOR in text:
+        return text.split(SEPARATOR, 1)[0]
+    text = _without_signature(re.sub(r"Load model from \S+ failed: ?", "load failed: ", text))
+    text = _PATH.sub("…", _ORT_PREFIX.sub("", text))
+    return text if len(text) <= LONGEST else text[:LONGEST - 1] + "…"

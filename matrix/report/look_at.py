@@ -1,0 +1,21 @@
+"""look-at.txt in each run folder: every cell worth a look and every refusal, one tab-separated
+line each (status, cell id, worst error, drift, first line of its message), for grep and for the
+reader the terminal gave groups to."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..statuses import BY_CAUSE, ONE_BY_ONE
+from .error_text import drift_text, worst_error
+
+LOOK_AT = "look-at.txt"
+
+
+def look_at_text(frame: pd.DataFrame) -> str:
+    wanted = frame["status"].isin(ONE_BY_ONE + BY_CAUSE) | frame["drift_max_abs"].fillna(0).gt(0)
+    lines = []
+    for _, r in frame[wanted].iterrows():
+        message = r["error"].splitlines()[0] if isinstance(r["error"], str) and r["error"].strip() else None
+        lines.append("\t".join([r["status"], r["cell_id"], *(d or "" for d in (worst_error(r), drift_text(r), message))]))
+    return "".join(line + "\n" for line in lines)
