@@ -77,8 +77,11 @@ def _plan(config: Path, cases=None, envs=None, cells=None):
 @app.command()
 def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: EnvsOpt = None,
          cell: CellsOpt = None, shard: ShardOpt = None) -> None:
-    """Print the cells a run would execute, without running or writing anything."""
+    """Print the cells a run would execute, without running or writing anything: each cell id, its
+    result key and whether a run would reuse a stored result (stored), run it (new), skip it
+    here (skipped: its environment cannot run on this host) or cannot tell yet (unknown)."""
     from .environments import planned_fingerprints
+    from .run import env_skip_reason
     from .store.cache import result_dir, result_key, stored_result
 
     the_plan = _plan(config, case, env, cell)
@@ -86,11 +89,13 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
         the_plan = _shard(the_plan, shard)
     cache = the_plan.path("cache_dir")
     fingerprints = planned_fingerprints(list(the_plan.envs.values()))
+    skipped = {name for name, envdef in the_plan.envs.items() if env_skip_reason(envdef)}
     for cell in the_plan.cells:
         fingerprint = fingerprints[cell.env]
         key = result_key(cell.content_key, fingerprint or "")
-        stored = "unknown" if fingerprint is None else "stored" if stored_result(result_dir(cache, cell.env, key)) else "new"
-        typer.echo(f"{cell.cell_id}\t{key[:12]}\t{stored}")
+        state = ("skipped" if cell.env in skipped else "unknown" if fingerprint is None
+                 else "stored" if stored_result(result_dir(cache, cell.env, key)) else "new")
+        typer.echo(f"{cell.cell_id}\t{key[:12]}\t{state}")
     typer.echo(f"{len(the_plan.cells)} cells: {len(the_plan.rows)} rows × {len({c.env for c in the_plan.cells})} environments",
                err=True)
     docker = sorted(e.name for e in the_plan.envs.values() if e.backend == "docker")
@@ -358,7 +363,11 @@ def export_cmd(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     if output is None:
         if fmt == "parquet":
             _fail("parquet needs --output FILE")
-        export(frame, sys.stdout, fmt)
+        try:
+            export(frame, sys.stdout, fmt)
+            sys.stdout.flush()
+        except BrokenPipeError:  # a reader that stopped reading (`| head`): no failure, nothing more to write
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
     try:
         export(frame, output, fmt)

@@ -141,6 +141,31 @@ def test_exports_index_history_and_diff(project, tmp_path):
     line = next(line for line in narrow.stdout.splitlines() if line.startswith(f"{CELL}: "))
     assert line.count(" | ") == 1 and line.count("pass") == 2  # two runs, newest first
     assert cli("diff", "-c", str(config), "--from", "ort-1.32", "--to", "nowhere").returncode == 2
+    # A reader that stops reading (`| head -1`) is no failure: exit 0, nothing on stderr.
+    for command in ("history", "export --format csv"):
+        piped = subprocess.run(["bash", "-c", f"set -o pipefail; {sys.executable} -m matrix.cli {command} -c {config} | head -1"],
+                               cwd=REPO, capture_output=True, text=True)
+        assert (piped.returncode, piped.stderr, len(piped.stdout.splitlines())) == (0, "", 1), command
+
+
+def test_the_index_reads_each_runs_summary_and_makes_it_again_when_the_run_changed(project, tmp_path):
+    """A new run's index costs its own summary, not a re-read of every stored run (bench/index_bench.py);
+    a summary that no longer matches its run (results re-judged, run.json rewritten) is made again."""
+    config = project(fp16_atol=1e-2)
+    for _ in range(2):
+        assert cli("run", "-c", str(config)).returncode == 0
+    first = list_runs(tmp_path / "reports")[0]
+    summary = json.loads((first / "summary.json").read_text())
+    assert summary["content"]["counts"]["pass"] == 2 and summary["content"]["cells"] == 2
+    summary["content"]["counts"]["pass"] = 1234  # what only the summary says, with the run unchanged
+    (first / "summary.json").write_text(json.dumps(summary))
+    assert cli("run", "-c", str(config)).returncode == 0
+    index = (tmp_path / "reports" / "index.html").read_text()
+    assert ">1234<" in index.split(f'id="run-{first.name}"')[1].split("</tr>")[0]
+    (first / "run.json").write_text((first / "run.json").read_text() + "\n")  # the run changed: made again
+    assert cli("run", "-c", str(config)).returncode == 0
+    row = (tmp_path / "reports" / "index.html").read_text().split(f'id="run-{first.name}"')[1].split("</tr>")[0]
+    assert ">1234<" not in row and ">2<" in row
 
 
 def test_the_atol_a_failing_cell_needs_passes_it_and_diff_says_so(project, tmp_path, write_matrix, tiny_model):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections import Counter
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -40,8 +41,17 @@ def _width() -> int | None:
     return 80 if columns.isdigit() and int(columns) < MIN_COLUMNS else None  # None: rich's own reading
 
 
-console = Console(stderr=True, width=_width())  # progress and run summaries: stdout stays for the run directory
-out = Console(width=_width())  # listings that are the command's answer
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """A reader that stopped reading (`| head -1`) is no failure: the rest of the output is
+        dropped and the command ends with its own exit status (rich's default: exit 1)."""
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, (sys.stderr if self.stderr else sys.stdout).fileno())
+
+
+console = _Console(stderr=True, width=_width())  # progress and run summaries: stdout stays for the run directory
+out = _Console(width=_width())  # listings that are the command's answer
 
 
 class RunProgress:

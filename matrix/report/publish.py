@@ -13,7 +13,8 @@ import pandas as pd
 from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
 from ..store.findings import read_findings
 from .look_at import LOOK_AT, look_at_text
-from .html import DETAILS, KEY_NUMBER_FIELDS, STATUSES, TEMPLATES, Report, key_number, render_report
+from .html import DETAILS, STATUSES, TEMPLATES, Report, render_report
+from .run_summaries import history_cells, run_summary, write_summaries
 
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
@@ -21,6 +22,7 @@ HISTORY_RUNS = 30
 def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
     write_rendered(run_dir, render_report(frame, read_run_meta(run_dir), read_findings(run_dir)))
     write_text_atomically(run_dir / LOOK_AT, look_at_text(frame))
+    write_summaries(run_dir, frame)
 
 
 def write_rendered(folder: Path, report: Report) -> None:
@@ -55,33 +57,28 @@ def render_run(run_dir: Path, frame: pd.DataFrame | None = None) -> None:
 
 
 def render_index(reports_dir: Path) -> None:
-    runs = list_runs(reports_dir)
+    """index.html (a line per run) and history.html (the last HISTORY_RUNS runs), from each run's
+    summaries (run_summaries.py): a new run costs its own summaries, not a re-read of every run."""
     summaries, history = [], []
-    for run_dir in reversed(runs):
-        recent = len(history) < HISTORY_RUNS  # only the columns each page shows: a year of nightly runs
+    for run_dir in reversed(list_runs(reports_dir)):
         try:
-            frame = read_run(run_dir, ["cell_id", "env", *KEY_NUMBER_FIELDS] if recent else ["env", "status"])
-            meta = read_run_meta(run_dir)
+            summaries.append(run_summary(run_dir))
+            if len(history) < HISTORY_RUNS:
+                history.append((run_dir.name, history_cells(run_dir)))
         except DamagedRun as exc:
             left_out(exc)
-            continue
-        counts = frame["status"].value_counts()
-        summaries.append({**meta, "envs": sorted(set(frame["env"])), "cells": len(frame),
-                          "counts": {s: int(counts.get(s, 0)) for s in STATUSES}})
-        if recent:
-            history.append((run_dir.name, frame))
     write_text_atomically(reports_dir / INDEX,
                           TEMPLATES.get_template("index.html.j2").render(runs=summaries, statuses=STATUSES))
     write_text_atomically(reports_dir / HISTORY,
                           TEMPLATES.get_template("history.html.j2").render(**history_table(history)))
 
 
-def history_table(history: list[tuple[str, pd.DataFrame]]) -> dict:
+def history_table(history: list[tuple[str, list[list[str]]]]) -> dict:
     """Rows: every cell id seen in the last runs, each with [status, text] or None per run;
     columns: those runs, newest first."""
     run_ids = [run_id for run_id, _ in history]
     cells: dict[str, list] = {}
-    for index, (_, frame) in enumerate(history):
-        for row in frame.to_dict("records"):
-            cells.setdefault(row["cell_id"], [None] * len(history))[index] = [row["status"], key_number(row)]
+    for index, (_, run_cells) in enumerate(history):
+        for cell_id, status, text in run_cells:
+            cells.setdefault(cell_id, [None] * len(history))[index] = [status, text]
     return {"run_ids": run_ids, "cells": sorted(cells.items())}
