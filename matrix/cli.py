@@ -312,13 +312,34 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
 @app.command()
 def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
          from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: second newest).")] = None,
-         to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: newest).")] = None) -> None:
-    """The upgrade view in the terminal: what newly fails, newly passes or stays the same from A to B."""
-    from .report.console import print_upgrade
+         to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: newest).")] = None,
+         timing: Annotated[bool, typer.Option("--timing", help="Speed across every version instead: build time and "
+                                                                 "median latency per row, with each change.")] = False,
+         ) -> None:
+    """The upgrade view in the terminal: what newly fails, newly passes or stays the same from A to B,
+    and how far B's outputs are from A's; with --timing, speed across versions."""
+    from .report.a_vs_b import a_vs_b, a_vs_b_text
+    from .report.console import print_timing, print_upgrade
+    from .report.timing import timing_view
     from .store import read_run
-    from .report.upgrade import compare, default_pair
+    from .report.upgrade import compare
 
-    frame = read_run(_run_dir(config, run_ref))
+    run_dir = _run_dir(config, run_ref)
+    frame = read_run(run_dir)
+    if timing:
+        print_timing(*timing_view(frame))
+        return
+    env_a, env_b = _pair(frame, from_env, to_env)
+    compared = compare(frame, env_a, env_b)
+    measured = a_vs_b(run_dir, frame, env_a, env_b)
+    compared["a_vs_b"] = [a_vs_b_text(measured.get(row)) for row in compared["row_id"]]
+    print_upgrade(compared, env_a, env_b)
+
+
+def _pair(frame, from_env: str | None, to_env: str | None) -> tuple[str, str]:
+    """The upgrade to show: the given environments, else the run's default pair."""
+    from .report.upgrade import default_pair
+
     pair = default_pair(frame) or (None, None)
     env_a, env_b = from_env or pair[0], to_env or pair[1]
     if env_a is None or env_b is None:
@@ -327,7 +348,50 @@ def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     for name in (env_a, env_b):
         if name not in set(frame["env"]):
             _fail(f"environment {name!r} is not in this run ({', '.join(sorted(set(frame['env'])))})")
-    print_upgrade(compare(frame, env_a, env_b), env_a, env_b)
+    return env_a, env_b
+
+
+@app.command()
+def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
+            from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: as diff).")] = None,
+            to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: as diff).")] = None,
+            link_base: Annotated[Optional[str], typer.Option(
+                help="The published report's URL; cell links are <URL>#cell-<id> (default: report.html, "
+                     "relative to the run folder).")] = None,
+            output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here (default: stdout).")] = None,
+            everything: Annotated[bool, typer.Option("--all", help="Every cell of each group, not the first 20.")] = False,
+            ) -> None:
+    """A run as GitHub-flavoured Markdown for release notes and pull requests: a line per environment,
+    then the upgrade from A to B (newly failing, passing, unsupported, supported), each cell linked
+    to its permalink in the report."""
+    from .report.a_vs_b import a_vs_b
+    from .report.markdown_summary import summary_markdown
+    from .report.upgrade import compare, default_pair
+    from .store import REPORT, output_problem, read_run, read_run_meta, write_text_atomically
+
+    if output and (problem := output_problem(output)):
+        _fail(f"--output {output}: {problem}")
+    run_dir = _run_dir(config, run_ref)
+    frame = read_run(run_dir)
+    # Without --from/--to and no two versions of one engine: the environments alone.
+    pair = _pair(frame, from_env, to_env) if from_env or to_env else default_pair(frame)
+    text = summary_markdown(frame, read_run_meta(run_dir), pair, compare(frame, *pair) if pair else None,
+                            a_vs_b(run_dir, frame, *pair) if pair else {}, _registry(config), link_base or REPORT,
+                            everything)
+    if output:
+        write_text_atomically(output, text)
+    else:
+        typer.echo(text, nl=False)
+
+
+def _registry(config: Path) -> dict:
+    """{id: known issue} of the matrix file's registry (none without a matrix file)."""
+    from .config import load_config
+    from .sources.known_issues import REGISTRY, load_registry
+
+    if not config.is_file():
+        return {}
+    return {issue.id: issue for issue in load_registry(config.resolve().parent / load_config(config).run.cases_dir / REGISTRY)}
 
 
 @app.command()
@@ -577,9 +641,9 @@ def _docker():
 @images_app.command("list")
 def images_list(images_dir: ImagesDirOpt = Path("images")) -> None:
     """Every definition: engine, version, backend, what it is built from, and the source of that."""
-    from .report.console import definitions_table, out
+    from .report.console import print_definitions
 
-    out.print(definitions_table(_envdefs(images_dir, None)))
+    print_definitions(_envdefs(images_dir, None))
 
 
 @images_app.command("build")

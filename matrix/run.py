@@ -164,6 +164,8 @@ class MatrixRun:
         fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
+                      # each timed inference's milliseconds: the spread a change between versions must exceed
+                      infer_ms_runs=json.dumps(raw["infer_ms_runs"]) if raw.get("infer_ms_runs") else None,
                       # a TensorRT build's own facts (worker/engines/tensorrt_engine.py)
                       engine_bytes=info.get("engine_bytes"),
                       network_layers=json.dumps(info["network_layers"]) if "network_layers" in info else None,

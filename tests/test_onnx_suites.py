@@ -121,6 +121,8 @@ def test_the_whole_node_suite_runs_on_three_versions_and_the_report_lists_what_c
         warnings.simplefilter("ignore")
         assert rows + len(left_out) == len(collect_testcases())
     assert f"{len(left_out)} suite tests are not rows: " in done.stderr
+    listed = (run_dir / "report.html").read_text().split('id="left-out"')[1].split("</details>")[0]
+    assert f"{len(left_out)} suite tests are not rows" in listed and listed.count("<tr>") == len(left_out) + 1
     # The upgrade view's data: the tests that pass on 1.32 and not on 1.20 are there to list.
     both = frame.pivot(index="row_id", columns="env", values="status")
     newly_passing = both[(both["ort-1.20"] != "pass") & (both["ort-1.32"] == "pass")].index

@@ -1,18 +1,23 @@
 """The real onnxruntime regressions of cases/ort_regressions.py, run for real through
 matrices/ort-regressions.toml on the last good and the first bad release of each: the verdicts
 must be the measured ones, and the known-issue entries must turn exactly the bad cells into xfail.
+On the same run, what the release notes and the upgrade meeting read: the Markdown summary, B
+against A, and speed across versions.
 
 Only the environments at the lower boundaries run here (four uv virtualenvs, about 30 s on two
 cores); `trtmatrix run -c matrices/ort-regressions.toml` runs the upper boundaries too.
 """
 
+import json
 import os
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import onnx
 import pytest
+from markdown_it import MarkdownIt
 from packaging.specifiers import SpecifierSet
 
 from conftest import REPO
@@ -73,7 +78,9 @@ def lower_boundary_run(tmp_path_factory, cache_dir):
                           capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (run,) = list_runs(directory / "reports")
-    return read_run(run)
+    frame = read_run(run)
+    frame.attrs.update(run_dir=run, config=config)  # for the views over the stored run (test_release_notes.py)
+    return frame
 
 
 def test_bad_versions_fail_as_known_issues_and_good_versions_pass(lower_boundary_run):
@@ -119,3 +126,83 @@ def test_each_case_is_a_handful_of_nodes_around_the_documented_op(lower_boundary
     for case, ops in expected.items():
         (model,) = (cache_dir / "artifacts").glob(f"{case}-*/model.onnx")
         assert [node.op_type for node in onnx.load(str(model)).graph.node] == ops, case
+
+
+# --- For the release notes and the upgrade meeting ---------------------------------------------
+
+AVGPOOL = "ort_pad_avgpool_fusion/fp32"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "matrix.cli", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250"})
+
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.hrefs, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "a" and "href" in attrs:
+            self.hrefs.append(attrs["href"])
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+
+
+def parsed(html: str) -> Links:
+    links = Links()
+    links.feed(html)
+    return links
+
+
+def test_the_summary_lists_the_avgpool_regression_with_its_known_issue_and_every_link_lands(lower_boundary_run, tmp_path):
+    run_dir, config = lower_boundary_run.attrs["run_dir"], lower_boundary_run.attrs["config"]
+    done = cli("summary", "-c", str(config), "--from", "ort-1.18.1", "--to", "ort-1.19.0")
+    assert done.returncode == 0, done.stderr
+    markdown = done.stdout
+    failing = markdown.split("#### Newly failing")[1].split("####")[0]
+    line = next(line for line in failing.splitlines() if f"`{AVGPOOL}`" in line)
+    issue = registry()["ort-pad-averagepool-fusion-count-include-pad"]
+    assert "pass → xfail" in line and f"]({issue.source})" in line and "beyond tolerance" in line
+    assert "`ort_pad_avgpool_fusion/fp32-noopt`" not in failing  # the optimizer's fault: noopt still passes
+    # Rendered as Markdown (a table per environment, a list per group), every cell link lands on an
+    # element of the report: the report's own permalinks.
+    html = MarkdownIt("commonmark").enable("table").render(markdown)
+    assert "<table>" in html and html.count("<tr>") == 1 + 4  # header + the four environments
+    report_ids = parsed((run_dir / "report.html").read_text()).ids
+    cell_links = [h for h in parsed(html).hrefs if "#cell-" in h]
+    assert cell_links and all(h.startswith("report.html#cell-") for h in cell_links)
+    assert all(h.split("#", 1)[1] in report_ids for h in cell_links)
+    # A published report: links on its URL; written to a file.
+    out = tmp_path / "notes.md"
+    published = cli("summary", "-c", str(config), "--from", "ort-1.18.1", "--to", "ort-1.19.0",
+                    "--link-base", "https://ci.example.org/runs/42/report.html", "-o", str(out))
+    assert published.returncode == 0 and published.stdout == ""
+    assert f"(https://ci.example.org/runs/42/report.html#cell-{AVGPOOL}/ort-1.19.0)" in out.read_text()
+
+
+def test_b_against_a_tells_a_changed_output_from_an_unchanged_one(lower_boundary_run):
+    config = lower_boundary_run.attrs["config"]
+    shown = cli("diff", "-c", str(config), "--from", "ort-1.18.1", "--to", "ort-1.19.0")
+    assert shown.returncode == 0, shown.stderr
+    lines = {line.split(":")[0].strip(): line for line in shown.stdout.splitlines() if line.startswith("  ")}
+    assert "beyond tolerance" in lines[AVGPOOL]  # 1.19.0's fused kernel: a different answer from 1.18.1's
+    # Unfused, both versions run the same kernels: B is A, bit for bit or within the tolerance.
+    assert "identical" in lines["ort_pad_avgpool_fusion/fp32-noopt"] or "within tolerance" in lines["ort_pad_avgpool_fusion/fp32-noopt"]
+
+
+def test_speed_across_versions_shows_every_version_and_judges_changes_by_the_repeats_spread(lower_boundary_run):
+    frame, config = lower_boundary_run, lower_boundary_run.attrs["config"]
+    timed = frame.dropna(subset=["infer_ms"])
+    runs = timed["infer_ms_runs"].map(json.loads)
+    assert len(timed) == len(frame) and (runs.map(len) == 5).all()
+    assert ((runs.map(min) <= timed["infer_ms"]) & (timed["infer_ms"] <= runs.map(max))).all()  # the median of its runs
+    shown = cli("diff", "-c", str(config), "--timing")
+    assert shown.returncode == 0, shown.stderr
+    header = next(line for line in shown.stdout.splitlines() if "ort-1.16.3" in line)
+    assert all(env in header for env in ("ort-1.16.3", "ort-1.17.0", "ort-1.18.1", "ort-1.19.0"))
+    assert "latency changes beyond the repeats' spread:" in shown.stdout and " ms" in shown.stdout
+    report = (lower_boundary_run.attrs["run_dir"] / "report.html").read_text()
+    assert 'id="speed"' in report and 'id="speed-ort_pad_avgpool_fusion"' in report

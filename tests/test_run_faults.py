@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from onnx import numpy_helper
 
-from conftest import PROFILES
+from conftest import PROFILES, report_details
 from matrix.environments.gpus import host_gpus
 from matrix.plan import build_plan
 from matrix.run import MatrixRun
@@ -133,7 +133,9 @@ def test_run_directory_contents(fault_run):
     assert [json.loads(line)["cell_id"] for line in lines] == list(frame.cell_id)
     html = (run_dir / REPORT).read_text()
     assert 'id="cell-tiny/fp32/ort-1.32"' in html
-    assert "<script>alert" not in html and "\\u003cscript\\u003ealert" in html  # the injected error, escaped
+    assert "<script>alert" not in html  # the injected error is in the cell's details, not the page
+    raised = next(c for c in report_details(run_dir) if c["status"] == "error" and "injected" in (c["error"] or ""))
+    assert "RuntimeError: injected failure <script>alert('x')</script> & more" == raised["error"]  # data, shown as text
     assert sum(e["event"] == "recorded" for e in events) == 18
 
 

@@ -23,3 +23,15 @@ def test_images_list_prints_hostile_text_as_text(tmp_path):
     assert "\x1b" not in result.stdout  # never an escape sequence for the terminal
     shown = "".join(result.stdout.split())  # the table may fold long text over lines
     assert "".join(HOSTILE.replace("\x1b", "\\x1b").split()) in shown
+
+
+def test_images_list_in_80_columns_is_a_block_per_definition_with_every_value_whole():
+    """Seven columns at 80 broke every word over lines ('onnxrunt / ime'): a log reads blocks."""
+    result = subprocess.run([sys.executable, "-m", "matrix.cli", "images", "list"], cwd=REPO, capture_output=True,
+                            text=True, env={**os.environ, "COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "┃" not in result.stdout and "ort-1.17-docker" in lines
+    assert "  built from: images/Dockerfile.onnxruntime BASE=trtmatrix-test/python:3.11 ORT_SPEC=onnxruntime==1.17.3 " \
+           "NUMPY_SPEC=numpy==1.26.4" in lines
+    assert len([line for line in lines if not line.startswith(" ")]) == len(list((REPO / "images").glob("*.toml")))

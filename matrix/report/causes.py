@@ -39,3 +39,8 @@ def cause(status: str, error) -> str:
     text = _without_signature(re.sub(r"Load model from \S+ failed: ?", "load failed: ", text))
     text = _PATH.sub("…", _ORT_PREFIX.sub("", text))
     return text if len(text) <= LONGEST else text[:LONGEST - 1] + "…"
+
+
+def left_out_kind(why: str) -> str:
+    """A left-out suite test's reason without its explanation, for counts: 'bfloat16 tensor'."""
+    return re.sub(r" \(.*\)$", "", why)

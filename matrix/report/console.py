@@ -17,7 +17,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, TERMINAL as SHORT
-from .causes import cause
+from .causes import cause, left_out_kind
+from .timing import timing_text
 from .error_text import drift_text, needed_text, with_marks, worst_error
 from .upgrade import env_order, records_by_row, version_mismatches
 
@@ -220,8 +221,9 @@ def _side(row: pd.Series, side: str) -> dict:
     return {key.removesuffix(f"_{side}"): value for key, value in row.items() if key.endswith(f"_{side}")}
 
 
-def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str, str, str]]:
-    """(change, row, status A, status B, worst A, worst B, Δ max_abs) in the order a reader wants."""
+def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str, str, str, str]]:
+    """(change, row, status A, status B, worst A, worst B, Δ max_abs, B against A) in the order a
+    reader wants."""
     compared = compared.assign(_order=compared["change"].map(CHANGES.index)).sort_values(["_order", "row_id"])
     rows = []
     for _, r in compared.iterrows():
@@ -229,13 +231,14 @@ def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str,
         worst = [" ".join(t for t in (worst_error(x, 2), drift_text(x), needed_text(x) and f"({needed_text(x)})") if t)
                  for x in (a, b)]
         delta = f"{r['delta_max_abs']:+.2e}" if pd.notna(r["delta_max_abs"]) else ""
-        rows.append((r["change"], r["row_id"], str(r["status_a"]), str(r["status_b"]), *worst, delta))
+        rows.append((r["change"], r["row_id"], str(r["status_a"]), str(r["status_b"]), *worst, delta,
+                     r.get("a_vs_b") or ""))
     return rows
 
 
 def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Console = out) -> None:
     table = Table(title=escape(f"{env_a} → {env_b}"), header_style="bold", pad_edge=False)
-    for column in ("change", "row", env_a, env_b, "worst A", "worst B", "Δ max_abs"):
+    for column in ("change", "row", env_a, env_b, "worst A", "worst B", "Δ max_abs", "B against A"):
         table.add_column(escape(column))
     colour = {"newly failing": "bold red", "newly passing": "green", "newly building": "cyan",
               "newly unsupported": "yellow", "newly supported": "green", "other changes": "magenta"}
@@ -249,9 +252,34 @@ def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Consol
     for change in CHANGES:
         group = [row for row in rows if row[0] == change]
         target.print(f"{change} ({len(group)}):", soft_wrap=True)
-        for _, row_id, status_a, status_b, worst_a, worst_b, delta in group:
+        for _, row_id, status_a, status_b, worst_a, worst_b, delta, against in group:
             numbers = f"  {worst_a or '—'} → {worst_b or '—'}" if worst_a or worst_b else ""
-            target.print(escape(f"  {row_id}: {status_a} → {status_b}{numbers}"), soft_wrap=True)
+            against = f"; B against A: {against}" if against else ""
+            target.print(escape(f"  {row_id}: {status_a} → {status_b}{numbers}{against}"), soft_wrap=True)
+
+
+def print_timing(envs: list[str], rows: list[dict], target: Console = out) -> None:
+    """Speed across versions (report/timing.py): a table where it fits, else a line per row."""
+    flagged = [c["flag"] for row in rows for c in row["cells"] if c and c["flag"]]
+    target.print(escape(f"{len(rows)} rows timed; latency changes beyond the repeats' spread: "
+                        f"{flagged.count('slower')} slower, {flagged.count('faster')} faster "
+                        "(B's fastest inference slower than A's slowest, or the reverse)"), soft_wrap=True)
+    table = Table(header_style="bold", pad_edge=False)
+    table.add_column("row")
+    for env in envs:
+        table.add_column(escape(env))
+    style = {"slower": "bold red", "faster": "green"}
+    for row in rows:
+        table.add_row(escape(row["row_id"]), *(f"[{style[c['flag']]}]{escape(timing_text(c))}[/]" if c and c["flag"]
+                                               else escape(timing_text(c)) for c in row["cells"]))
+    if fits(table, target):
+        target.print(table)
+        return
+    for row in rows:
+        target.print(escape(row["row_id"]), soft_wrap=True)
+        for env, cell in zip(envs, row["cells"]):
+            if cell:
+                target.print(escape(f"  {env}: {timing_text(cell)}"), soft_wrap=True)
 
 
 def _history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None) -> list[tuple[str, list[str]]]:
@@ -282,7 +310,7 @@ def print_history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None, t
 
 def left_out_line(left_out: dict[str, dict[str, str]], run_json: Path) -> str | None:
     """'243 suite tests are not rows: bfloat16 tensor ×27, string tensor ×26, ... (each in run.json)'."""
-    reasons = Counter(why for tests in left_out.values() for why in tests.values())
+    reasons = Counter(left_out_kind(why) for tests in left_out.values() for why in tests.values())
     if not reasons:
         return None
     said = ", ".join(f"{why} ×{n}" for why, n in reasons.most_common())
@@ -294,17 +322,35 @@ def summary_line(frame: pd.DataFrame) -> str:
     return ", ".join(f"{n} {status}" for status, n in counts.items())
 
 
-def definitions_table(envdefs: list) -> Table:
+DEFINITION_COLUMNS = ("name", "engine", "version", "backend", "gpu", "built from", "source")
+
+
+def _definition(e) -> tuple[str, ...]:
+    args = " ".join(f"{k}={v}" for k, v in e.build_args.items())
+    origin = e.image or (f"images/{e.dockerfile} {args}" if e.dockerfile else " ".join(e.requirements))
+    if e.backend == "host":
+        origin = e.python or "the Python running trtmatrix"
+    return (e.name, e.label, e.version or "as installed", e.backend, {True: "yes", "optional": "optional"}.get(e.gpu, ""),
+            origin, e.source)
+
+
+def print_definitions(envdefs: list, target: Console = out) -> None:
+    """A table where it fits; in a narrow terminal or a log, a block per definition (a table of
+    seven columns at 80 columns breaks every word)."""
     table = Table(header_style="bold", pad_edge=False)
-    for column in ("name", "engine", "version", "backend", "gpu", "built from", "source"):
+    for column in DEFINITION_COLUMNS:
         table.add_column(column, overflow="fold")
     for e in envdefs:
-        args = " ".join(f"{k}={v}" for k, v in e.build_args.items())
-        origin = e.image or (f"images/{e.dockerfile} {args}" if e.dockerfile else " ".join(e.requirements))
-        if e.backend == "host":
-            origin = e.python or "the Python running trtmatrix"
-        table.add_row(*(escape(str(x)) for x in (e.name, e.label, e.version or "as installed", e.backend, {True: "yes", "optional": "optional"}.get(e.gpu, ""), origin, e.source)))
-    return table
+        table.add_row(*(escape(str(x)) for x in _definition(e)))
+    if fits(table, target):
+        target.print(table)
+        return
+    for e in envdefs:
+        name, *rest = _definition(e)
+        target.print(f"[bold]{escape(name)}[/]", soft_wrap=True)
+        for column, value in zip(DEFINITION_COLUMNS[1:], rest):
+            if value:
+                target.print(f"  {column}: {escape(str(value))}", soft_wrap=True, highlight=False)
 
 
 def checks_table(checks: list) -> Table:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,9 @@ from ..statuses import BAD, CHANGES, GOOD, NOT_COMPARABLE, ORDER
 from .findings_view import findings_by_cell, forecasts
 from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
+from .a_vs_b import a_vs_b_text
+from .causes import left_out_kind
+from .timing import timing_text, timing_view
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import default_pair, env_order, records_by_row, version_mismatches
 
@@ -103,25 +107,26 @@ def layer_summary(network_layers) -> str | None:
             + "; outputs: " + ", ".join(f"{t} ×{n}" for t, n in dtypes.items()))
 
 
-def case_plot(frame: pd.DataFrame, case: str, envs: list[str]) -> dict:
-    """Worst max_abs per environment for each profile of a case, on a log scale (exact zeros on a
-    "0" row, NaN/Inf on a top row), with each profile's atol as a dashed line: geometry for a small
-    inline SVG."""
+def case_plot(frame: pd.DataFrame, case: str, envs: list[str], column: str = "max_abs", per_env: str = "max",
+              line: str | None = "atol") -> dict:
+    """A case's `column` per environment (its rows' `per_env`: the worst max_abs, the median
+    latency) for each profile, on a log scale (exact zeros on a "0" row, NaN/Inf on a top row),
+    with each profile's `line` (atol) dashed: geometry for a small inline SVG."""
     width, height, left, top, bottom = 560, 180, 46, 10, 40
-    sub = frame[(frame["case"] == case) & frame["max_abs"].notna()]
+    sub = frame[(frame["case"] == case) & frame[column].notna()]
     plotted = [e for e in envs if e in set(sub["env"])]
     if not plotted:
         return {}
-    y, ticks = error_axis(list(sub["max_abs"]) + list(sub["atol"]), top, height - top - bottom)
+    y, ticks = error_axis(list(sub[column]) + (list(sub[line]) if line else []), top, height - top - bottom)
     step = (width - left - 70) / max(len(plotted) - 1, 1)  # room for the last rotated label
     series = []
     for index, (profile, group) in enumerate(sub.groupby("profile", sort=False)):
-        worst = group.groupby("env")["max_abs"].max()
+        worst = group.groupby("env")[column].agg(per_env)
         # A NaN/Inf output (max_abs inf) sits on the top row, drawn and labelled apart.
         points = sorted((round(left + plotted.index(e) * step, 1), y(v), "" if np.isfinite(v) else "NaN/Inf")
                         for e, v in worst.items())
         series.append({"profile": profile, "color": f"hsl({index * 67 % 360}, 65%, 40%)", "points": points,
-                       "tol": y(group["atol"].iloc[0]), "atol": group["atol"].iloc[0]})
+                       "tol": y(group[line].iloc[0]) if line else None, "atol": group[line].iloc[0] if line else None})
     labels = [{"x": round(left + i * step, 1), "env": e} for i, e in enumerate(plotted)]
     return {"width": width, "height": height, "left": left, "series": series, "ticks": ticks, "labels": labels,
             "bottom": height - bottom}
@@ -138,9 +143,11 @@ def details_script(index: int, cells: list[dict]) -> str:
     return f"trtmatrixDetails({index}, {json.dumps(cells)});\n"  # NaN, Infinity: JavaScript has both
 
 
-def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]] | None = None) -> Report:
+def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]] | None = None,
+                  against: dict[str, dict] | None = None) -> Report:
     """`findings`: what investigations wrote into the run folder (store/findings.py), shown in
-    the details of the cells they concern."""
+    the details of the cells they concern. `against`: a_vs_b of the default pair, shown in the
+    upgrade view when the reader looks at that pair."""
     envs = env_order(frame)
     shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
     engines = frame.groupby("env")["engine"].first().to_dict()
@@ -156,15 +163,20 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     config = run.get("config", "matrix.toml")
     cells, lines, rows = [], [], []
     tested = tested_operators(frame)
+    timing_envs, timed = timing_view(frame)
+    timings = {(row["row_id"], env): cell for row in timed for env, cell in zip(timing_envs, row["cells"]) if cell}
     for row_id, group in records_by_row(frame).items():
         by_env = {}
         for r in group:
             by_env[r["env"]] = {"index": len(cells), "status": r["status"], "text": key_number(r),
                                 "cell_id": r["cell_id"]}
             cells.append({**cell_data(r, config), "findings": shown.get(r["cell_id"], {})})
-            # What the upgrade view needs of every cell, inline: [row, env, status, worst, drift, max_abs]
+            # What the upgrade view and the speed table need of every cell, inline:
+            # [row, env, status, worst, drift, max_abs, timing text, timing flag]
+            timing = timings.get((row_id, r["env"]))
             lines.append([len(rows), envs.index(r["env"]), r["status"], worst_error(r, 3), drift_text(r),
-                          _plain(r.get("max_abs"))])
+                          _plain(r.get("max_abs")), timing_text(timing) if timing else None,
+                          timing["flag"] if timing else None])
         first = group[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
                      "operators": " ".join(tested.get(row_id, [])),
@@ -172,12 +184,16 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
                      "cells": [by_env.get(e) for e in envs]})
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))
+    left_out = [(case, test, why) for case, tests in (run.get("left_out") or {}).items() for test, why in tests.items()]
     page = TEMPLATES.get_template("report.html.j2").render(
+        left_out=left_out, left_out_reasons=Counter(left_out_kind(why) for _, _, why in left_out).most_common(),
         run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
+        speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None)) for case in cases],
         operators=operator_counts(frame, tested), mismatches=version_mismatches(frame),
         data={"cells": lines, "rows": [row["row_id"] for row in rows], "envs": envs, "pair": default_pair(frame),
+              "against": {row: a_vs_b_text(m) for row, m in (against or {}).items()},
               "details": {"folder": DETAILS, "chunk": DETAILS_CHUNK},
               # statuses.change, in the browser: the upgrade view for any pair the reader picks
               "statuses": {"good": sorted(GOOD), "bad": sorted(BAD), "not_comparable": sorted(NOT_COMPARABLE),

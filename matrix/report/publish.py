@@ -12,15 +12,19 @@ import pandas as pd
 
 from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
 from ..store.findings import read_findings
+from .a_vs_b import a_vs_b
 from .look_at import LOOK_AT, look_at_text
 from .html import DETAILS, STATUSES, TEMPLATES, Report, render_report
 from .run_summaries import history_cells, run_summary, write_summaries
+from .upgrade import default_pair
 
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
 
 def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
-    write_rendered(run_dir, render_report(frame, read_run_meta(run_dir), read_findings(run_dir)))
+    pair = default_pair(frame)
+    against = a_vs_b(run_dir, frame, *pair) if pair else None
+    write_rendered(run_dir, render_report(frame, read_run_meta(run_dir), read_findings(run_dir), against))
     write_text_atomically(run_dir / LOOK_AT, look_at_text(frame))
     write_summaries(run_dir, frame)
 

@@ -22,7 +22,7 @@ def _version(text) -> Version:
         return Version("0")
 
 
-def _versions(frame: pd.DataFrame) -> dict[str, tuple[str, Version]]:
+def env_versions(frame: pd.DataFrame) -> dict[str, tuple[str, Version]]:
     """{env: (engine, version)}: the version the worker reported where a cell ran, else the configured one."""
     found = {}
     for env, group in frame.groupby("env", sort=False):
@@ -45,7 +45,7 @@ def version_mismatches(frame: pd.DataFrame) -> list[str]:
 
 def env_order(frame: pd.DataFrame) -> list[str]:
     """Environments by engine, then by version, then name."""
-    versions = _versions(frame)
+    versions = env_versions(frame)
     return sorted(versions, key=lambda env: (ENGINE_ORDER.get(versions[env][0], 9), versions[env][1], env))
 
 
@@ -54,7 +54,7 @@ def default_pair(frame: pd.DataFrame) -> tuple[str, str] | None:
     engine that has two among the environments whose cells were judged against the reference
     (else: that produced results, e.g. builds; never one version against itself, e.g. a venv and
     a container of it)."""
-    versions = _versions(frame)
+    versions = env_versions(frame)
     for wanted in (JUDGED, None):
         shown = frame["status"].isin(wanted) if wanted else ~frame["status"].isin(NOT_COMPARABLE)
         envs = set(frame.loc[shown, "env"])

@@ -4,7 +4,6 @@ an environment only needs the engine it runs."""
 import importlib
 import json
 import os
-import statistics
 import time
 
 WARMUP = 1   # inferences before the timed ones; their outputs are kept and judged like the rest
@@ -50,7 +49,8 @@ class Refused(Exception):
 
 def timed_runs(infer, to_arrays):
     """Every inference's outputs as {name: array} (warm-up first: the host judges the worst of
-    them and reports drift) and the median milliseconds of the timed ones. `infer()` returns once
+    them and reports drift) and the milliseconds of each timed one (their median is the cell's
+    latency, their spread what a change between versions must exceed). `infer()` returns once
     its outputs are ready; `to_arrays` (a copy to the host, say) runs outside the timing."""
     runs, times = [], []
     for index in range(WARMUP + REPEATS):
@@ -59,7 +59,7 @@ def timed_runs(infer, to_arrays):
         if index >= WARMUP:
             times.append((time.perf_counter() - start) * 1000)
         runs.append(to_arrays(outputs))
-    return runs, statistics.median(times)
+    return runs, times
 
 
 def check_profile(engine_name, profile):

@@ -89,6 +89,6 @@ def run(spec, inputs, log):
     log("session created in {:.3f}s with providers {}".format(build_s, session.get_providers()))
     feeds = {i.name: inputs[i.name] for i in session.get_inputs()}
     names = [o.name for o in session.get_outputs()]
-    runs, infer_ms = timed_runs(lambda: session.run(names, feeds),
-                                lambda outputs: dict(zip(names, (np.asarray(o) for o in outputs))))
-    return {"runs": runs, "build_s": build_s, "infer_ms": infer_ms, "info": {}}
+    runs, times = timed_runs(lambda: session.run(names, feeds),
+                             lambda outputs: dict(zip(names, (np.asarray(o) for o in outputs))))
+    return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": {}}

@@ -123,6 +123,6 @@ def run(spec, inputs, log):
             torch.cuda.synchronize()
         return outputs if isinstance(outputs, (tuple, list)) else (outputs,)
 
-    runs, infer_ms = timed_runs(infer, lambda outputs: {name: _numpy(value)
-                                                        for name, value in zip(meta["outputs"], outputs)})
-    return {"runs": runs, "build_s": build_s, "infer_ms": infer_ms, "info": {}}
+    runs, times = timed_runs(infer, lambda outputs: {name: _numpy(value)
+                                                     for name, value in zip(meta["outputs"], outputs)})
+    return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": {}}

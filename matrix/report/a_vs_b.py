@@ -1,0 +1,58 @@
+"""A against B, not only each against the reference: for a row run on both environments of an
+upgrade, how far B's outputs are from A's (the same metrics, B judged with A's outputs as the
+reference and the row's tolerance). "Both equally off" (A and B far from the reference, close to
+each other) then reads apart from "B changed". Computed when asked (diff, summary, the report's
+upgrade view for its default pair) from the outputs a run keeps: nothing more is stored."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..compare import compare_runs
+from ..store import cell_file
+from ..worker.files import OUTPUTS
+
+
+def _outputs(run_dir: Path, row) -> dict[str, np.ndarray] | None:
+    path = cell_file(run_dir, str(row["content_key"]), OUTPUTS) if isinstance(row.get("content_key"), str) else None
+    if path is None or not path.is_file():
+        return None
+    with np.load(path) as data:
+        return dict(data)
+
+
+def a_vs_b(run_dir: Path, frame: pd.DataFrame, env_a: str, env_b: str) -> dict[str, dict]:
+    """{row_id: {"max_abs", "max_rel", "cosine", "identical", "within"}} for each row whose cells
+    kept outputs in both environments (judged cells: pass, fail, xfail, xpass)."""
+    kept = frame[frame["env"].isin((env_a, env_b)) & frame["verdict"].isin(("pass", "fail"))]
+    found = {}
+    for row_id, cells in kept.groupby("row_id", sort=False):
+        by_env = {row["env"]: row for row in cells.to_dict("records")}
+        if len(by_env) != 2:
+            continue
+        a, b = _outputs(run_dir, by_env[env_a]), _outputs(run_dir, by_env[env_b])
+        if a is None or b is None or a.keys() != b.keys():
+            continue
+        try:
+            verdict, worst, _ = compare_runs([b], a, by_env[env_b]["atol"], by_env[env_b]["rtol"])
+        except ValueError:  # shapes differ, or A's output is NaN everywhere: nothing to measure B by
+            continue
+        identical = all(a[n].dtype == b[n].dtype and a[n].tobytes() == b[n].tobytes() for n in a)
+        found[row_id] = {"max_abs": worst["max_abs"], "max_rel": worst["max_rel"], "cosine": worst["cosine"],
+                         "identical": identical, "within": verdict == "pass"}
+    return found
+
+
+def a_vs_b_text(measured: dict | None) -> str | None:
+    """'identical', 'max_abs 3.1e-05 (within tolerance)', 'max_abs 2.3e-01 (beyond tolerance)'."""
+    if measured is None:
+        return None
+    if measured["identical"]:
+        return "identical"
+    value = measured["max_abs"]
+    said = "NaN/Inf differs" if not math.isfinite(value) else f"max_abs {value:.1e}"
+    return f"{said} ({'within' if measured['within'] else 'beyond'} tolerance)"

@@ -1,0 +1,110 @@
+"""`trtmatrix summary`: a run as GitHub-flavoured Markdown, to paste into release notes or a pull
+request. A line per environment (engine and version, counts per status, a verdict), then the
+upgrade from A to B: newly failing, newly passing, newly unsupported, newly supported (and
+newly building), each cell with its worst error, drift, how far B is from A, the known issue
+that covers it, and a link to the cell in the published report (its permalink, `#cell-<id>`).
+Short by default (the first SHORT of each group, the rest counted); complete when asked."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pandas as pd
+
+from ..statuses import ORDER, REGRESSED
+from .a_vs_b import a_vs_b_text
+from .error_text import drift_text, worst_error
+from .upgrade import env_order, version_mismatches
+
+SHORT = 20
+# The upgrade's groups a release note lists, in this order (unchanged rows are counted only).
+LISTED = ["newly failing", "newly passing", "newly unsupported", "newly supported", "newly building", "other changes"]
+
+
+def _md(text) -> str:
+    """Text as Markdown shows it: its punctuation taken literally, never as markup or a table cell's end."""
+    special = "\\`*_[]<>|~"
+    return "".join("\\" + c if c in special else c for c in str(text)).replace("\n", " ")
+
+
+def cell_link(cell_id: str, link_base: str) -> str:
+    """The report's own permalink of a cell."""
+    return f"{link_base}#cell-{quote(cell_id, safe='/=._-~')}"
+
+
+def verdict(cells: pd.DataFrame) -> str:
+    counts = cells["status"].value_counts()
+    bad = int(counts[counts.index.isin(REGRESSED)].sum())
+    if bad:
+        return f"❌ {bad} not passing"
+    if counts.get("pass", 0) or counts.get("xpass", 0):
+        known = int(counts.get("xfail", 0))
+        return "✅ passes" + (f" ({known} known issue{'s' * (known != 1)})" if known else "")
+    if counts.get("built", 0):
+        return "🔨 built, not run here"
+    if counts.get("skipped", 0) == len(cells):
+        return f"⏭ skipped: {_md(str(cells['error'].iloc[0]).splitlines()[0])}"
+    return "— nothing judged"
+
+
+def _environments(frame: pd.DataFrame) -> list[str]:
+    lines = ["| environment | engine | cells | " + " | ".join(s for s in ORDER) + " | verdict |",
+             "|---|---|---:|" + "---:|" * len(ORDER) + "---|"]
+    for env in env_order(frame):
+        cells = frame[frame["env"] == env]
+        version = cells["engine_version"].dropna()
+        engine = f"{cells['engine'].iloc[0]} {version.iloc[0] if len(version) else cells['env_version'].iloc[0]}"
+        counts = cells["status"].value_counts()
+        lines.append(f"| {_md(env)} | {_md(engine)} | {len(cells)} | "
+                     + " | ".join(str(counts.get(s, "")) for s in ORDER) + f" | {verdict(cells)} |")
+    return lines
+
+
+def _known_issue(row: dict, registry: dict) -> str | None:
+    issue = registry.get(row.get("known_issue")) if isinstance(row.get("known_issue"), str) else None
+    if issue is None:
+        return None
+    return f"known issue [{_md(issue.id)}: {_md(issue.title)}]({issue.source})"
+
+
+def _cell_line(row_id: str, a: dict | None, b: dict | None, against: dict | None, registry: dict, link_base: str) -> str:
+    shown = b or a
+    status = " → ".join(x["status"] if x else "—" for x in (a, b))
+    parts = [f"[`{row_id}`]({cell_link(shown['cell_id'], link_base)})", status]
+    for side, cell in (("A", a), ("B", b)):
+        worst = worst_error(cell, 2) if cell else None
+        if worst:
+            parts.append(f"worst {side} {_md(worst)}" + (f", {_md(drift_text(cell))}" if drift_text(cell) else ""))
+    if against_text := a_vs_b_text(against):
+        parts.append(f"B against A: {_md(against_text)}")
+    if issue := _known_issue(b or {}, registry) or _known_issue(a or {}, registry):
+        parts.append(issue)
+    return "- " + " · ".join(parts)
+
+
+def summary_markdown(frame: pd.DataFrame, run: dict, pair: tuple[str, str] | None, compared: pd.DataFrame | None,
+                     measured: dict, registry: dict, link_base: str, everything: bool = False) -> str:
+    """`compared`: upgrade.compare of the pair; `measured`: a_vs_b of the pair; `registry`: {id: KnownIssue}."""
+    lines = [f"## trtmatrix run `{run.get('run_id', '?')}`", "",
+             f"{len(frame)} cells · started {run.get('started', '?')} on {_md(run.get('host', '?'))} · "
+             f"[full report]({link_base})", ""]
+    lines += [f"> ⚠ {_md(m)}" for m in version_mismatches(frame)]
+    lines += _environments(frame) + [""]
+    if pair is None or compared is None:
+        return "\n".join(lines)
+    env_a, env_b = pair
+    lines += [f"### Upgrade {_md(env_a)} → {_md(env_b)}", ""]
+    cells = {(r["row_id"], r["env"]): r for r in frame[frame["env"].isin(pair)].to_dict("records")}
+    counted = compared["change"].value_counts()
+    lines.append(", ".join(f"{int(counted.get(c, 0))} {c}" for c in [*LISTED, "unchanged", "not comparable"]) + ".")
+    for change in LISTED:
+        rows = list(compared.loc[compared["change"] == change, "row_id"])
+        if not rows:
+            continue
+        lines += ["", f"#### {change.capitalize()} ({len(rows)})", ""]
+        for row_id in rows if everything else rows[:SHORT]:
+            lines.append(_cell_line(row_id, cells.get((row_id, env_a)), cells.get((row_id, env_b)),
+                                    measured.get(row_id), registry, link_base))
+        if not everything and len(rows) > SHORT:
+            lines.append(f"- … and {len(rows) - SHORT} more (`trtmatrix summary --all` lists every one)")
+    return "\n".join(lines) + "\n"
