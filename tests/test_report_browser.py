@@ -132,6 +132,7 @@ def test_a_permalink_scrolls_to_its_cell_and_opens_its_details(browser, report_r
     page.goto((run_dir / REPORT).as_uri() + "#cell-" + cell_id)
     assert shown(cell)
     details = page.locator("#details")
+    details.locator("h3").first.wait_for()  # the details come from report-details/ when the cell opens
     assert details.is_visible()
     assert details.locator("h2").inner_text() == cell_id
     assert "trtmatrix run -c" in details.inner_text() and f"--cell {cell_id}" in details.inner_text()
@@ -153,6 +154,7 @@ def test_html_in_an_engine_error_is_shown_as_text_and_never_runs(page, report_ru
     run_dir, _ = report_run
     page.locator("[id='cell-tiny/raise/ort-1.17']").click()
     details = page.locator("#details")
+    details.locator("h3").first.wait_for()
     assert XSS in details.inner_text()
     assert page.dialogs == []
     assert page.locator("#details script").count() == 0
@@ -215,7 +217,22 @@ def test_the_gpu_filter_keeps_the_columns_of_one_gpu(browser, tmp_path):
     assert page.locator("#env-a").input_value() != page.locator("#env-b").input_value()
     # A cell that never ran (routed away from this GPU) says why, and shows no metric as measured.
     page.locator("[id='cell-layernorm_block/batch=2/fp32/torch-host-cuda']").click()
+    page.locator("#details h3").first.wait_for()
     details = page.locator("#details").inner_text()
     assert "Why it was skipped" in details and "*A100*" in details
     assert "undefined" not in details and "\nError\n" not in details
+    page.close()
+
+
+def test_a_page_copied_without_its_details_folder_says_where_the_details_are(browser, report_run, tmp_path):
+    """The details live beside the page (report-details/): a page copied alone says so, never an empty panel."""
+    import shutil
+
+    run_dir, _ = report_run
+    shutil.copy(run_dir / REPORT, tmp_path / "report.html")
+    page = browser.new_page()
+    page.goto((tmp_path / "report.html").as_uri())
+    page.locator("[id='cell-wrong/fp32/ort-1.32']").click()
+    page.locator("#details p").first.wait_for()
+    assert "report-details/0.js beside report.html, which could not be loaded" in page.locator("#details").inner_text()
     page.close()

@@ -103,7 +103,7 @@ def test_diff_history_junit_and_report_show_nan_not_a_number(faulty_run):
     data = html.split('<script type="application/json" id="data">')[1].split("</script>")[0]
     inline = json.loads(data, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     row, env = inline["rows"].index("tiny/nan"), inline["envs"].index("ort-1.32")
-    assert [line[2:] for line in inline["cells"] if line[:2] == [row, env]] == [["fail", "NaN×32", None, "inf"]]
+    assert [line[2:6] for line in inline["cells"] if line[:2] == [row, env]] == [["fail", "NaN×32", None, "inf"]]
     details = report_details(run_dir, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     nan_cell = next(c for c in details if c["cell_id"] == "tiny/nan/ort-1.32")
     assert (nan_cell["worst"], nan_cell["max_abs"]) == ("NaN×32", "inf")
