@@ -47,10 +47,12 @@ rtol = 0.0
 """
 
 
-@pytest.fixture(scope="module", params=["fork", "spawn"])
+@pytest.fixture(scope="module", params=["fork", "spawn", "warm"])
 def fault_run(request, tmp_path_factory, cache_dir):
-    """The same faults with cells forked from a warm supervisor (onnxruntime's default) and started
-    as new interpreters (TensorRT's way, forced here), nothing reused between the two."""
+    """The same faults with cells forked from a warm supervisor (onnxruntime's default), started
+    as new interpreters (TensorRT's way, forced here), and run one after another in a warm worker
+    that a crash or a hang ends and a fresh one replaces (torch on a GPU's way, forced here),
+    nothing reused between the three."""
     from conftest import make_tiny_model, matrix_file
 
     home = tmp_path_factory.mktemp(f"faults-{request.param}")

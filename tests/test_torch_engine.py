@@ -7,11 +7,14 @@ import platform
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 
 from conftest import REPO, make_tiny_model, matrix_file
 from matrix.store import list_runs, read_run
+from matrix.store.cache import result_dir
+from matrix.worker.files import RESULT
 
 CPU = """\
 [profiles.fp32]
@@ -151,3 +154,69 @@ timeout_s = 600
     assert (routed["status"] == "skipped").all() == (not a100)
     if not a100:
         assert routed["error"].str.contains("['*A100*']; this environment has " + gpu, regex=False).all()
+
+
+WARM = """\
+[profiles.compiled]
+precision = "fp32"
+compile = true
+[profiles.tf32]
+precision = "tf32"
+[profiles.fp32]
+precision = "fp32"
+[profiles.bf16]
+precision = "bf16"
+[profiles.crash]
+precision = "fp32"
+inject = "crash"
+[tolerances.bf16]
+atol = 5e-2
+rtol = 5e-2
+[tolerances.tf32]
+atol = 5e-3
+rtol = 5e-3
+[cases.sdpa_attention]
+profiles = ["compiled", "tf32", "fp32", "bf16", "crash"]
+params = { batch = [1, 2] }
+"""
+
+CUDA_HERE = torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("env", ["torch-host-cpu", pytest.param("torch-host-cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not CUDA_HERE, reason="needs an NVIDIA GPU with CUDA (PyTorch sees none here)")])])
+def test_a_warm_worker_runs_cells_as_separate_processes_do_and_a_crash_leaves_the_next_cells_alone(env, tmp_path, cache_dir):
+    """The warm worker of GPU cells (one process: CUDA and programs loaded once; forced on the CPU):
+    every cell starts from the same torch state (TF32 flags, torch.compile's caches: a compiled or
+    TF32 cell leaves nothing behind), each program is loaded once per worker, a crash ends that
+    worker and the next cell gets a fresh one; the numbers are those of a process per cell."""
+    results = {}
+    for mode, start in (("fork", "fork"), ("warm", "warm" if env == "torch-host-cpu" else None)):
+        home = tmp_path / mode
+        home.mkdir()
+        config = matrix_file(home, cache_dir, WARM, environments=(env,))
+        forced = {"TRTMATRIX_CELL_START": start} if start else {}
+        done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--no-reuse"], cwd=REPO,
+                              capture_output=True, text=True, env={**os.environ, "COLUMNS": "250", **forced})
+        assert done.returncode == 0, done.stderr
+        run_dir = list_runs(home / "reports")[-1]
+        results[mode] = (run_dir, read_run(run_dir).set_index("cell_id"))
+    (run_dir, warm), (_, fork) = results["warm"], results["fork"]
+    assert (warm["status"] == fork["status"]).all() and "pass" in set(warm["status"])
+    assert list(warm.index[warm["status"] == "crash"]) == [f"sdpa_attention/batch={b}/crash/{env}" for b in (1, 2)]
+    judged = warm["status"] == "pass"
+    # The same numbers as a process per cell (bit for bit on the CPU; a GPU's kernels may choose otherwise).
+    assert np.allclose(warm.loc[judged, "max_abs"], fork.loc[judged, "max_abs"], rtol=1e-6 if CUDA_HERE else 0, atol=0)
+    ran = warm["engine_version"].notna() & (warm["status"] != "crash")
+    logs = {cell: (run_dir / "cells" / f"{key[:24]}.log").read_text() for cell, key in warm.loc[ran, "content_key"].items()}
+    states = {cell: next(line for line in log.splitlines() if "torch state at start: " in line).split(": ", 1)[1]
+              for cell, log in logs.items() if "torch state at start" in log}
+    assert len(states) >= judged.sum() and len(set(states.values())) == 1, states  # nothing leaked from a cell to the next
+    # Two workers (a crash ends each): the fp32 program of each batch is loaded by its compiled cell and
+    # reused by the cells after it; in a process per cell, every cell loads its own.
+    said = [line for log in logs.values() for line in log.splitlines() if "the fp32 program" in line]
+    assert sum("loaded the fp32 program" in line for line in said) == 2
+    assert sum("by an earlier cell of this worker" in line for line in said) == len(said) - 2 >= 2
+    started = {json.loads((result_dir(cache_dir, env, key) / RESULT).read_text()).get("cell_start")
+               for key in warm.loc[judged, "content_key"]}
+    assert started == {"warm"}  # on a GPU without being asked

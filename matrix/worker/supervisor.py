@@ -8,6 +8,13 @@ TensorRT on a GPU, because CUDA state must never cross a fork and importing Tens
 libraries (engines.fork_safe; TRTMATRIX_CELL_START=spawn forces it, as the tests do). Up to
 job["cell_jobs"] cells run at once.
 
+Warm mode (GPU cells of the torch engine; TRTMATRIX_CELL_START=warm forces it anywhere): one
+long-lived child, the warm worker, runs the cells one after another, so CUDA is initialised and
+each program loaded once per worker, not once per cell. Isolation is by restart: a cell that
+crashes the worker, hangs past its deadline or leaves CUDA unusable (the engine's reset() says so)
+ends that worker, the cell gets its status, and a fresh worker takes the next cell. Between cells
+the engine's reset() puts back what a cell may change (engines/torch_engine.py).
+
 Prints one JSON line per event on stdout (the host reads them for its progress display) and
 guarantees a result.json for every cell, whatever the child did.
 """
@@ -18,6 +25,7 @@ import importlib
 import io
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -25,10 +33,10 @@ import time
 import traceback
 
 from .cell import run_cell, write_json
-from .engines import fork_safe, load_engine
+from .engines import fork_safe, load_engine, warm_worker
 from .files import CELL_SPEC, LOG, RESULT, WATCH_STDIN
 
-START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell even where forking is safe
+START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell even where forking is safe; "warm": a warm worker
 STARTED = "TRTMATRIX_CELL_STARTED"  # how this cell's process started: fork | spawn
 POLL_S = 0.002
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -123,6 +131,111 @@ def _start(spec_path, out_dir, fork):
         os._exit(code)
 
 
+def _start_warm():
+    """A warm worker in its own session: (pid, the pipe it reads cell specs from, the pipe it
+    answers on). It runs each cell with its stdout and stderr in that cell's log."""
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    supervisor = os.getpid()
+    pid = os.fork()
+    if pid:
+        os.close(requests_r)
+        os.close(answers_w)
+        _children.add(pid)
+        return pid, requests_w, answers_r
+    code = 1
+    try:
+        os.close(requests_w)
+        os.close(answers_r)
+        os.setsid()
+        _die_with(supervisor)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # never the supervisor's event stream
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+        faulthandler.enable()
+        os.environ[STARTED] = "warm"
+        _serve(os.fdopen(requests_r), answers_w)
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _serve(requests, answers):
+    """The warm worker's loop: a cell per spec path read, then "done", or "restart" (and exit)
+    when the engine's reset() says this process should not run another cell."""
+    for line in requests:
+        spec_path = line.strip()
+        with open(spec_path) as fh:
+            spec = json.load(fh)
+        log_fd = os.open(os.path.join(spec["out_dir"], LOG), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+        run_cell(spec_path)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        reset = getattr(load_engine(spec["engine"]), "reset", None)
+        fresh = reset() if reset else True
+        os.write(answers, b"done\n" if fresh else b"restart\n")
+        if not fresh:
+            return
+
+
+def _await_warm(pid, answers, deadline):
+    """(whether the warm worker is still there, its wait status if not, whether the deadline
+    passed) once the cell it runs has ended: answered "done"; answered "restart" and exited; died
+    (end of file on its answers: a crash); or killed at the deadline."""
+    while True:
+        ready, _, _ = select.select([answers], [], [], POLL_S * 10)
+        if ready:
+            answer = os.read(answers, 64)
+            if answer.startswith(b"done"):
+                return True, 0, False
+            _, status = os.waitpid(pid, 0)
+            _children.discard(pid)
+            return False, status, False
+        if time.time() > deadline:
+            _kill(pid)
+            _, status = os.waitpid(pid, 0)
+            _children.discard(pid)
+            return False, status, True
+
+
+def run_warm(cells):
+    """Every cell in a warm worker, one after another; a new worker after one that ended."""
+    worker = None
+    try:
+        for spec in cells:
+            if worker is None:
+                worker = _start_warm()
+            pid, requests, answers = worker
+            spec_path = _prepared(spec)
+            _emit({"event": "start", "cell_id": spec["cell_id"]})
+            started = time.time()
+            os.write(requests, (spec_path + "\n").encode())
+            alive, status, timed_out = _await_warm(pid, answers, started + spec["timeout_s"])
+            _finish(spec, status, timed_out, started)
+            if not alive:
+                os.close(requests)
+                os.close(answers)
+                worker = None
+    finally:
+        if worker is not None:  # no more cells: end of file on its requests ends it
+            os.close(worker[1])
+            os.waitpid(worker[0], 0)
+            _children.discard(worker[0])
+        _kill_children()
+
+
 def _ended(status, timed_out, timeout_s):
     """(status, error) for a child that wrote no result, or was killed at its deadline."""
     if timed_out:
@@ -209,7 +322,10 @@ def run_job(job_path):
                     load_engine(engine)
                 except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
                     pass
-        run_cells(job["cells"], fork, max(1, job.get("cell_jobs", 1)))
+        if fork and (os.environ.get(START) == "warm" or warm_worker(engines)):
+            run_warm(job["cells"])
+        else:
+            run_cells(job["cells"], fork, max(1, job.get("cell_jobs", 1)))
         code = 0
     except SystemExit as exc:  # SIGTERM / SIGHUP: the cells are already killed
         code = exc.code

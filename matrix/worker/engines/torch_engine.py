@@ -12,6 +12,12 @@ torch.nn.attention.sdpa_kernel allows (flash, efficient and cudnn are CUDA kerne
 that cannot take the inputs is `skipped` with PyTorch's reason); compile: torch.compile
 (inductor), compiled during the warm-up inference. The device: CUDA when the environment leased
 a GPU (the backend makes only that one visible), else the CPU.
+
+On a GPU the cells run in one warm worker (supervisor.run_warm): CUDA starts once, each program
+is loaded (and moved to the GPU) once per worker, and reset() puts back, after every cell, what a
+cell changes: the TF32 flags and torch.compile's state (SDPA kernel choices are a context around
+each inference). Each cell's log starts with the state it found ("torch state at start"), the
+same for every cell of a worker.
 """
 
 import contextlib
@@ -27,6 +33,35 @@ from ..files import PROGRAM, PROGRAM_META
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 TRACED = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16"}  # which program a precision runs
 CUDA_ONLY_SDPA = ("flash", "efficient", "cudnn")
+# What reset() puts back: PyTorch's own defaults, as this process found them.
+TF32_DEFAULTS = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+_programs = {}  # (program file, its mtime, device) -> (module, meta): loaded once per worker
+_compiled = []  # torch.compile used since the last reset()
+
+
+def state():
+    """What a cell may change of the process, as the next cell would find it."""
+    from torch._dynamo import convert_frame
+
+    return {"tf32": [torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32],
+            "dynamo_frames": convert_frame.FRAME_COUNTER, "grad": torch.is_grad_enabled(),
+            "default_dtype": str(torch.get_default_dtype())}
+
+
+def reset():
+    """After a cell in a warm worker: PyTorch's flags and torch.compile's caches as they were.
+    False when CUDA is left unusable (a sticky error: an illegal access poisons the context): the
+    worker must end, and a fresh one takes the next cell."""
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = TF32_DEFAULTS
+    if _compiled:
+        torch._dynamo.reset()
+        _compiled.clear()
+    if torch.cuda.is_initialized():
+        try:
+            torch.cuda.synchronize()
+        except RuntimeError:
+            return False
+    return True
 
 
 def version():
@@ -61,6 +96,24 @@ def _program(spec, traced):
     return torch.export.load(os.path.join(folder, PROGRAM.format(traced))), meta
 
 
+def _module(spec, traced, place, log):
+    """The case's module on `place`, loaded once per worker process (programs do not change: a
+    changed file has another mtime)."""
+    path = os.path.join(os.path.dirname(spec["inputs"]), PROGRAM.format(traced))
+    key = (path, os.path.getmtime(path) if os.path.exists(path) else None, place)
+    if key not in _programs:
+        program, meta = _program(spec, traced)
+        if place != "cpu":  # the program was traced on the CPU: its parameters and the devices written into it move
+            from torch.export.passes import move_to_device_pass
+
+            program = move_to_device_pass(program, place)
+        _programs[key] = (program.module(), meta)
+        log("loaded the {} program onto {}".format(traced, place))
+    else:
+        log("the {} program was loaded onto {} by an earlier cell of this worker".format(traced, place))
+    return _programs[key]
+
+
 def _sdpa_kernel(backend):
     """A fresh context per inference (sdpa_kernel is a one-shot context manager)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -79,6 +132,7 @@ def _numpy(value):
 
 
 def run(spec, inputs, log):
+    log("torch state at start: " + json.dumps(state()))
     profile = spec["profile"]
     on_cuda = torch.cuda.is_available()
     sdpa = profile.get("sdpa_backend")
@@ -93,13 +147,9 @@ def run(spec, inputs, log):
     # PyTorch lets cuDNN use TF32 by default: FP32 means FP32 here, unless the profile asks for TF32.
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = profile["precision"] == "tf32"
     start = time.perf_counter()
-    program, meta = _program(spec, TRACED[profile["precision"]])
-    if on_cuda:  # the program was traced on the CPU: its parameters and the devices written into it move
-        from torch.export.passes import move_to_device_pass
-
-        program = move_to_device_pass(program, place)
-    module = program.module()
+    module, meta = _module(spec, TRACED[profile["precision"]], place, log)
     if profile.get("compile"):
+        _compiled.append(True)
         module = torch.compile(module)
     args = [torch.from_numpy(inputs[name]).to(place) for name in meta["inputs"]]
     args = [a.to(dtype) if a.is_floating_point() else a for a in args]

@@ -1,0 +1,115 @@
+"""trtmatrix's torch cells on a GPU against their in-process floor, measured in one call on the GPU
+host (issue 27's goal: within 2x of the floor, compile cells included).
+
+1. Prepares the artifacts of matrices/gpu-torch.toml's cases (not timed: torch.export once per case).
+2. Times `trtmatrix run` on the CUDA column (--no-reuse: every cell runs), as a user runs it:
+   the cells in one warm worker (supervisor.run_warm), and, with --fork, a process per cell
+   (TRTMATRIX_CELL_START=fork: how every GPU cell ran before).
+3. Times the floor: the same cells (those the run did not skip) in this one process through the
+   same engine code (torch_engine.run: programs loaded once, CUDA started once, six inferences,
+   outputs to the host) and the same float64 comparison (compare_runs) — no worker, no files.
+
+Prints a table (seconds, seconds per cell, ratio to the floor) and one JSON line.
+
+    python bench/gpu_bench.py [--config matrices/gpu-torch.toml] [--skip-case bge_reranker] [--fork]
+                              [--env torch-host-cuda]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from matrix.compare import compare_runs  # noqa: E402
+from matrix.plan import build_plan  # noqa: E402
+from matrix.prepare import INPUTS, REFERENCE, prepare  # noqa: E402
+from matrix.store import list_runs, read_run  # noqa: E402
+
+def trtmatrix_run(config: Path, env_name: str, cases: list[str], start: str | None) -> tuple[float, object]:
+    args = [sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--env", env_name, "--no-reuse"]
+    args += [a for case in cases for a in ("--case", case)]
+    env = {**os.environ, **({"TRTMATRIX_CELL_START": start} if start else {})}
+    begin = time.perf_counter()
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, env=env)
+    seconds = time.perf_counter() - begin
+    if done.returncode not in (0, 1):
+        sys.exit(f"trtmatrix run failed ({done.returncode}): {done.stderr[-2000:]}")
+    return seconds, read_run(list_runs(build_plan(config).path("reports_dir"))[-1])
+
+
+def floor(plan, ran) -> tuple[float, int]:
+    """The cells `ran` holds, in this process, through the engine's own code."""
+    import numpy as np
+    import torch
+
+    from matrix.worker.engines import torch_engine
+
+    wanted = set(ran["cell_id"])
+    begin = time.perf_counter()
+    count = 0
+    for cell in plan.cells:
+        if cell.cell_id not in wanted:
+            continue
+        artifacts = prepare(plan.cases[cell.case], cell.params, cell.artifact_key, plan.path("cache_dir"))
+        profile = plan.profile(cell.profile).model_dump(mode="json")
+        spec = {"inputs": str(artifacts / INPUTS), "profile": profile}
+        with np.load(artifacts / INPUTS) as data:
+            inputs = dict(data)
+        with np.load(artifacts / REFERENCE) as data:
+            reference = dict(data)
+        try:
+            result = torch_engine.run(spec, inputs, lambda message: None)
+            tol = plan.tolerance(cell)
+            compare_runs(result["runs"], reference, tol.atol, tol.rtol)
+        except Exception as exc:  # noqa: BLE001 - what the cell's status would say; the floor times it all the same
+            print(f"floor: {cell.cell_id}: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+        torch_engine.reset()
+        count += 1
+    torch.cuda.synchronize()
+    return time.perf_counter() - begin, count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", type=Path, default=REPO / "matrices" / "gpu-torch.toml")
+    parser.add_argument("--skip-case", action="append", default=["bge_reranker"])
+    parser.add_argument("--env", default="torch-host-cuda", help="the environment (torch-host-cpu: a dry run here)")
+    parser.add_argument("--fork", action="store_true", help="also time a process per cell (the old way)")
+    args = parser.parse_args()
+    plan = build_plan(args.config, only_envs=[args.env])
+    cases = [name for name in plan.cases if name not in args.skip_case]
+    plan = build_plan(args.config, only_cases=cases, only_envs=[args.env])
+    begin = time.perf_counter()
+    for cell in plan.cells:
+        prepare(plan.cases[cell.case], cell.params, cell.artifact_key, plan.path("cache_dir"))
+    print(f"prepared {len({c.artifact_key for c in plan.cells})} artifacts in {time.perf_counter() - begin:.1f} s",
+          file=sys.stderr)
+    rows = []
+    warm_s, frame = trtmatrix_run(args.config, args.env, cases, None)
+    ran = frame[frame["status"] != "skipped"]
+    rows.append(("trtmatrix run (warm worker on a GPU)", warm_s, len(ran)))
+    if args.fork:
+        fork_s, _ = trtmatrix_run(args.config, args.env, cases, "fork")
+        rows.append(("trtmatrix run (a process per cell)", fork_s, len(ran)))
+    floor_s, count = floor(plan, ran)
+    rows.append(("in-process floor (same engine code)", floor_s, count))
+    print(f"{'':<38} {'seconds':>8} {'cells':>6} {'s/cell':>7} {'vs floor':>9}")
+    for name, seconds, cells in rows:
+        print(f"{name:<38} {seconds:>8.1f} {cells:>6} {seconds / max(cells, 1):>7.2f} {seconds / floor_s:>9.2f}")
+    statuses = ran["status"].value_counts().to_dict()
+    print(json.dumps({"cells": len(ran), "statuses": statuses, "warm_s": round(warm_s, 2), "floor_s": round(floor_s, 2),
+                      "ratio": round(warm_s / floor_s, 2), **({"fork_s": round(rows[1][1], 2)} if args.fork else {}),
+                      "gpu": str(ran["gpu"].dropna().iloc[0]) if ran["gpu"].notna().any() else None,
+                      "goal_met": warm_s <= 2 * floor_s}))
+
+
+if __name__ == "__main__":
+    main()
