@@ -52,12 +52,15 @@ class CaseSpec:
         return [tuple(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
 
 
-def case_specs(config: MatrixConfig, config_path: Path) -> dict[str, CaseSpec]:
+def case_specs(config: MatrixConfig, config_path: Path, only: list[str] | None = None) -> dict[str, CaseSpec]:
+    """The cases of the matrix file (`only`: those of them; a case file is imported only for a case
+    that is used: the BGE reranker's imports transformers, seconds on a GPU host)."""
     root = config_path.parent
-    wanted = {name for name, entry in config.cases.items() if not (entry.onnx or entry.is_suite)}
+    chosen = {name: entry for name, entry in config.cases.items() if not only or name in only}
+    wanted = {name for name, entry in chosen.items() if not (entry.onnx or entry.is_suite)}
     found = discover_cases(root / config.run.cases_dir, wanted) if wanted else {}
     specs = {}
-    for name, entry in config.cases.items():
+    for name, entry in chosen.items():
         if entry.is_suite:
             tests, left_out = _suite(name, entry, root / config.run.cache_dir, config_path)
             spec = CaseSpec(name, entry, root, suite=tests, left_out=left_out)

@@ -1,5 +1,6 @@
 """Report what an environment really contains, as one JSON line on stdout."""
 
+import functools
 import json
 import os
 import platform
@@ -15,10 +16,16 @@ def describe(engine_name):
     if engine_name == "tensorrt":  # the layer between trtmatrix and TensorRT: the image's own or the staged one
         info["polygraphy_version"] = engine.polygraphy_version()
         info["product"] = engine.PRODUCT
-    info.update(nvidia_facts())
+    info.update(_nvidia_facts())
     # The engine's own word wins: the CUDA runtime torch was built with, not the image's CUDA_VERSION.
     info.update({key: value for key, value in engine.device().items() if value is not None})
     return info
+
+
+@functools.lru_cache(maxsize=None)
+def _nvidia_facts():
+    """Once per process: a warm worker's cells share its GPU (NVML or nvidia-smi cost ~0.1 s a call)."""
+    return nvidia_facts()
 
 
 def nvidia_facts():
