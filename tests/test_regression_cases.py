@@ -189,6 +189,10 @@ def test_b_against_a_tells_a_changed_output_from_an_unchanged_one(lower_boundary
     assert shown.returncode == 0, shown.stderr
     lines = {line.split(":")[0].strip(): line for line in shown.stdout.splitlines() if line.startswith("  ")}
     assert "beyond tolerance" in lines[AVGPOOL]  # 1.19.0's fused kernel: a different answer from 1.18.1's
+    # The report's upgrade view, for its default pair (the two newest versions here), says the same.
+    page = (lower_boundary_run.attrs["run_dir"] / "report.html").read_text()
+    data = json.loads(page.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+    assert data["pair"] == ["ort-1.18.1", "ort-1.19.0"] and "beyond tolerance" in data["against"][AVGPOOL]
     # Unfused, both versions run the same kernels: B is A, bit for bit or within the tolerance.
     assert "identical" in lines["ort_pad_avgpool_fusion/fp32-noopt"] or "within tolerance" in lines["ort_pad_avgpool_fusion/fp32-noopt"]
 
