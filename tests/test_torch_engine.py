@@ -16,13 +16,23 @@ from matrix.store import list_runs, read_run
 from matrix.store.cache import result_dir
 from matrix.worker.files import RESULT
 
-CPU = """\
+# fp32, bf16 and tf32 with their tolerances: what both matrices below start from.
+PRECISIONS = """\
 [profiles.fp32]
 precision = "fp32"
 [profiles.bf16]
 precision = "bf16"
 [profiles.tf32]
 precision = "tf32"
+[tolerances.bf16]
+atol = 5e-2
+rtol = 5e-2
+[tolerances.tf32]
+atol = 5e-3
+rtol = 5e-3
+"""
+
+CPU = PRECISIONS + """\
 [profiles.flash]
 precision = "fp16"
 sdpa_backend = "flash"
@@ -32,12 +42,6 @@ sdpa_backend = "math"
 [profiles.noopt]
 precision = "fp32"
 optimization = "off"
-[tolerances.bf16]
-atol = 5e-2
-rtol = 5e-2
-[tolerances.tf32]
-atol = 5e-3
-rtol = 5e-3
 [cases.sdpa_attention]
 profiles = ["fp32", "bf16", "tf32", "flash", "math", "noopt"]
 """
@@ -156,25 +160,13 @@ timeout_s = 600
         assert routed["error"].str.contains("['*A100*']; this environment has " + gpu, regex=False).all()
 
 
-WARM = """\
+WARM = PRECISIONS + """\
 [profiles.compiled]
 precision = "fp32"
 compile = true
-[profiles.tf32]
-precision = "tf32"
-[profiles.fp32]
-precision = "fp32"
-[profiles.bf16]
-precision = "bf16"
 [profiles.crash]
 precision = "fp32"
 inject = "crash"
-[tolerances.bf16]
-atol = 5e-2
-rtol = 5e-2
-[tolerances.tf32]
-atol = 5e-3
-rtol = 5e-3
 [cases.sdpa_attention]
 profiles = ["compiled", "tf32", "fp32", "bf16", "crash"]
 params = { batch = [1, 2] }

@@ -97,74 +97,68 @@ def _die_with(supervisor):
         os._exit(137)
 
 
-def _start(spec_path, out_dir, fork):
-    """A child in its own session (a timeout kills its whole group) writing to the cell's log:
-    the cell run in this process's fork, or a new interpreter."""
-    log_fd = os.open(os.path.join(out_dir, LOG), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _fork_child(body, child_only=(), parent_only=()):
+    """A child in its own session (a timeout kills its whole group) that dies with the supervisor,
+    runs body() and exits with what it returns. `child_only`: descriptors the parent closes after
+    the fork; `parent_only`: those the child closes."""
     sys.stdout.flush()
     sys.stderr.flush()
     supervisor = os.getpid()
     pid = os.fork()
     if pid:
-        os.close(log_fd)
+        for fd in child_only:
+            os.close(fd)
         _children.add(pid)
         return pid
     code = 1
     try:
+        for fd in parent_only:
+            os.close(fd)
         os.setsid()
         _die_with(supervisor)
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+        faulthandler.enable()
+        code = body()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _start(spec_path, out_dir, fork):
+    """A cell's child, writing to the cell's log: the cell run in this process's fork, or a new
+    interpreter."""
+    log_fd = os.open(os.path.join(out_dir, LOG), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def body():
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.environ[STARTED] = "fork" if fork else "spawn"  # recorded in the cell's result.json
         if not fork:
             os.execv(sys.executable, [sys.executable, "-X", "faulthandler", "-m", __package__, "cell", spec_path])
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(signum, signal.SIG_DFL)
-        faulthandler.enable()
-        code = run_cell(spec_path)
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        return run_cell(spec_path)
+
+    return _fork_child(body, child_only=[log_fd])
 
 
 def _start_warm():
-    """A warm worker in its own session: (pid, the pipe it reads cell specs from, the pipe it
-    answers on). It runs each cell with its stdout and stderr in that cell's log."""
+    """A warm worker: (pid, the pipe it reads cell specs from, the pipe it answers on). It runs each
+    cell with its stdout and stderr in that cell's log."""
     requests_r, requests_w = os.pipe()
     answers_r, answers_w = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    supervisor = os.getpid()
-    pid = os.fork()
-    if pid:
-        os.close(requests_r)
-        os.close(answers_w)
-        _children.add(pid)
-        return pid, requests_w, answers_r
-    code = 1
-    try:
-        os.close(requests_w)
-        os.close(answers_r)
-        os.setsid()
-        _die_with(supervisor)
-        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+
+    def body():
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # never the supervisor's event stream
-        for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(signum, signal.SIG_DFL)
-        faulthandler.enable()
         os.environ[STARTED] = "warm"
         _serve(os.fdopen(requests_r), answers_w)
-        code = 0
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        return 0
+
+    pid = _fork_child(body, child_only=[requests_r, answers_w], parent_only=[requests_w, answers_r])
+    return pid, requests_w, answers_r
 
 
 def _serve(requests, answers):
