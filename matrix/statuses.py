@@ -34,8 +34,8 @@ TERMINAL = {"pass": ("pass", "green"), "built": ("built", "cyan"), "fail": ("FAI
 
 
 # The upgrade view's groups, in the order it lists them.
-CHANGES = ["newly failing", "newly passing", "newly building", "newly supported", "newly unsupported", "other changes",
-           "unchanged", "not comparable"]
+CHANGES = ["newly failing", "newly supported, failing", "newly passing", "newly building", "newly supported",
+           "newly unsupported", "other changes", "unchanged", "not comparable"]
 
 
 def change(before, after) -> str:
@@ -49,6 +49,8 @@ def change(before, after) -> str:
         return "newly unsupported"
     if before == "unsupported" and after in GOOD:
         return "newly supported"
+    if before == "unsupported" and after in REGRESSED:  # it loads now, and gives a wrong answer or breaks
+        return "newly supported, failing"
     if before in GOOD and after in BAD:
         return "newly failing"
     if before not in GOOD and after in GOOD:

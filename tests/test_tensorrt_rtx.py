@@ -184,8 +184,10 @@ def test_built_is_good_for_regressions_and_its_own_group_in_the_upgrade_view(tmp
     assert [change(a, b) for a, b in zip(before["status"], now["status"])] == [
         "newly failing", "newly unsupported", "newly supported", "other changes"]
     assert change("error", "built") == "newly building" and change("skipped", "built") == "not comparable"
-    # Every change of status is a change: the parser accepts it now and the builder fails.
-    assert change("unsupported", "error") == change("error", "fail") == "other changes"
+    # Every change of status is a change: the parser accepts it now and the builder fails (a group of its
+    # own, listed second: it is news, though nothing passed before); an error that now gives numbers.
+    assert change("unsupported", "error") == change("unsupported", "fail") == "newly supported, failing"
+    assert change("error", "fail") == "other changes"
 
     frame = pd.DataFrame({"env": RTX, "row_id": ["r1", "r2"], "status": ["built", "unsupported"], "build_s": [0.2, None],
                           "error": ["built with TensorRT-RTX 1.7.1.116; not run: no NVIDIA GPU", "parser refuses: Det"],

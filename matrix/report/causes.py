@@ -34,8 +34,8 @@ def cause(status: str, error) -> str:
     if not isinstance(error, str) or not error.strip():
         return f"{status}, no message"
     text = error.strip().splitlines()[0]
-    if SEPARATOR in text:
-        return text.split(SEPARATOR, 1)[0]
+    if SEPARATOR in text:  # a refusal: one cause for every input type it names (the types stay in look-at.txt)
+        return re.sub(r" with \S+ inputs$", "", text.split(SEPARATOR, 1)[0])
     text = _without_signature(re.sub(r"Load model from \S+ failed: ?", "load failed: ", text))
     text = _PATH.sub("…", _ORT_PREFIX.sub("", text))
     return text if len(text) <= LONGEST else text[:LONGEST - 1] + "…"

@@ -151,7 +151,7 @@ SHOWN = 30  # cells listed one by one, and cause groups per status, before "… 
 
 def _cell_line(r: pd.Series) -> str:
     worst = worst_error(r)
-    if worst and not worst.startswith(("NaN", "Inf")):
+    if worst and worst[0].isdigit():  # a number; NaN×n, Inf×n and '-inf expected, …' say what they are
         worst = f"max_abs {worst}"
     details = ", ".join(t for t in (worst, drift_text(r), r["error"] if isinstance(r["error"], str) else None) if t)
     word, style = SHORT.get(r["status"], (r["status"], ""))
@@ -231,8 +231,9 @@ def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str,
         worst = [" ".join(t for t in (worst_error(x, 2), drift_text(x), needed_text(x) and f"({needed_text(x)})") if t)
                  for x in (a, b)]
         delta = f"{r['delta_max_abs']:+.2e}" if pd.notna(r["delta_max_abs"]) else ""
+        against = r.get("a_vs_b")  # measured only where both sides kept outputs
         rows.append((r["change"], r["row_id"], str(r["status_a"]), str(r["status_b"]), *worst, delta,
-                     r.get("a_vs_b") or ""))
+                     against if isinstance(against, str) else ""))
     return rows
 
 
@@ -240,7 +241,7 @@ def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Consol
     table = Table(title=escape(f"{env_a} → {env_b}"), header_style="bold", pad_edge=False)
     for column in ("change", "row", env_a, env_b, "worst A", "worst B", "Δ max_abs", "B against A"):
         table.add_column(escape(column))
-    colour = {"newly failing": "bold red", "newly passing": "green", "newly building": "cyan",
+    colour = {"newly failing": "bold red", "newly supported, failing": "red", "newly passing": "green", "newly building": "cyan",
               "newly unsupported": "yellow", "newly supported": "green", "other changes": "magenta"}
     rows = _upgrade_rows(compared)
     for change, *rest in rows:
@@ -263,7 +264,9 @@ def print_timing(envs: list[str], rows: list[dict], target: Console = out) -> No
     flagged = [c["flag"] for row in rows for c in row["cells"] if c and c["flag"]]
     target.print(escape(f"{len(rows)} rows timed; latency changes beyond the repeats' spread: "
                         f"{flagged.count('slower')} slower, {flagged.count('faster')} faster "
-                        "(B's fastest inference slower than A's slowest, or the reverse)"), soft_wrap=True)
+                        "(B's fastest inference slower than A's slowest, or the reverse; their rows first)"),
+                 soft_wrap=True)
+    rows = sorted(rows, key=lambda row: not any(c and c["flag"] for c in row["cells"]))  # the flagged rows first
     table = Table(header_style="bold", pad_edge=False)
     table.add_column("row")
     for env in envs:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from ..statuses import BAD, CHANGES, GOOD, NOT_COMPARABLE, ORDER
+from ..statuses import BAD, CHANGES, GOOD, NOT_COMPARABLE, ORDER, REGRESSED
 from .findings_view import findings_by_cell, forecasts
 from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
@@ -196,7 +196,8 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
               "against": {row: a_vs_b_text(m) for row, m in (against or {}).items()},
               "details": {"folder": DETAILS, "chunk": DETAILS_CHUNK},
               # statuses.change, in the browser: the upgrade view for any pair the reader picks
-              "statuses": {"good": sorted(GOOD), "bad": sorted(BAD), "not_comparable": sorted(NOT_COMPARABLE),
+              "statuses": {"good": sorted(GOOD), "bad": sorted(BAD), "regressed": sorted(REGRESSED),
+                           "not_comparable": sorted(NOT_COMPARABLE),
                            "changes": CHANGES}})
     return Report(page, [details_script(i // DETAILS_CHUNK, cells[i:i + DETAILS_CHUNK])
                          for i in range(0, len(cells), DETAILS_CHUNK)])

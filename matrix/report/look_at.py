@@ -13,9 +13,13 @@ LOOK_AT = "look-at.txt"
 
 
 def look_at_text(frame: pd.DataFrame) -> str:
+    """Failures, crashes, timeouts, xpass and drift first, then errors, then refusals."""
     wanted = frame["status"].isin(ONE_BY_ONE + BY_CAUSE) | frame["drift_max_abs"].fillna(0).gt(0)
-    lines = []
-    for _, r in frame[wanted].iterrows():
+    order = {status: i for i, status in enumerate(ONE_BY_ONE + BY_CAUSE)}
+    picked = frame[wanted]
+    picked = picked.assign(_o=picked["status"].map(order).fillna(0)).sort_values("_o", kind="stable")
+    lines = ["# status\tcell_id\tworst error\tdrift\tmessage (first line)"]
+    for _, r in picked.iterrows():
         message = r["error"].splitlines()[0] if isinstance(r["error"], str) and r["error"].strip() else None
         lines.append("\t".join([r["status"], r["cell_id"], *(d or "" for d in (worst_error(r), drift_text(r), message))]))
     return "".join(line + "\n" for line in lines)

@@ -11,14 +11,14 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from ..statuses import ORDER, REGRESSED
+from ..statuses import CHANGES, ORDER, REGRESSED
 from .a_vs_b import a_vs_b_text
 from .error_text import drift_text, worst_error
 from .upgrade import env_order, version_mismatches
 
 SHORT = 20
-# The upgrade's groups a release note lists, in this order (unchanged rows are counted only).
-LISTED = ["newly failing", "newly passing", "newly unsupported", "newly supported", "newly building", "other changes"]
+# The upgrade's groups a release note lists, in the order of every view (unchanged rows are counted only).
+LISTED = [c for c in CHANGES if c not in ("unchanged", "not comparable")]
 
 
 def _md(text) -> str:
@@ -35,11 +35,13 @@ def cell_link(cell_id: str, link_base: str) -> str:
 def verdict(cells: pd.DataFrame) -> str:
     counts = cells["status"].value_counts()
     bad = int(counts[counts.index.isin(REGRESSED)].sum())
+    refused = int(counts.get("unsupported", 0))
+    also = f", {refused} unsupported" if refused else ""
     if bad:
-        return f"❌ {bad} not passing"
+        return f"❌ {bad} failing or broken{also}"
     if counts.get("pass", 0) or counts.get("xpass", 0):
         known = int(counts.get("xfail", 0))
-        return "✅ passes" + (f" ({known} known issue{'s' * (known != 1)})" if known else "")
+        return "✅ passes" + (f" ({known} known issue{'s' * (known != 1)})" if known else "") + also
     if counts.get("built", 0):
         return "🔨 built, not run here"
     if counts.get("skipped", 0) == len(cells):
@@ -64,7 +66,8 @@ def _known_issue(row: dict, registry: dict) -> str | None:
     issue = registry.get(row.get("known_issue")) if isinstance(row.get("known_issue"), str) else None
     if issue is None:
         return None
-    return f"known issue [{_md(issue.id)}: {_md(issue.title)}]({issue.source})"
+    url, _, more = issue.source.partition(" ")  # a source may go on after its URL: "(fixed by …)"
+    return f"known issue [{_md(issue.id)}: {_md(issue.title)}]({url})" + (f" {_md(more)}" if more else "")
 
 
 def _cell_line(row_id: str, a: dict | None, b: dict | None, against: dict | None, registry: dict, link_base: str) -> str:

@@ -71,8 +71,8 @@ def default_pair(frame: pd.DataFrame) -> tuple[str, str] | None:
 
 def compare(frame: pd.DataFrame, env_a: str, env_b: str) -> pd.DataFrame:
     """One line per row present in either environment, with the metric delta."""
-    cols = ["row_id", "status", "max_abs", "nan_count", "inf_count", "drift_max_abs", "drift_run", "atol", "atol_needed",
-            "rtol_needed"]
+    cols = ["row_id", "status", "max_abs", "nan_count", "inf_count", "nonfinite_found", "drift_max_abs", "drift_run", "atol",
+            "atol_needed", "rtol_needed"]
     a = frame.loc[frame["env"] == env_a, cols].set_index("row_id")
     b = frame.loc[frame["env"] == env_b, cols].set_index("row_id")
     both = a.join(b, how="outer", lsuffix="_a", rsuffix="_b")
