@@ -44,9 +44,11 @@ def version_mismatches(frame: pd.DataFrame) -> list[str]:
 
 
 def env_order(frame: pd.DataFrame) -> list[str]:
-    """Environments by engine, then by version, then name."""
+    """Environments by engine, then by version, then name; those whose every cell was skipped (no
+    GPU here, say) after the rest, so that the columns with results come first in a wide matrix."""
     versions = env_versions(frame)
-    return sorted(versions, key=lambda env: (ENGINE_ORDER.get(versions[env][0], 9), versions[env][1], env))
+    skipped = set(frame.groupby("env")["status"].agg(lambda s: (s == "skipped").all()).loc[lambda s: s].index)
+    return sorted(versions, key=lambda env: (env in skipped, ENGINE_ORDER.get(versions[env][0], 9), versions[env][1], env))
 
 
 def default_pair(frame: pd.DataFrame) -> tuple[str, str] | None:
