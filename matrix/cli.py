@@ -256,7 +256,7 @@ def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     """Re-render a stored run: tolerances from the matrix file and known issues re-applied to the
     stored outputs, nothing run again. Rewrites its tables and report.html."""
     from .config import load_config, with_tolerances
-    from .sources.known_issues import REGISTRY, load_registry
+    from .sources.known_issues import load_registry, registry_path
     from .report.publish import render_run
     from .report.rejudge import rejudge
     from .store import REPORT, read_run, write_tables
@@ -266,7 +266,7 @@ def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
         matrix = load_config(config)
         if tolerances is not None:
             matrix = with_tolerances(matrix, tolerances)
-        issues = load_registry(config.resolve().parent / matrix.run.cases_dir / REGISTRY)
+        issues = load_registry(registry_path(config, matrix))
     except ConfigError as exc:
         _fail(str(exc))
     frame = rejudge(run_dir, read_run(run_dir), matrix, issues)
@@ -387,11 +387,11 @@ def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
 def _registry(config: Path) -> dict:
     """{id: known issue} of the matrix file's registry (none without a matrix file)."""
     from .config import load_config
-    from .sources.known_issues import REGISTRY, load_registry
+    from .sources.known_issues import load_registry, registry_path
 
     if not config.is_file():
         return {}
-    return {issue.id: issue for issue in load_registry(config.resolve().parent / load_config(config).run.cases_dir / REGISTRY)}
+    return {issue.id: issue for issue in load_registry(registry_path(config, load_config(config)))}
 
 
 @app.command()

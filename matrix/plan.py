@@ -18,7 +18,7 @@ from .environments.staging import worker_hash
 from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_files, prepare_code_hash,
                                   tool_versions, variant_key)
 from .sources import CaseSpec, Params, case_specs, check_known_issue_params, check_known_issues
-from .sources.known_issues import REGISTRY, KnownIssue, load_registry
+from .sources.known_issues import KnownIssue, load_registry, registry_path
 from .store.hashing import hash_files, hash_json
 
 
@@ -220,7 +220,7 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
         if unknown:
             raise ConfigError(config_path, "--cell", f"{sorted(unknown)[0]!r} is not a cell of the matrix")
         cells = [cell for cell in cells if cell.cell_id in only_cells]
-    registry = config_path.parent / config.run.cases_dir / REGISTRY
+    registry = registry_path(config_path, config)
     known_issues = load_registry(registry)
     check_known_issues(known_issues, config, config_path)
     check_known_issue_params(known_issues, cases, registry)

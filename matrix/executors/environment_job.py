@@ -29,7 +29,7 @@ class CellJob:
     profile: Profile
     result_dir: Path
     node_types: Path  # {ONNX node name: op type}, so the worker can select layers by op type
-    input_types: Path  # {op type: input element types} of `model`, for what an engine refuses
+    input_types: Path | None  # {op type: input element types} of `model`, for what onnxruntime refuses
     timing_cache: Path  # one per environment (TensorRT)
 
     def spec(self, engine: str, timeout_s: float, node: str) -> dict:
@@ -42,7 +42,7 @@ class CellJob:
             "profile": self.profile.model_dump(mode="json"),
             "out_dir": str(self.result_dir),
             "node_types": str(self.node_types),
-            "input_types": str(self.input_types),
+            "input_types": str(self.input_types) if self.input_types else None,
             "timing_cache": str(self.timing_cache),
             "timeout_s": timeout_s,
         }

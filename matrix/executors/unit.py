@@ -138,7 +138,7 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
             continue
         try:
             model = model_for_profile(pending.artifacts, pending.profile, unit.envdef.runs_fp16_copy(pending.profile))
-            types = input_types_file(model)
+            types = input_types_file(model) if unit.envdef.engine == "onnxruntime" else None  # only it reads them
         except Exception as exc:
             error, tail = error_text(exc)
             outcomes.append(CellOutcome(cell.cell_id, {"status": "error", "node": facts["node"], "log_tail": tail,

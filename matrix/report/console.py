@@ -161,7 +161,7 @@ def _cell_line(r: pd.Series) -> str:
 def _cause_lines(cells: pd.DataFrame, status: str) -> list[str]:
     """One line per cause: how many cells, in which environments, a few of their rows."""
     word, style = SHORT[status]
-    groups = sorted(cells.groupby(cells.apply(lambda r: cause(status, r["error"]), axis=1)), key=lambda g: -len(g[1]))
+    groups = sorted(cells.groupby(cells["error"].map(lambda error: cause(status, error))), key=lambda g: -len(g[1]))
     lines = [f"{len(cells)} {status} in {len(groups)} cause{'s' * (len(groups) != 1)}:"]
     for text, group in groups[:SHOWN]:
         rows = list(dict.fromkeys(group["row_id"]))

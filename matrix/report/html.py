@@ -30,7 +30,7 @@ from .a_vs_b import a_vs_b_text
 from .causes import left_out_kind
 from .timing import timing_text, timing_view
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
-from .upgrade import default_pair, env_order, records_by_row, version_mismatches
+from .upgrade import default_pair, env_order, records_by_row, version_mismatches, version_texts
 
 STATUSES = ORDER
 DETAILS = "report-details"  # the folder beside report.html
@@ -151,8 +151,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     envs = env_order(frame)
     shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
     engines = frame.groupby("env")["engine"].first().to_dict()
-    versions = {env: (group["engine_version"].dropna().iloc[0] if group["engine_version"].notna().any()
-                      else group["env_version"].iloc[0] or "") for env, group in frame.groupby("env")}
+    versions = {env: text for env, (_, text) in version_texts(frame).items()}
     gpus = {env: group["gpu"].dropna().iloc[0] for env, group in frame.groupby("env") if group["gpu"].notna().any()}
     # The GPU filter picks environment columns by what they ran on (skipped environments: "no GPU").
     devices = {env: gpus.get(env, "no GPU") for env in envs}

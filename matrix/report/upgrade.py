@@ -22,13 +22,19 @@ def _version(text) -> Version:
         return Version("0")
 
 
-def env_versions(frame: pd.DataFrame) -> dict[str, tuple[str, Version]]:
-    """{env: (engine, version)}: the version the worker reported where a cell ran, else the configured one."""
+def version_texts(frame: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """{env: (engine, version as written)}: the version the worker reported where a cell ran, else
+    the configured one ("" where there is none)."""
     found = {}
     for env, group in frame.groupby("env", sort=False):
         reported = group["engine_version"].dropna()
-        found[env] = (group["engine"].iloc[0], _version(reported.iloc[0] if len(reported) else group["env_version"].iloc[0]))
+        found[env] = (group["engine"].iloc[0], str(reported.iloc[0]) if len(reported) else group["env_version"].iloc[0] or "")
     return found
+
+
+def env_versions(frame: pd.DataFrame) -> dict[str, tuple[str, Version]]:
+    """{env: (engine, version)}, as version_texts, parsed for ordering."""
+    return {env: (engine, _version(text)) for env, (engine, text) in version_texts(frame).items()}
 
 
 def version_mismatches(frame: pd.DataFrame) -> list[str]:

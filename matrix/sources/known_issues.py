@@ -17,9 +17,14 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import Field, field_validator, model_validator
 
-from ..config import Items, KeyedError, Name, ParamValue, Strict, param_values_problem, read_toml, validate
+from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
 
 REGISTRY = "known_issues.toml"
+
+
+def registry_path(config_path: Path, config: MatrixConfig) -> Path:
+    """The registry a matrix file uses: known_issues.toml beside its case files."""
+    return Path(config_path).resolve().parent / config.run.cases_dir / REGISTRY
 
 
 class KnownIssue(Strict):
