@@ -265,6 +265,46 @@ def test_venv_follows_its_resolved_dependencies(tmp_path, cache_dir):
     assert states(config, env=env) == {"tiny/fp32/ort-deps": "unknown"}
 
 
+def test_a_host_interpreters_kept_facts_follow_its_installation(tmp_path, cache_dir):
+    """A host environment's engine is imported once to learn its version (torch: seconds on a GPU
+    host); the answer is kept under the installation it checked. An unchanged interpreter reuses it
+    and its stored cells; another engine version installed into the same interpreter is a new
+    installation: its cells run again, reporting the new version."""
+    from uv import find_uv_bin
+
+    venv = tmp_path / "venv"
+    python = venv / "bin" / "python"
+
+    def install(*requirements):
+        subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--python", str(python), *requirements],
+                       check=True, capture_output=True)
+
+    subprocess.run([find_uv_bin(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    install("onnxruntime==1.32.0", "numpy==2.4.6")
+    folder = images(tmp_path / "images", **{"ort-here": f'engine = "onnxruntime"\nbackend = "host"\npython = "{python}"\n'})
+    model, inputs = make_tiny_model(tmp_path, seed=18)
+    config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs), environments=("ort-here",),
+                         images_dir=folder)
+    kept = cache_dir / "interpreters"
+    before = set(kept.glob("*.json")) if kept.is_dir() else set()
+    run(config)
+    first = last_run(tmp_path).loc["tiny/fp32/ort-here"]
+    assert first["status"] == "pass" and first["engine_version"] == "1.32.0"
+    checked = set(kept.glob("*.json")) - before
+    assert [json.loads(p.read_text())["engine_version"] for p in checked] == ["1.32.0"]
+
+    run(config)
+    assert bool(last_run(tmp_path).loc["tiny/fp32/ort-here", "reused"])
+    assert set(kept.glob("*.json")) - before == checked  # nothing checked again
+
+    install("onnxruntime==1.20.1", "numpy==1.26.4")
+    run(config)
+    again = last_run(tmp_path).loc["tiny/fp32/ort-here"]
+    assert not again["reused"] and again["status"] == "pass" and again["engine_version"] == "1.20.1"
+    assert sorted(json.loads(p.read_text())["engine_version"] for p in set(kept.glob("*.json")) - before) \
+        == ["1.20.1", "1.32.0"]
+
+
 # --- 7. infrastructure errors are retried, engine results reused -------------------------------
 
 def test_an_environment_whose_engine_does_not_import_is_retried(tmp_path, cache_dir):

@@ -24,7 +24,7 @@ def open_backend(envdef: EnvDef, cache_dir: Path, worker_home: Path, run_id: str
     if envdef.backend == "host":
         from .host import HostBackend
 
-        return HostBackend(envdef, worker_home)
+        return HostBackend(envdef, cache_dir, worker_home)
     from .venv import VenvBackend
 
     return VenvBackend(envdef, cache_dir, worker_home)

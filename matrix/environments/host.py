@@ -4,7 +4,8 @@ installed. By default the Python running trtmatrix, or the definition's `python`
 This is how trtmatrix runs where the engine is already installed: a GPU host with PyTorch, or
 inside a container someone already has (an NGC TensorRT image: `trtmatrix run` in it with a host
 environment, no Docker-in-Docker). The interpreter's engine and Python versions are its
-fingerprint, so a changed installation re-runs its cells.
+fingerprint, so a changed installation re-runs its cells. They are learnt by importing the engine
+once per installation (cache folder: interpreters/), not before every run.
 """
 
 from __future__ import annotations
@@ -25,46 +26,83 @@ from .venv import ProcessWorker, start_process
 # The engine's module (EnvDef.module) and the interpreter's facts.
 _FACTS = ("import json, platform, {0}; "
           "print(json.dumps({{'engine_version': {0}.__version__, 'python_version': platform.python_version()}}))")
+# Where the engine would be imported from, without importing it (milliseconds, not torch's seconds).
+_SIGNATURE = ("import importlib.util, json, os, sys; spec = importlib.util.find_spec({0!r}); "
+              "origin = spec and spec.origin; stat = origin and os.stat(origin); "
+              "print(json.dumps([sys.version, origin, stat and [stat.st_mtime_ns, stat.st_size, stat.st_ino]]))")
 FACTS_TIMEOUT_S = 300  # importing torch on a cold disk takes seconds, not minutes
+INTERPRETERS = "interpreters"  # in the cache folder: facts of interpreters already checked
 
 
 def host_python(envdef: EnvDef) -> str:
     return envdef.python or sys.executable
 
 
-@cache
-def interpreter_facts(python: str, engine: str) -> dict:
-    """{engine_version, python_version} as the interpreter sees them; EnvironmentUnavailable with
-    the reason when it does not run or cannot import the engine."""
+def _python(python: str, code: str, what: str) -> subprocess.CompletedProcess:
     try:
-        done = subprocess.run([python, "-c", _FACTS.format(engine)], capture_output=True, text=True, timeout=FACTS_TIMEOUT_S,
+        return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=FACTS_TIMEOUT_S,
                               env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     except OSError as exc:
         raise EnvironmentUnavailable(f"cannot run the interpreter {python}: {exc.strerror}") from None
     except subprocess.TimeoutExpired:
-        raise EnvironmentUnavailable(f"{python} did not import {engine} within {FACTS_TIMEOUT_S} s") from None
+        raise EnvironmentUnavailable(f"{python} did not {what} within {FACTS_TIMEOUT_S} s") from None
+
+
+def _imported_facts(python: str, engine: str) -> dict:
+    done = _python(python, _FACTS.format(engine), f"import {engine}")
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise EnvironmentUnavailable(f"{engine} does not import in {python}: {last}")
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def host_fingerprint(envdef: EnvDef) -> str:
+def _installation(python: str, engine: str) -> list | None:
+    """The interpreter and the file its engine would be imported from (path, mtime, size, inode):
+    a reinstall or upgrade changes it. None where that cannot be told (the import check says why)."""
+    done = _python(python, _SIGNATURE.format(engine), "start")
+    if done.returncode != 0:
+        return None
+    found = json.loads(done.stdout.splitlines()[-1])
+    return [os.path.realpath(python), *found] if found[1] else None
+
+
+@cache
+def interpreter_facts(python: str, engine: str, cache_dir: Path | None = None) -> dict:
+    """{engine_version, python_version} as the interpreter sees them; EnvironmentUnavailable with
+    the reason when it does not run or cannot import the engine. Importing the engine is the check
+    (torch: seconds on a GPU host, paid before every run's first cell); with `cache_dir` its answer
+    is kept under the installation it checked and reused while that is unchanged."""
+    installation = _installation(python, engine) if cache_dir else None
+    kept = cache_dir / INTERPRETERS / f"{hash_json(installation)[:24]}.json" if installation else None
+    if kept and kept.is_file():
+        return json.loads(kept.read_text())
+    facts = _imported_facts(python, engine)
+    if kept:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(facts))
+        partial.replace(kept)
+    return facts
+
+
+def host_fingerprint(envdef: EnvDef, cache_dir: Path | None = None) -> str:
     python = host_python(envdef)
-    return with_host_gpus(envdef, hash_json([os.path.realpath(python), interpreter_facts(python, envdef.module)]))
+    facts = interpreter_facts(python, envdef.module, cache_dir)
+    return with_host_gpus(envdef, hash_json([os.path.realpath(python), facts]))
 
 
 class HostBackend:
-    def __init__(self, envdef: EnvDef, worker_home: Path):
+    def __init__(self, envdef: EnvDef, cache_dir: Path, worker_home: Path):
         self.envdef = envdef
+        self.cache_dir = cache_dir
         self.worker_home = worker_home
         self.python = host_python(envdef)
 
     def prepare(self) -> None:
-        interpreter_facts(self.python, self.envdef.module)
+        interpreter_facts(self.python, self.envdef.module, self.cache_dir)
 
     def fingerprint(self) -> str:
-        return host_fingerprint(self.envdef)
+        return host_fingerprint(self.envdef, self.cache_dir)
 
     def facts(self) -> dict:
         return {"image": None, "image_digest": None}
