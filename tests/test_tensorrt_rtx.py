@@ -205,3 +205,40 @@ def test_the_container_builds_the_engine_the_venv_builds(docker_client, write_ma
     cell = container.iloc[0]
     assert cell["status"] == "built" and cell["image"].startswith("trtmatrix/trt-rtx-1-7-docker")
     assert cell["engine_bytes"] == built.loc[f"layernorm_block/batch=2/fp16/{RTX}", "engine_bytes"]
+
+
+def test_a_warm_worker_builds_what_forked_cells_build_and_a_crash_ends_only_its_worker(tmp_path, cache_dir):
+    """TensorRT's warm worker (by default on a GPU host; forced here, where there is none): the cells
+    build one after another in one process, a crash ends that worker and a fresh one builds the next
+    cell, and every engine is the one a forked cell builds."""
+    from conftest import matrix_file
+
+    body = """
+        [profiles.fp32]
+        precision = "fp32"
+        [profiles.crash]
+        precision = "fp32"
+        inject = "crash"
+        [profiles.fp16]
+        precision = "fp16"
+        [cases.layernorm_block]
+        profiles = ["fp32", "crash", "fp16"]
+        options = { tokens = 8, dim = 32, depth = 1 }
+        """
+    frames = {}
+    for mode in ("fork", "warm"):
+        home = tmp_path / mode
+        home.mkdir()
+        config = matrix_file(home, cache_dir, body, environments=(RTX,))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("TRTMATRIX_CELL_START", mode)
+            frames[mode] = read_run(MatrixRun(build_plan(config), reuse=False).execute()).set_index("profile")
+        built = frames[mode][frames[mode]["status"] == "built"]
+        assert [json.loads((cache_dir / "results" / RTX / key[:24] / "result.json").read_text())["cell_start"]
+                for key in built["content_key"]] == [mode, mode]
+    fork, warm = frames["fork"], frames["warm"]
+    assert list(warm["status"]) == list(fork["status"]) == ["built", "crash", "built"]
+    assert warm.loc["crash", "error"] == "killed by SIGSEGV"
+    for profile in ("fp32", "fp16"):
+        assert warm.loc[profile, "engine_bytes"] == fork.loc[profile, "engine_bytes"] > 0
+        assert warm.loc[profile, "network_layers"] == fork.loc[profile, "network_layers"]

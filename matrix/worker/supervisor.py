@@ -8,9 +8,11 @@ TensorRT on a GPU, because CUDA state must never cross a fork and importing Tens
 libraries (engines.fork_safe; TRTMATRIX_CELL_START=spawn forces it, as the tests do). Up to
 job["cell_jobs"] cells run at once.
 
-Warm mode (GPU cells of the torch engine; TRTMATRIX_CELL_START=warm forces it anywhere): one
-long-lived child, the warm worker, runs the cells one after another, so CUDA is initialised and
-each program loaded once per worker, not once per cell. Isolation is by restart: a cell that
+Warm mode (GPU cells of torch and TensorRT; TRTMATRIX_CELL_START=warm forces it anywhere, =fork or
+=spawn turn it off): one long-lived child, the warm worker, runs the cells one after another, so
+CUDA is initialised and each program loaded once per worker, not once per cell. It is forked
+before anything touches CUDA; an engine that must not be forked once imported (TensorRT on a GPU)
+is imported by the worker itself. Isolation is by restart: a cell that
 crashes the worker, hangs past its deadline or leaves CUDA unusable (the engine's reset() says so)
 ends that worker, the cell gets its status, and a fresh worker takes the next cell. Between cells
 the engine's reset() puts back what a cell may change (engines/torch_engine.py).
@@ -36,7 +38,7 @@ from .cell import run_cell, write_json
 from .engines import fork_safe, load_engine, warm_worker
 from .files import CELL_SPEC, LOG, RESULT, WATCH_STDIN
 
-START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell even where forking is safe; "warm": a warm worker
+START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell; "fork": a fork per cell where safe; "warm": a warm worker
 STARTED = "TRTMATRIX_CELL_STARTED"  # how this cell's process started: fork | spawn
 POLL_S = 0.002
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -308,15 +310,17 @@ def run_job(job_path):
         threading.Thread(target=_watch_orchestrator, daemon=True).start()
     try:
         engines = {spec["engine"] for spec in job["cells"]}
-        fork = os.environ.get(START) != "spawn" and all(fork_safe(e) for e in engines)
-        if fork:
+        start = os.environ.get(START)
+        fork = start != "spawn" and all(fork_safe(e) for e in engines)
+        warm = start == "warm" or (start is None and warm_worker(engines))
+        if fork or warm:
             _warm_numpy()
-            for engine in engines:
-                try:
-                    load_engine(engine)
-                except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
-                    pass
-        if fork and (os.environ.get(START) == "warm" or warm_worker(engines)):
+        for engine in engines if fork else ():  # not where forking is unsafe: a warm worker imports it itself
+            try:
+                load_engine(engine)
+            except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
+                pass
+        if warm:
             run_warm(job["cells"])
         else:
             run_cells(job["cells"], fork, max(1, job.get("cell_jobs", 1)))

@@ -24,12 +24,12 @@ FORK_SAFE = {"onnxruntime": True, "torch": True}
 
 def warm_worker(engine_names):
     """Whether an environment's cells run in one warm worker (supervisor.run_warm) rather than a
-    process each: torch on a GPU, where a process per cell pays CUDA's start and the program's load
-    for every cell (measured on an H100: 4.5-9.6 s per cell for 0.35-2.8 ms of inference). The
-    engine's reset() puts back what a cell changes. Not TensorRT: its cells are new interpreters
-    on a GPU (fork_safe), not yet run warm on a real GPU."""
+    process each: on a GPU, where a process per cell pays CUDA's start and the engine's import for
+    every cell (torch measured on an H100: 4.5-9.6 s per cell for 0.35-2.8 ms of inference). The
+    engine's reset() puts back what a cell changes. TensorRT's warm worker has run TensorRT-RTX
+    builds on an H100 (which it refuses to run engines on); full TensorRT has not run warm."""
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES") not in (None, "")
-    return gpu and set(engine_names) == {"torch"}
+    return gpu and set(engine_names) <= {"torch", "tensorrt"}
 
 
 def fork_safe(engine_name):

@@ -41,6 +41,7 @@ if RTX:
 else:
     import tensorrt as trt  # noqa: E402
 import polygraphy  # noqa: E402
+from polygraphy import cuda  # noqa: E402
 from polygraphy.backend.trt import (  # noqa: E402
     CreateConfig, Profile, TrtRunner, engine_bytes_from_network, engine_from_bytes, network_from_onnx_path)
 from polygraphy.exception import PolygraphyException  # noqa: E402
@@ -51,10 +52,27 @@ PRODUCT = "TensorRT-RTX" if RTX else "TensorRT"
 CAPABILITIES = rtx_capabilities(trt.ComputeCapability.__members__) if RTX else None
 BUILD_LOG = "tensorrt.log"  # Polygraphy's and TensorRT's own messages, in the cell's folder
 LOG_LINES = 60  # the builder's warnings and errors kept with the result
+_inferred = []  # whether this process ran an engine (a warm worker's reset checks CUDA then)
 
 
 def version():
     return trt.__version__
+
+
+def reset():
+    """After a cell in a warm worker: nothing of the cell stays here (its builder, network and
+    engine go with it), its build log is closed. False when CUDA is left unusable (a sticky error
+    after an engine ran): the worker must end, a fresh one takes the next cell. Not run with full
+    TensorRT; TensorRT-RTX builds ran warm on an H100, where it runs no engine."""
+    G_LOGGER.log_file = None
+    if not _inferred:
+        return True
+    try:
+        with cuda.Stream() as stream:
+            stream.synchronize()
+    except Exception:  # noqa: BLE001 - Polygraphy raises its own error for any failed CUDA call
+        return False
+    return True
 
 
 def polygraphy_version():
@@ -224,6 +242,7 @@ def run(spec, inputs, log):
     for cast in casts:
         log("input " + cast)
     runs, times = [], []
+    _inferred.append(True)
     with TrtRunner(engine) as runner:
         for index in range(WARMUP + REPEATS):
             outputs = runner.infer(feed_dict=feeds, copy_outputs_to_host=True)
