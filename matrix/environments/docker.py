@@ -73,7 +73,7 @@ class DockerBackend:
         container = None
         try:
             container = self.client.containers.create(
-                self.image.id, [python, "-m", "trtmatrix_worker", *args], name=self._name(),
+                self.image.id, [python, "-m", "trtmatrix_worker", *args], name=self._name(gpu),
                 user=f"{os.getuid()}:{os.getgid()}", network_mode="none", volumes=self._mounts(),
                 environment={"PYTHONPATH": str(self.worker_home), "PYTHONNOUSERSITE": "1",
                              "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", WATCH_STDIN: "1",
@@ -103,10 +103,12 @@ class DockerBackend:
             raise EnvironmentUnavailable(f"container for {self.envdef.name} did not start: {exc}") from None
         return ContainerWorker(container, log_path, stdin)
 
-    def _name(self) -> str:
-        """trtmatrix-<env>-<run id>-<pid>: readable in `docker ps`, unique per run and process (a run
-        on a Ray cluster may start parts of one environment from several processes of one host)."""
-        return re.sub(r"[^A-Za-z0-9_.-]", "-", f"trtmatrix-{self.envdef.name}-{self.run_id}-{os.getpid()}")
+    def _name(self, gpu: int | None) -> str:
+        """trtmatrix-<env>-<run id>-<pid>[-gpu<N>]: readable in `docker ps`, unique per run, process
+        (a run on a Ray cluster may start parts of one environment from several processes of one
+        host) and GPU (one environment's cells spread over a host's GPUs)."""
+        name = f"trtmatrix-{self.envdef.name}-{self.run_id}-{os.getpid()}" + (f"-gpu{gpu}" if gpu is not None else "")
+        return re.sub(r"[^A-Za-z0-9_.-]", "-", name)
 
 
 def docker_fingerprint(client, envdef: EnvDef, image=None) -> str:

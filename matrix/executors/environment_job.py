@@ -32,10 +32,11 @@ class CellJob:
     input_types: Path | None  # {op type: input element types} of `model`, for what onnxruntime refuses
     timing_cache: Path  # one per environment (TensorRT)
 
-    def spec(self, engine: str, timeout_s: float, node: str) -> dict:
+    def spec(self, engine: str, timeout_s: float, node: str, gpu: int | None) -> dict:
         return {
             "cell_id": self.cell.cell_id,
             "node": node,
+            "gpu_index": gpu,  # the host's index of the GPU it runs on (in a container it is GPU 0)
             "engine": engine,
             "model": str(self.model),
             "inputs": str(self.inputs),
@@ -64,7 +65,7 @@ def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache
     job_dir.mkdir(parents=True, exist_ok=True)
     job_file = job_dir / f"{name}.json"
     job_file.write_text(json.dumps({"env": envdef.name, "cell_jobs": 1 if gpu is not None else cell_jobs,
-                                    "cells": [job.spec(envdef.engine, timeout_s, node) for job in jobs]}))
+                                    "cells": [job.spec(envdef.engine, timeout_s, node, gpu) for job in jobs]}))
     log_path = env_log(cache_dir, name)
     try:
         with running(lambda: backend.start(["run", str(job_file)], log_path, gpu)) as worker:

@@ -1,5 +1,6 @@
 """The local executor: environments run in threads on this host, a GPU environment on a GPU of
-its own (one environment per GPU at a time, as many at once as there are GPUs).
+its own (one environment per GPU at a time, as many at once as there are GPUs), and on every other
+GPU of that model free when its cells start: a worker per GPU, the cells shared out.
 
 What runs in each thread (executors/unit.py: set up the environment, run its cells through the
 worker) is the same for every executor; this module decides only where and how many at once.
@@ -8,6 +9,7 @@ worker) is the same for every executor; this module decides only where and how m
 from __future__ import annotations
 
 import queue
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Callable, Iterator
@@ -18,13 +20,16 @@ from .unit import Done, EnvironmentUnit, run_unit
 
 
 class GpuPool:
-    """One environment per GPU at a time: a GPU environment leases an index and gives it back."""
+    """One environment per GPU at a time: a GPU environment leases an index and gives it back, and
+    spreads its cells over the GPUs of the same model nobody leased (spare)."""
 
-    def __init__(self, count: int):
-        self.count = count
+    def __init__(self, names: tuple[str, ...]):
+        self.names = names
+        self.count = len(names)
         self._free: queue.Queue[int] = queue.Queue()
-        for index in range(count):
+        for index in range(self.count):
             self._free.put(index)
+        self._taking = threading.Lock()
 
     @contextmanager
     def lease(self, needed: bool | str) -> Iterator[int | None]:
@@ -38,12 +43,31 @@ class GpuPool:
         finally:
             self._free.put(index)
 
+    @contextmanager
+    def spare(self, gpu: int, wanted: int) -> Iterator[list[int]]:
+        """Up to `wanted` free GPUs of `gpu`'s model, without waiting for any (a case's GPU-model
+        routing was decided for that model); given back when the cells are done."""
+        taken, passed = [], []
+        with self._taking:
+            while len(taken) < wanted:
+                try:
+                    index = self._free.get_nowait()
+                except queue.Empty:
+                    break
+                (taken if self.names[index] == self.names[gpu] else passed).append(index)
+            for index in passed:
+                self._free.put(index)
+        try:
+            yield taken
+        finally:
+            for index in taken:
+                self._free.put(index)
+
 
 class LocalExecutor:
     def __init__(self, jobs: int):
-        count = len(host_gpus())
-        self.gpus = GpuPool(count)
-        self.workers = max(jobs, count)
+        self.gpus = GpuPool(host_gpus())
+        self.workers = max(jobs, self.gpus.count)
 
     def run_all(self, units: list[EnvironmentUnit], on_event: Callable[[dict], None], done: Done) -> None:
         """Run every unit, handing each result to `done` (in the unit's thread); on Ctrl-C or any
@@ -51,7 +75,7 @@ class LocalExecutor:
         accept_workers()
         pool = ThreadPoolExecutor(max_workers=self.workers)
         try:
-            for future in [pool.submit(lambda u=unit: done(u, run_unit(u, self.gpus.lease, on_event))) for unit in units]:
+            for future in [pool.submit(lambda u=unit: done(u, run_unit(u, self.gpus.lease, on_event, spare=self.gpus.spare))) for unit in units]:
                 future.result()
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)

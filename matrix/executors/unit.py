@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import shutil
 import time
-from contextlib import AbstractContextManager
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from ..config import Profile
 from ..environments import open_backend
@@ -24,7 +25,7 @@ from ..environments.definitions import EnvDef
 from ..environments.gpus import host_gpus
 from ..plan import Cell
 from ..prepare import INPUTS, input_types_file, model_for_profile, node_types_file
-from ..store.cache import result_dir, result_key, stored_result, timing_cache
+from ..store.cache import env_log, result_dir, result_key, stored_result, timing_cache
 from ..store.locks import cache_lock
 from ..store.records import HOST
 from .environment_job import CellJob, error_text, run_environment
@@ -69,6 +70,14 @@ class UnitResult:
 # `with lease(envdef.gpu) as gpu:` — the GPU index this unit may use (None: no GPU), held while its
 # cells run: the local executor's pool of the host's GPUs, or the GPU Ray gave the task.
 GpuLease = Callable[[bool], AbstractContextManager]
+# `with spare(gpu, n) as more:` — up to n more GPUs of the same model as `gpu` that nothing uses
+# now, taken without waiting (the local executor's; none under Ray, which places one GPU a task).
+SpareGpus = Callable[[int, int], AbstractContextManager]
+
+
+@contextmanager
+def no_spare(gpu: int, wanted: int) -> Iterator[list[int]]:
+    yield []
 # What an executor calls with each unit's result, in the orchestrator's process.
 Done = Callable[[EnvironmentUnit, UnitResult], None]
 
@@ -80,7 +89,7 @@ def unit_recorded(unit: EnvironmentUnit, status: str, reason: str, node: str | N
 
 
 def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], None],
-             node: str = HOST) -> UnitResult:
+             node: str = HOST, spare: SpareGpus = no_spare) -> UnitResult:
     """`node`: where this runs, as the records will say."""
     started = time.perf_counter()
     if not unit.worker_home.is_dir():
@@ -88,12 +97,13 @@ def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], 
                                            "must be on storage every node mounts at the same path", node)
     # Another run on this cache running these cells now: wait for it, then reuse what it stored.
     with cache_lock(unit.cache_dir, f"env-{unit.name}"):
-        result = _set_up_and_run(unit, lease, on_event, node)
+        result = _set_up_and_run(unit, lease, on_event, node, spare)
     result.seconds = round(time.perf_counter() - started, 2)
     return result
 
 
-def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], None], node: str) -> UnitResult:
+def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], None], node: str,
+                    spare: SpareGpus) -> UnitResult:
     envdef = unit.envdef
     on_event({"event": "setup", "env": envdef.name})
     try:
@@ -110,8 +120,8 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
         outcomes, jobs = _outcomes_and_jobs(unit, backend.fingerprint(), facts, gpu)
         if not jobs:
             return UnitResult(outcomes)
-        raws, log = run_environment(backend, envdef, [job for job, _ in jobs], unit.cache_dir, unit.timeout_s, gpu,
-                                    on_event, unit.cell_jobs, unit.name, node)
+        with (spare(gpu, len(jobs) - 1) if gpu is not None else no_spare(0, 0)) as more:
+            raws, log = _run_spread(backend, unit, [job for job, _ in jobs], [gpu, *more], on_event, node)
     outcomes += [CellOutcome(job.cell.cell_id, {**raws[job.cell.cell_id], **facts}, key, job.result_dir)
                  for job, key in jobs]
     return UnitResult(outcomes, log=log)
@@ -148,3 +158,23 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
         jobs.append((CellJob(cell, model, pending.artifacts / INPUTS, pending.profile, directory,
                              node_types_file(pending.artifacts), types, timing), key))
     return outcomes, jobs
+
+
+def _run_spread(backend, unit: EnvironmentUnit, jobs: list[CellJob], gpus: list[int | None],
+                on_event: Callable[[dict], None], node: str) -> tuple[dict[str, dict], Path]:
+    """The jobs through one worker per GPU at once, each given a contiguous share (a case's cells
+    stay together: a warm worker loads each program once); the workers' logs joined into the
+    environment's."""
+    if len(gpus) == 1:
+        return run_environment(backend, unit.envdef, jobs, unit.cache_dir, unit.timeout_s, gpus[0], on_event,
+                               unit.cell_jobs, unit.name, node)
+    size, extra = divmod(len(jobs), len(gpus))
+    bounds = [index * size + min(index, extra) for index in range(len(gpus) + 1)]
+    with ThreadPoolExecutor(len(gpus)) as pool:
+        parts = list(pool.map(lambda i: run_environment(
+            backend, unit.envdef, jobs[bounds[i]:bounds[i + 1]], unit.cache_dir, unit.timeout_s, gpus[i], on_event,
+            unit.cell_jobs, f"{unit.name}@gpu{gpus[i]}", node), range(len(gpus))))
+    log = env_log(unit.cache_dir, unit.name)
+    log.write_text("".join(f"── the worker on GPU {gpu} ({bounds[i + 1] - bounds[i]} cells) ──\n{part_log.read_text()}"
+                           for i, (gpu, (_, part_log)) in enumerate(zip(gpus, parts))))
+    return {cell: raw for raws, _ in parts for cell, raw in raws.items()}, log

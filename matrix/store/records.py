@@ -12,11 +12,11 @@ COLUMNS = [
     "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol",
     "atol_needed", "rtol_needed", "rule", "top1", "build_s",
     "infer_ms", "infer_ms_runs", "engine_bytes", "network_layers", "build_log", "error",
-    "log_tail", "graph_warnings", "operators", "fp16_forecast", "precision_check", "layer_precisions", "host", "node", "device", "gpu", "compute_capability", "driver_version", "cuda_version", "cudnn_version", "python_version", "image", "image_digest",
+    "log_tail", "graph_warnings", "operators", "fp16_forecast", "precision_check", "layer_precisions", "host", "node", "device", "gpu", "gpu_index", "compute_capability", "driver_version", "cuda_version", "cudnn_version", "python_version", "image", "image_digest",
     "content_key", "reused", "artifact", "outputs",
 ]
 # Taken as they are from the worker's result.json and the backend's facts about the environment.
-REPORTED = ["error", "node", "engine_version", "python_version", "device", "gpu", "compute_capability", "driver_version",
+REPORTED = ["error", "node", "engine_version", "python_version", "device", "gpu", "gpu_index", "compute_capability", "driver_version",
             "cuda_version", "cudnn_version",
             "build_s", "infer_ms", "runs", "image", "image_digest"]
 LOG_TAIL_LINES = 40

@@ -94,7 +94,7 @@ def run_cell(spec_path):
         spec = json.load(fh)
     # How the supervisor started this process (fork of a warm supervisor, or a new interpreter).
     record = {"cell_id": spec["cell_id"], "error": None, "cell_start": os.environ.get("TRTMATRIX_CELL_STARTED"),
-              "node": spec.get("node")}  # where it ran, for the runs that reuse this result later
+              "node": spec.get("node"), "gpu_index": spec.get("gpu_index")}  # for the runs that reuse it later
     try:
         facts = describe(spec["engine"])
         record.update(facts)

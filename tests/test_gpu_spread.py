@@ -1,0 +1,87 @@
+"""One GPU environment's cells spread over a host's free GPUs of the same model (a worker per GPU).
+No machine here has several GPUs: `nvidia-smi` is faked (a script on PATH listing two H100s and an
+A100), so the scheduling runs for real and the torch cells run on the CPU. Several real GPUs have
+not run this."""
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, SMALL, matrix_file
+from matrix.store import list_runs, read_run
+
+SMI = """#!/bin/sh
+# A fake nvidia-smi: the queries trtmatrix makes, answered for the GPUs listed below.
+GPUS="{gpus}"
+case "$*" in
+  -q) echo "Driver Version                            : 580.159.04"
+      echo "CUDA Version                              : 13.0"
+      echo "$GPUS" | while IFS= read -r name; do echo "    Product Name                          : $name"; done ;;
+  *name,driver_version,compute_cap*) echo "$GPUS" | while IFS= read -r name; do echo "$name, 580.159.04, 9.0"; done ;;
+  *--query-gpu=name*) echo "$GPUS" ;;
+  *) exit 1 ;;
+esac
+"""
+H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
+BODY = f"""
+[profiles.fp32]
+precision = "fp32"
+[profiles.fp16]
+precision = "fp16"
+[profiles.bf16]
+precision = "bf16"
+[tolerances.bf16]
+atol = 5e-2
+rtol = 5e-2
+[cases.gemm_mha_fp16]
+profiles = ["fp32", "fp16", "bf16"]
+options = {SMALL["gemm_mha_fp16"]}
+[cases.explicit_attention]
+profiles = ["fp32", "fp16", "bf16"]
+options = {SMALL["explicit_attention"]}
+[cases.layernorm_block]
+profiles = ["fp32", "bf16"]
+options = {SMALL["layernorm_block"]}
+gpus = ["*A100*"]
+"""
+
+
+def run_on(tmp_path, cache_dir, name, gpus):
+    bin_dir = tmp_path / f"{name}-bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(SMI.format(gpus="\n".join(gpus)))
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    home = tmp_path / name
+    home.mkdir()
+    config = matrix_file(home, cache_dir, BODY, environments=("torch-host-cuda",))
+    done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--no-reuse"], cwd=REPO,
+                          capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "200"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = list_runs(home / "reports")[-1]
+    return read_run(run_dir).set_index("cell_id"), run_dir
+
+
+@pytest.mark.skipif(os.environ.get("CUDA_VISIBLE_DEVICES") is not None or
+                    subprocess.run(["sh", "-c", "command -v nvidia-smi"], capture_output=True).returncode == 0,
+                    reason="a real nvidia-smi is here: the faked GPUs would not be the ones cells run on")
+def test_cells_of_one_environment_spread_over_the_free_gpus_of_its_model(tmp_path, cache_dir):
+    """Two H100s and an A100: the environment leases GPU 0 (an H100) and takes the other H100, not
+    the A100 (the cases' GPU routing was decided for an H100): a contiguous share of the cells
+    each, in a warm worker each, with the same verdicts as on one GPU."""
+    spread, run_dir = run_on(tmp_path, cache_dir, "spread", [H100, H100, A100])
+    alone, _ = run_on(tmp_path, cache_dir, "alone", [H100])
+    ran = spread[spread["status"] != "skipped"]
+    assert len(ran) == 6 and set(ran["status"]) == {"pass"}
+    assert list(ran["gpu_index"]) == [0, 0, 0, 1, 1, 1]  # plan order: a share each, cases kept together
+    assert set(alone.loc[ran.index, "gpu_index"]) == {0}
+    assert (spread["status"] == alone["status"]).all()
+    assert (ran["max_abs"] == alone.loc[ran.index, "max_abs"]).all()  # the same CPU kernels either way
+    routed = spread[spread["case"] == "layernorm_block"]
+    assert (routed["status"] == "skipped").all() and routed["error"].str.endswith(f"this environment has {H100}").all()
+    log = (run_dir / "envs" / "torch-host-cuda.log").read_text()  # the workers' own logs, kept with the run
+    assert "the worker on GPU 0 (3 cells)" in log and "the worker on GPU 1 (3 cells)" in log
