@@ -13,6 +13,11 @@ host (issue 27's goal: within 2x of the floor, compile cells included).
    same engine code (torch_engine.run: programs loaded once, CUDA started once, six inferences,
    outputs to the host) and the same float64 comparison (compare_runs) — no worker, no files.
 
+4. Times `python -c "import torch"` (the second of two), which a run pays twice outside the floor:
+   in the command (planning imports the case files) and in the environment's worker. A host whose
+   environment sets PYTHONDONTWRITEBYTECODE=1 (the H100 host lent to us does) compiles torch from
+   source in every process: 6 s there against 2.4 s with its bytecode cached.
+
 Prints a table (seconds, seconds per cell, ratio to the floor) and one JSON line.
 
     python bench/gpu_bench.py [--config matrices/gpu-torch.toml] [--skip-case bge_reranker] [--fork]
@@ -80,8 +85,18 @@ def floor(plan, ran) -> tuple[float, int]:
             print(f"floor: {cell.cell_id}: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
         torch_engine.reset()
         count += 1
-    torch.cuda.synchronize()
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
     return time.perf_counter() - begin, count
+
+
+def import_torch_s() -> float:
+    """Seconds a new interpreter of this environment takes to import torch (the second try)."""
+    for _ in range(2):
+        begin = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        seconds = time.perf_counter() - begin
+    return seconds
 
 
 def main() -> None:
@@ -103,19 +118,24 @@ def main() -> None:
         fork_s, fork_in, _ = trtmatrix_run(args.config, args.env, cases, "fork")
     warm_s, warm_in, frame = trtmatrix_run(args.config, args.env, cases, None)
     ran = frame[frame["status"] != "skipped"]
-    rows.append(("trtmatrix run (warm worker on a GPU)", warm_s, warm_in, len(ran)))
+    rows.append(("trtmatrix run (a warm worker)", warm_s, warm_in, len(ran)))
     if args.fork:
         rows.append(("trtmatrix run (a process per cell)", fork_s, fork_in, len(ran)))
     floor_s, count = floor(plan, ran)
+    torch_s = import_torch_s()
+    no_bytecode = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
     rows.append(("in-process floor (same engine code)", floor_s, floor_s, count))
     print(f"{'':<38} {'seconds':>8} {'in env':>7} {'cells':>6} {'s/cell':>7} {'vs floor':>9} {'in env vs floor':>16}")
     for name, seconds, inside, cells in rows:
         print(f"{name:<38} {seconds:>8.1f} {inside:>7.1f} {cells:>6} {seconds / max(cells, 1):>7.2f} "
               f"{seconds / floor_s:>9.2f} {inside / floor_s:>16.2f}")
+    print(f"importing torch in a new interpreter: {torch_s:.1f} s (twice per run: the command and the worker); "
+          f"PYTHONDONTWRITEBYTECODE {'is set: no bytecode cached' if no_bytecode else 'is not set'}")
     statuses = ran["status"].value_counts().to_dict()
     print(json.dumps({"cells": len(ran), "statuses": statuses, "warm_s": round(warm_s, 2), "warm_in_env_s": warm_in,
                       "floor_s": round(floor_s, 2), "ratio": round(warm_s / floor_s, 2),
                       **({"fork_s": round(fork_s, 2), "fork_in_env_s": fork_in} if args.fork else {}),
+                      "import_torch_s": round(torch_s, 2), "pythondontwritebytecode": no_bytecode,
                       "gpu": str(ran["gpu"].dropna().iloc[0]) if ran["gpu"].notna().any() else None,
                       "goal_met": warm_s <= 2 * floor_s}))
 

@@ -85,3 +85,22 @@ def test_cells_of_one_environment_spread_over_the_free_gpus_of_its_model(tmp_pat
     assert (routed["status"] == "skipped").all() and routed["error"].str.endswith(f"this environment has {H100}").all()
     log = (run_dir / "envs" / "torch-host-cuda.log").read_text()  # the workers' own logs, kept with the run
     assert "the worker on GPU 0 (3 cells)" in log and "the worker on GPU 1 (3 cells)" in log
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(subprocess.run(["sh", "-c", "nvidia-smi -L 2>/dev/null | grep -c '^GPU'"], capture_output=True,
+                                   text=True).stdout.strip() in ("", "0", "1"), reason="needs two NVIDIA GPUs or more")
+def test_on_several_real_gpus_each_takes_a_share(tmp_path, cache_dir):
+    """The same on a real multi-GPU host: each share on its own GPU, as the cells' own GPU facts say."""
+    home = tmp_path / "real"
+    home.mkdir()
+    config = matrix_file(home, cache_dir, BODY.replace('gpus = ["*A100*"]', ""), environments=("torch-host-cuda",))
+    done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config)], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    frame = read_run(list_runs(home / "reports")[-1])
+    names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                           text=True).stdout.split("\n")
+    assert set(frame["status"]) <= {"pass", "fail"} and (frame["device"] == "cuda").all()  # judged on a GPU
+    assert frame["gpu_index"].nunique() == sum(name.strip() == names[0].strip() for name in names if name.strip())
+    assert all(gpu == names[int(index)].strip() for gpu, index in zip(frame["gpu"], frame["gpu_index"]))

@@ -8,14 +8,14 @@ TensorRT on a GPU, because CUDA state must never cross a fork and importing Tens
 libraries (engines.fork_safe; TRTMATRIX_CELL_START=spawn forces it, as the tests do). Up to
 job["cell_jobs"] cells run at once.
 
-Warm mode (GPU cells of torch and TensorRT; TRTMATRIX_CELL_START=warm forces it anywhere, =fork or
-=spawn turn it off): one long-lived child, the warm worker, runs the cells one after another, so
-CUDA is initialised and each program loaded once per worker, not once per cell. It is forked
-before anything touches CUDA; an engine that must not be forked once imported (TensorRT on a GPU)
-is imported by the worker itself. Isolation is by restart: a cell that
-crashes the worker, hangs past its deadline or leaves CUDA unusable (the engine's reset() says so)
-ends that worker, the cell gets its status, and a fresh worker takes the next cell. Between cells
-the engine's reset() puts back what a cell may change (engines/torch_engine.py).
+Warm mode (torch cells, and TensorRT cells on a GPU; TRTMATRIX_CELL_START=warm forces it for any
+engine, =fork or =spawn turn it off): one long-lived child, the warm worker, runs the cells one
+after another, so CUDA is initialised and each program loaded once per worker, not once per cell.
+It is forked before anything touches CUDA; an engine that must not be forked once imported
+(TensorRT on a GPU) is imported by the worker itself. Isolation is by restart: a cell that crashes
+the worker, hangs past its deadline or leaves CUDA unusable (the engine's reset() says so) ends
+that worker, the cell gets its status, and a fresh worker takes the next cell. Between cells the
+engine's reset() puts back what a cell may change (engines/torch_engine.py).
 
 Prints one JSON line per event on stdout (the host reads them for its progress display) and
 guarantees a result.json for every cell, whatever the child did.
@@ -310,7 +310,7 @@ def run_job(job_path):
         threading.Thread(target=_watch_orchestrator, daemon=True).start()
     try:
         engines = {spec["engine"] for spec in job["cells"]}
-        start = os.environ.get(START)
+        start = os.environ.get(START) or None  # set but empty: as if unset
         fork = start != "spawn" and all(fork_safe(e) for e in engines)
         warm = start == "warm" or (start is None and warm_worker(engines))
         if fork or warm:

@@ -24,12 +24,14 @@ FORK_SAFE = {"onnxruntime": True, "torch": True}
 
 def warm_worker(engine_names):
     """Whether an environment's cells run in one warm worker (supervisor.run_warm) rather than a
-    process each: on a GPU, where a process per cell pays CUDA's start and the engine's import for
-    every cell (torch measured on an H100: 4.5-9.6 s per cell for 0.35-2.8 ms of inference). The
-    engine's reset() puts back what a cell changes. TensorRT's warm worker has run TensorRT-RTX
-    builds on an H100 (which it refuses to run engines on); full TensorRT has not run warm."""
+    process each. torch: always — on a GPU a process per cell pays CUDA's start and the program's
+    load every time (an H100: 223 s for 28 cells against 31 s warm, bench/gpu_bench.py), on the CPU
+    torch.compile's start (34.7 s against 10 s for 22 cells here). TensorRT: on a GPU, where a cell
+    is otherwise a new interpreter (fork_safe); its warm worker has run TensorRT-RTX builds on an
+    H100 (which it refuses to run engines on), full TensorRT has not run warm. The engine's reset()
+    puts back what a cell changes."""
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES") not in (None, "")
-    return gpu and set(engine_names) <= {"torch", "tensorrt"}
+    return set(engine_names) == {"torch"} or (gpu and set(engine_names) == {"tensorrt"})
 
 
 def fork_safe(engine_name):
