@@ -305,6 +305,28 @@ def test_a_host_interpreters_kept_facts_follow_its_installation(tmp_path, cache_
         == ["1.20.1", "1.32.0"]
 
 
+def test_a_host_interpreter_runs_its_cells_with_the_engine_its_user_gives_it(tmp_path, cache_dir):
+    """A host environment is the interpreter as its user runs it: an engine it finds only through
+    PYTHONPATH (on the GPU host lent to us nothing can be pip-installed; wheels are unpacked into a
+    folder) is the one its cells run, as the import check found it — not a check that passes and
+    cells that cannot import the engine."""
+    from uv import find_uv_bin
+
+    venv, site = tmp_path / "venv", tmp_path / "site"
+    subprocess.run([find_uv_bin(), "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    # the versions trtmatrix itself runs with: its own process finds the same files there
+    subprocess.run([find_uv_bin(), "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"), "--target",
+                    str(site), "onnxruntime==1.32.0", "numpy==2.4.6"], check=True, capture_output=True)
+    folder = images(tmp_path / "images", **{"ort-path": f'engine = "onnxruntime"\nbackend = "host"\n'
+                                                        f'python = "{venv / "bin" / "python"}"\n'})
+    model, inputs = make_tiny_model(tmp_path, seed=19)
+    config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs), environments=("ort-path",),
+                         images_dir=folder)
+    run(config, env={"PYTHONPATH": str(site)})
+    cell = last_run(tmp_path).loc["tiny/fp32/ort-path"]
+    assert (cell["status"], cell["engine_version"]) == ("pass", "1.32.0"), cell["error"]
+
+
 # --- 7. infrastructure errors are retried, engine results reused -------------------------------
 
 def test_an_environment_whose_engine_does_not_import_is_retried(tmp_path, cache_dir):

@@ -108,4 +108,4 @@ class HostBackend:
         return {"image": None, "image_digest": None}
 
     def start(self, args: list[str], log_path: Path, gpu: int | None) -> ProcessWorker:
-        return start_process(self.python, self.worker_home, args, log_path, gpu, self.envdef)
+        return start_process(self.python, self.worker_home, args, log_path, gpu, self.envdef, isolated=False)

@@ -80,10 +80,14 @@ class VenvBackend:
 
 
 def start_process(python: Path | str, worker_home: Path, args: list[str], log_path: Path,
-                  gpu: int | None, envdef: EnvDef) -> ProcessWorker:
+                  gpu: int | None, envdef: EnvDef, isolated: bool = True) -> ProcessWorker:
     """The worker's supervisor under `python`, seeing only its leased GPU, or none at all: a CPU
-    environment on a GPU host must not pick a GPU up by itself (PyTorch would)."""
-    env = {**os.environ, "PYTHONPATH": str(worker_home), "PYTHONNOUSERSITE": "1", WATCH_STDIN: "1",
+    environment on a GPU host must not pick a GPU up by itself (PyTorch would). `isolated` (a
+    venv): only the venv's packages and the worker's; else (a host interpreter) also what its user
+    gives it, PYTHONPATH and the user's site-packages, as when they run it (and as its check ran)."""
+    search = [str(worker_home)] + ([] if isolated else [os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, search)), WATCH_STDIN: "1",
+           **({"PYTHONNOUSERSITE": "1"} if isolated else {}),
            "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu), **envdef.worker_environment()}
     with log_path.open("w") as log:
         # stdin: a pipe nobody writes to; it closes when this process dies, however it dies,
