@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, SMALL, matrix_file
+from conftest import PROFILES, REPO, SMALL, matrix_file
 from matrix.store import list_runs, read_run
 
 SMI = """#!/bin/sh
@@ -26,11 +26,7 @@ case "$*" in
 esac
 """
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
-BODY = f"""
-[profiles.fp32]
-precision = "fp32"
-[profiles.fp16]
-precision = "fp16"
+BODY = PROFILES + f"""
 [profiles.bf16]
 precision = "bf16"
 [tolerances.bf16]
