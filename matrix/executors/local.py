@@ -72,10 +72,13 @@ class LocalExecutor:
     def run_all(self, units: list[EnvironmentUnit], on_event: Callable[[dict], None], done: Done) -> None:
         """Run every unit, handing each result to `done` (in the unit's thread); on Ctrl-C or any
         exception, stop every worker process and container before raising."""
+        def run(unit: EnvironmentUnit) -> None:
+            done(unit, run_unit(unit, self.gpus.lease, on_event, spare=self.gpus.spare))
+
         accept_workers()
         pool = ThreadPoolExecutor(max_workers=self.workers)
         try:
-            for future in [pool.submit(lambda u=unit: done(u, run_unit(u, self.gpus.lease, on_event, spare=self.gpus.spare))) for unit in units]:
+            for future in [pool.submit(run, unit) for unit in units]:
                 future.result()
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)

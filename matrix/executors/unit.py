@@ -73,13 +73,13 @@ GpuLease = Callable[[bool], AbstractContextManager]
 # `with spare(gpu, n) as more:` — up to n more GPUs of the same model as `gpu` that nothing uses
 # now, taken without waiting (the local executor's; none under Ray, which places one GPU a task).
 SpareGpus = Callable[[int, int], AbstractContextManager]
+# What an executor calls with each unit's result, in the orchestrator's process.
+Done = Callable[[EnvironmentUnit, UnitResult], None]
 
 
 @contextmanager
 def no_spare(gpu: int, wanted: int) -> Iterator[list[int]]:
     yield []
-# What an executor calls with each unit's result, in the orchestrator's process.
-Done = Callable[[EnvironmentUnit, UnitResult], None]
 
 
 def unit_recorded(unit: EnvironmentUnit, status: str, reason: str, node: str | None = None) -> UnitResult:
