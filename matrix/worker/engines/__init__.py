@@ -10,23 +10,22 @@ WARMUP = 1   # inferences before the timed ones; their outputs are kept and judg
 REPEATS = 5  # timed inferences: infer_ms is their median
 
 MODULES = {"onnxruntime": "onnxruntime_engine", "tensorrt": "tensorrt_engine", "torch": "torch_engine"}
-# Whether a cell may be a fork of a supervisor that imported the engine (supervisor.py). onnxruntime
-# on the CPU: yes (its thread pools start with a session, not at import). TensorRT: no where a GPU
-# is visible, CUDA state must never cross a fork, so its cells start as new interpreters (not run on
-# real TensorRT yet); yes for TensorRT-RTX builds with no GPU (CUDA_VISIBLE_DEVICES empty): they
-# touch no CUDA at all (tested: forked builds here). PyTorch: yes: `import torch` initialises
-# neither CUDA nor its OpenMP pools (both start at first use, and the supervisor only imports), so
-# each forked cell makes its own CUDA context; a cell on a GPU saves the ~4 s import of torch (seen
-# on the H100 host). CUDA must never be touched in the supervisor: probing the device happens in
-# the cell.
+# Whether a cell (or a warm worker) may be a fork of a supervisor that imported the engine
+# (supervisor.py). onnxruntime on the CPU: yes (its thread pools start with a session, not at
+# import). TensorRT: no where a GPU is visible (CUDA state must never cross a fork: a warm worker
+# imports it after the fork; not run on real TensorRT yet); yes for TensorRT-RTX builds with no GPU
+# (CUDA_VISIBLE_DEVICES empty): they touch no CUDA at all (tested: forked builds here). PyTorch: yes:
+# `import torch` initialises neither CUDA nor its OpenMP pools (both start at first use, and the
+# supervisor only imports), so the forked worker makes its own CUDA context. CUDA must never be
+# touched in the supervisor: probing the device happens in the cell.
 FORK_SAFE = {"onnxruntime": True, "torch": True}
 
 
 def warm_worker(engine_names):
     """Whether an environment's cells run in one warm worker (supervisor.run_warm) rather than a
     process each. torch: always — on a GPU a process per cell pays CUDA's start and the program's
-    load every time (an H100: 223 s for 28 cells against 31 s warm, bench/gpu_bench.py), on the CPU
-    torch.compile's start (34.7 s against 10 s for 22 cells here). TensorRT: on a GPU, where a cell
+    load every time (an H100: 237 s for 28 cells against 28 s warm, bench/gpu_bench.py), on the CPU
+    torch.compile's start (36.9 s against 11.0 s for 22 cells here). TensorRT: on a GPU, where a cell
     is otherwise a new interpreter (fork_safe); its warm worker has run TensorRT-RTX builds on an
     H100 (which it refuses to run engines on), full TensorRT has not run warm. The engine's reset()
     puts back what a cell changes."""
