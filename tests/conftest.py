@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
 import textwrap
 from pathlib import Path
 
@@ -34,6 +36,36 @@ def docker_client():
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("cache")
+
+
+SMI = """#!/bin/sh
+# A fake nvidia-smi: the queries trtmatrix makes, answered for the GPUs listed below.
+GPUS="{gpus}"
+case "$*" in
+  -q) echo "Driver Version                            : 580.159.04"
+      echo "CUDA Version                              : 13.0"
+      echo "$GPUS" | while IFS= read -r name; do echo "    Product Name                          : $name"; done ;;
+  *name,driver_version,compute_cap*) echo "$GPUS" | while IFS= read -r name; do echo "$name, 580.159.04, 9.0"; done ;;
+  *--query-gpu=name*) echo "$GPUS" ;;
+  *) exit 1 ;;
+esac
+"""
+
+
+# Faked GPUs are only the ones cells run on where there are no real ones.
+NO_REAL_GPU = pytest.mark.skipif(
+    os.environ.get("CUDA_VISIBLE_DEVICES") is not None or shutil.which("nvidia-smi") is not None,
+    reason="a real nvidia-smi is here: the faked GPUs would not be the ones cells run on")
+
+
+def fake_nvidia_smi(bin_dir: Path, gpus: list[str]) -> dict:
+    """The environment variables under which trtmatrix sees these GPUs (all of compute capability
+    9.0): no machine here has several GPUs, or any."""
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(SMI.format(gpus="\n".join(gpus)))
+    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
 
 PROFILES = '[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'

@@ -153,12 +153,12 @@ def test_a_container_gets_no_privileges_and_only_its_own_folders(docker_client, 
     inside it while its (hanging) cell runs."""
     from matrix.environments.backend import running
     from matrix.environments.docker import PIDS_LIMIT
-    from matrix.store.cache import result_dir, timing_cache
+    from matrix.store.cache import engine_caches, result_dir
 
     cache = (tmp_path / "cache").resolve()
     backend = docker_backend(cache)
     envdef, worker_home = backend.envdef, backend.worker_home
-    own, timing = result_dir(cache, envdef.name, "a" * 64), timing_cache(cache, envdef.name, backend.fingerprint())
+    own, (timing, _) = result_dir(cache, envdef.name, "a" * 64), engine_caches(cache, envdef.name, backend.fingerprint(), None)
     other = result_dir(cache, "ort-1.17-docker", "b" * 64)  # another environment's stored result
     other.mkdir(parents=True)
     inputs = cache / "artifacts" / "case" / "inputs.npz"

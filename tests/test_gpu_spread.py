@@ -4,27 +4,14 @@ A100), so the scheduling runs for real and the torch cells run on the CPU. Sever
 not run this."""
 
 import os
-import stat
 import subprocess
 import sys
 
 import pytest
 
-from conftest import PROFILES, REPO, SMALL, matrix_file
+from conftest import NO_REAL_GPU, PROFILES, REPO, SMALL, fake_nvidia_smi, matrix_file
 from matrix.store import list_runs, read_run
 
-SMI = """#!/bin/sh
-# A fake nvidia-smi: the queries trtmatrix makes, answered for the GPUs listed below.
-GPUS="{gpus}"
-case "$*" in
-  -q) echo "Driver Version                            : 580.159.04"
-      echo "CUDA Version                              : 13.0"
-      echo "$GPUS" | while IFS= read -r name; do echo "    Product Name                          : $name"; done ;;
-  *name,driver_version,compute_cap*) echo "$GPUS" | while IFS= read -r name; do echo "$name, 580.159.04, 9.0"; done ;;
-  *--query-gpu=name*) echo "$GPUS" ;;
-  *) exit 1 ;;
-esac
-"""
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
 BODY = PROFILES + f"""
 [profiles.bf16]
@@ -46,25 +33,18 @@ gpus = ["*A100*"]
 
 
 def run_on(tmp_path, cache_dir, name, gpus):
-    bin_dir = tmp_path / f"{name}-bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(SMI.format(gpus="\n".join(gpus)))
-    smi.chmod(smi.stat().st_mode | stat.S_IXUSR)
     home = tmp_path / name
     home.mkdir()
     config = matrix_file(home, cache_dir, BODY, environments=("torch-host-cuda",))
     done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--no-reuse"], cwd=REPO,
                           capture_output=True, text=True,
-                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "COLUMNS": "200"})
+                          env={**os.environ, **fake_nvidia_smi(tmp_path / f"{name}-bin", gpus), "COLUMNS": "200"})
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = list_runs(home / "reports")[-1]
     return read_run(run_dir).set_index("cell_id"), run_dir
 
 
-@pytest.mark.skipif(os.environ.get("CUDA_VISIBLE_DEVICES") is not None or
-                    subprocess.run(["sh", "-c", "command -v nvidia-smi"], capture_output=True).returncode == 0,
-                    reason="a real nvidia-smi is here: the faked GPUs would not be the ones cells run on")
+@NO_REAL_GPU
 def test_cells_of_one_environment_spread_over_the_free_gpus_of_its_model(tmp_path, cache_dir):
     """Two H100s and an A100: the environment leases GPU 0 (an H100) and takes the other H100, not
     the A100 (the cases' GPU routing was decided for an H100): a contiguous share of the cells

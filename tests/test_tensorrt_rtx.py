@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -17,7 +19,7 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import SMALL
+from conftest import NO_REAL_GPU, REPO, SMALL, fake_nvidia_smi
 from matrix.environments import open_backend
 from matrix.environments.staging import stage_worker
 from matrix.plan import build_plan
@@ -25,7 +27,7 @@ from matrix.report.junit import write_junit
 from matrix.report.upgrade import regressions
 from matrix.run import MatrixRun
 from matrix.statuses import change
-from matrix.store import read_run
+from matrix.store import list_runs, read_run
 from matrix.worker.trt_runnable import not_runnable_reason, rtx_capabilities
 
 RTX = "trt-rtx-1.7"
@@ -242,3 +244,81 @@ def test_a_warm_worker_builds_what_forked_cells_build_and_a_crash_ends_only_its_
     for profile in ("fp32", "fp16"):
         assert warm.loc[profile, "engine_bytes"] == fork.loc[profile, "engine_bytes"] > 0
         assert warm.loc[profile, "network_layers"] == fork.loc[profile, "network_layers"]
+
+
+@NO_REAL_GPU
+def test_engine_caches_are_kept_per_image_and_gpu_model(tmp_path, cache_dir):
+    """TensorRT's timing cache and TensorRT-RTX's runtime cache hold for one build of the engine on
+    one GPU model: on a host of H100s and one of H200s (nvidia-smi faked; both 9.0, so the cells
+    build and do not run) each cell is given the files of its own GPU model, in its environment's
+    own folder, and the same files again run after run."""
+    from conftest import matrix_file
+
+    body = """
+        [profiles.fp32]
+        precision = "fp32"
+        [cases.layernorm_block]
+        profiles = ["fp32"]
+        options = { tokens = 8, dim = 32, depth = 1 }
+        """
+    caches = {}
+    for name, gpu in (("h100", "NVIDIA H100 80GB HBM3"), ("h200", "NVIDIA H200"), ("h100-again", "NVIDIA H100 80GB HBM3")):
+        home = tmp_path / name
+        home.mkdir()
+        config = matrix_file(home, cache_dir, body, environments=(RTX,))
+        done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--no-reuse"], cwd=REPO,
+                              capture_output=True, text=True,
+                              env={**os.environ, **fake_nvidia_smi(tmp_path / f"{name}-bin", [gpu])})
+        assert done.returncode == 0, done.stdout + done.stderr
+        cell = read_run(list_runs(home / "reports")[-1]).iloc[0]
+        assert cell["status"] == "built" and f"not run: {gpu} has compute capability 9.0" in cell["error"]
+        job = max((cache_dir / "jobs").glob(f"{RTX}*.json"), key=lambda path: path.stat().st_mtime)
+        caches[name] = [(spec["timing_cache"], spec["runtime_cache"]) for spec in json.loads(job.read_text())["cells"]]
+    [h100], [h200] = caches["h100"], caches["h200"]
+    assert caches["h100-again"] == [h100] and set(h100).isdisjoint(h200)
+    assert all(Path(path).parent == cache_dir / "timing" / RTX for path in h100 + h200)
+    assert all("H100" in Path(path).name for path in h100) and all("H200" in Path(path).name for path in h200)
+
+
+def rtx_gpu_missing_reason():
+    """TensorRT-RTX runs engines on compute capability 7.5, 8.0, 8.6, 8.9 and 12.x (1.7.1), not 9.0 or 10.x."""
+    try:
+        caps = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                              text=True, timeout=30).stdout.split()
+    except OSError:
+        return "no NVIDIA GPU here (nvidia-smi not found)"
+    if not any(cap in ("7.5", "8.0", "8.6", "8.9") or int(cap.split(".")[0]) >= 12 for cap in caps):
+        return f"no GPU here that TensorRT-RTX runs engines on (compute capabilities here: {caps or 'none'})"
+    return None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(rtx_gpu_missing_reason() is not None, reason=f"needs a GPU TensorRT-RTX runs on: {rtx_gpu_missing_reason()}")
+def test_the_runtime_cache_keeps_compiled_kernels_for_the_next_cell_and_the_next_run(tmp_path, cache_dir):
+    """NOT RUN: no GPU TensorRT-RTX runs on was lent. On one, the cells run and are judged; the warm
+    worker's runtime cache is written after each cell, and a second run's worker loads it from the
+    file, with the same numbers."""
+    from conftest import matrix_file
+
+    body = """
+        [profiles.fp32]
+        precision = "fp32"
+        [profiles.fp16]
+        precision = "fp16"
+        [cases.layernorm_block]
+        profiles = ["fp32", "fp16"]
+        options = { tokens = 8, dim = 32, depth = 1 }
+        [cases.mha_transformer_block]
+        profiles = ["fp32", "fp16"]
+        options = %s
+        """ % SMALL["mha_transformer_block"]
+    config = matrix_file(tmp_path, cache_dir, body, environments=(RTX,))
+    runs = [read_run(MatrixRun(build_plan(config), reuse=False).execute()).set_index("cell_id") for _ in range(2)]
+    first, second = runs
+    assert set(first["status"]) <= {"pass", "fail"} and (first["device"] == "cuda").all()
+    assert (first["max_abs"] == second["max_abs"]).all()
+    logs = [(cache_dir / "results" / RTX / key[:24] / "cell.log").read_text() for key in second["content_key"]]
+    assert "runtime cache" in logs[0] and ": loaded" in logs[0]  # the first cell of the second run's worker
+    assert not any("runtime cache" in log for log in logs[1:])  # later cells: the worker's own, already loaded
+    [cache_file] = (cache_dir / "timing" / RTX).glob("*.rtxcache")
+    assert cache_file.stat().st_size > 0

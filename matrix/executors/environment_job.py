@@ -30,7 +30,8 @@ class CellJob:
     result_dir: Path
     node_types: Path  # {ONNX node name: op type}, so the worker can select layers by op type
     input_types: Path | None  # {op type: input element types} of `model`, for what onnxruntime refuses
-    timing_cache: Path  # one per environment (TensorRT)
+    timing_cache: Path  # TensorRT: one per image and GPU model (store.cache.engine_caches)
+    runtime_cache: Path  # TensorRT-RTX: the kernels it compiles at run time, the same way
 
     def spec(self, engine: str, timeout_s: float, node: str, gpu: int | None) -> dict:
         return {
@@ -45,6 +46,7 @@ class CellJob:
             "node_types": str(self.node_types),
             "input_types": str(self.input_types) if self.input_types else None,
             "timing_cache": str(self.timing_cache),
+            "runtime_cache": str(self.runtime_cache),
             "timeout_s": timeout_s,
         }
 

@@ -25,7 +25,7 @@ from ..environments.definitions import EnvDef
 from ..environments.gpus import host_gpus
 from ..plan import Cell
 from ..prepare import INPUTS, input_types_file, model_for_profile, node_types_file
-from ..store.cache import env_log, result_dir, result_key, stored_result, timing_cache
+from ..store.cache import env_log, result_dir, result_key, stored_result, engine_caches
 from ..store.locks import cache_lock
 from ..store.records import HOST
 from .environment_job import CellJob, error_text, run_environment
@@ -130,8 +130,8 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
 def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
                        gpu: int | None) -> tuple[list[CellOutcome], list[tuple[CellJob, str]]]:
     """The cells to run now, with their result keys; stored, restricted or broken ones as outcomes."""
-    timing = timing_cache(unit.cache_dir, unit.envdef.name, fingerprint)
     gpu_name = host_gpus()[gpu] if gpu is not None else None
+    caches = engine_caches(unit.cache_dir, unit.envdef.name, fingerprint, gpu_name)
     outcomes, jobs = [], []
     for pending in unit.cells:
         cell = pending.cell
@@ -156,7 +156,7 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
             continue
         shutil.rmtree(directory, ignore_errors=True)  # a cell run again starts from an empty folder
         jobs.append((CellJob(cell, model, pending.artifacts / INPUTS, pending.profile, directory,
-                             node_types_file(pending.artifacts), types, timing), key))
+                             node_types_file(pending.artifacts), types, *caches), key))
     return outcomes, jobs
 
 

@@ -1,13 +1,14 @@
 """The layout of the cache folder (`[run] cache_dir`): where prepared artifacts, job files, cell
-results and timing caches live, and which stored results may be reused.
+results and engine caches (TensorRT's timing cache, TensorRT-RTX's runtime cache) live, and which stored results may be reused.
 
-Results and timing caches are kept per environment, so a container is given only its own
+Results and engine caches are kept per environment, so a container is given only its own
 folders to write to.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from ..worker.files import RESULT
@@ -65,8 +66,12 @@ def timing_folder(cache_dir: Path, env: str) -> Path:
     return cache_dir / "timing" / env
 
 
-def timing_cache(cache_dir: Path, env: str, env_fingerprint: str) -> Path:
-    """Tactic timings are only valid for the same TensorRT build and GPU: one file per image."""
+def engine_caches(cache_dir: Path, env: str, env_fingerprint: str, gpu_name: str | None) -> tuple[Path, Path]:
+    """(TensorRT's timing cache, TensorRT-RTX's runtime cache). Tactic timings and the kernels
+    TensorRT-RTX compiles when an engine first runs hold only for the same build of the engine on the
+    same GPU model: one pair per image and GPU model, kept across runs."""
     directory = timing_folder(cache_dir, env)
     directory.mkdir(parents=True, exist_ok=True)
-    return directory / f"{env_fingerprint.removeprefix('sha256:')[:12] or 'local'}.cache"
+    gpu = re.sub(r"[^A-Za-z0-9_.-]+", "-", gpu_name or "no-gpu")
+    stem = f"{env_fingerprint.removeprefix('sha256:')[:12] or 'local'}-{gpu}"
+    return directory / f"{stem}.timing", directory / f"{stem}.rtxcache"

@@ -53,6 +53,7 @@ CAPABILITIES = rtx_capabilities(trt.ComputeCapability.__members__) if RTX else N
 BUILD_LOG = "tensorrt.log"  # Polygraphy's and TensorRT's own messages, in the cell's folder
 LOG_LINES = 60  # the builder's warnings and errors kept with the result
 _inferred = []  # whether this process ran an engine (a warm worker's reset checks CUDA then)
+_runtime_caches = {}  # TensorRT-RTX: {file: (the runtime config it came from, the cache)}, one per worker
 
 
 def version():
@@ -243,15 +244,46 @@ def run(spec, inputs, log):
         log("input " + cast)
     runs, times = [], []
     _inferred.append(True)
-    with TrtRunner(engine) as runner:
+    cached = RTX and spec.get("runtime_cache")
+    config = _runtime_config(engine, spec["runtime_cache"], log) if cached else None  # alive while its context is
+    with TrtRunner(engine.create_execution_context(runtime_config=config) if cached else engine) as runner:
         for index in range(WARMUP + REPEATS):
             outputs = runner.infer(feed_dict=feeds, copy_outputs_to_host=True)
             if index >= WARMUP:
                 times.append(runner.last_inference_time() * 1000)
             runs.append({name: np.array(value) for name, value in outputs.items()})
+    if cached:
+        _save_runtime_cache(spec["runtime_cache"])
     info.update(precision_check=summary, layer_precisions=details, input_casts=casts,
                 engine_layer_count=len(engine_layers))
     return {"runs": runs, "build_s": facts["build_s"], "infer_times_ms": times, "info": info}
+
+
+def _runtime_config(engine, path, log):
+    """An execution context's config with this worker's runtime cache: TensorRT-RTX compiles kernels when an
+    engine first runs, and the cache keeps them, so a warm worker compiles each once and the next
+    run loads them from the file (per image and GPU model: store.cache.engine_caches). TensorRT-RTX
+    itself rejects a file of another release, GPU or driver (deserialize returns False). NOT RUN:
+    no GPU TensorRT-RTX runs on was lent."""
+    config = engine.create_runtime_config()
+    if path not in _runtime_caches:
+        cache = config.create_runtime_cache()
+        loaded = False
+        if os.path.exists(path):
+            with open(path, "rb") as fh:
+                loaded = cache.deserialize(fh.read())
+        log("runtime cache {}: {}".format(path, "loaded" if loaded else "empty (none yet, or not for this GPU)"))
+        _runtime_caches[path] = (config, cache)
+    config.set_runtime_cache(_runtime_caches[path][1])
+    return config
+
+
+def _save_runtime_cache(path):
+    """Written whole and renamed, so workers on other GPUs of the model never read half a file."""
+    tmp = "{}.{}.tmp".format(path, os.getpid())
+    with open(tmp, "wb") as fh:
+        fh.write(_runtime_caches[path][1].serialize())
+    os.replace(tmp, path)
 
 
 def _binding_dtypes(engine):
