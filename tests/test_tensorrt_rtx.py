@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import NO_REAL_GPU, REPO, SMALL, fake_nvidia_smi
+from conftest import NO_REAL_GPU, PROFILES, REPO, SMALL, fake_nvidia_smi
 from matrix.environments import open_backend
 from matrix.environments.staging import stage_worker
 from matrix.plan import build_plan
@@ -300,18 +300,8 @@ def test_the_runtime_cache_keeps_compiled_kernels_for_the_next_cell_and_the_next
     file, with the same numbers."""
     from conftest import matrix_file
 
-    body = """
-        [profiles.fp32]
-        precision = "fp32"
-        [profiles.fp16]
-        precision = "fp16"
-        [cases.layernorm_block]
-        profiles = ["fp32", "fp16"]
-        options = { tokens = 8, dim = 32, depth = 1 }
-        [cases.mha_transformer_block]
-        profiles = ["fp32", "fp16"]
-        options = %s
-        """ % SMALL["mha_transformer_block"]
+    body = PROFILES + "".join(f'[cases.{case}]\nprofiles = ["fp32", "fp16"]\noptions = {SMALL[case]}\n'
+                              for case in ("layernorm_block", "mha_transformer_block"))
     config = matrix_file(tmp_path, cache_dir, body, environments=(RTX,))
     runs = [read_run(MatrixRun(build_plan(config), reuse=False).execute()).set_index("cell_id") for _ in range(2)]
     first, second = runs
