@@ -25,7 +25,7 @@ from ..environments.definitions import EnvDef
 from ..environments.gpus import host_gpus
 from ..plan import Cell
 from ..prepare import INPUTS, input_types_file, model_for_profile, node_types_file
-from ..store.cache import env_log, result_dir, result_key, stored_result, engine_caches
+from ..store.cache import engine_caches, env_log, result_dir, result_key, stored_result
 from ..store.locks import cache_lock
 from ..store.records import HOST
 from .environment_job import CellJob, error_text, run_environment
@@ -162,9 +162,9 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
 
 def _run_spread(backend, unit: EnvironmentUnit, jobs: list[CellJob], gpus: list[int | None],
                 on_event: Callable[[dict], None], node: str) -> tuple[dict[str, dict], Path]:
-    """The jobs through one worker per GPU at once, each given a contiguous share (a case's cells
-    stay together: a warm worker loads each program once); the workers' logs joined into the
-    environment's."""
+    """The jobs through one worker per GPU at once, each given a contiguous share in plan order (a
+    case's cells stay together, so a warm worker loads its programs once, except a case split at a
+    share's edge); the workers' logs joined into the environment's."""
     if len(gpus) == 1:
         return run_environment(backend, unit.envdef, jobs, unit.cache_dir, unit.timeout_s, gpus[0], on_event,
                                unit.cell_jobs, unit.name, node)
