@@ -260,11 +260,11 @@ def run(spec, inputs, log):
 
 
 def _runtime_config(engine, path, log):
-    """An execution context's config with this worker's runtime cache: TensorRT-RTX compiles kernels when an
-    engine first runs, and the cache keeps them, so a warm worker compiles each once and the next
-    run loads them from the file (per image and GPU model: store.cache.engine_caches). TensorRT-RTX
-    itself rejects a file of another release, GPU or driver (deserialize returns False). NOT RUN:
-    no GPU TensorRT-RTX runs on was lent."""
+    """An execution context's config with this worker's runtime cache: TensorRT-RTX compiles
+    kernels when an engine first runs, and the cache keeps them, so a warm worker compiles each once
+    and the next run loads them from the file (per image and GPU model: store.cache.engine_caches).
+    TensorRT-RTX itself rejects a file of another release, GPU or driver (deserialize returns
+    False). NOT RUN: no GPU TensorRT-RTX runs on was lent."""
     config = engine.create_runtime_config()
     if path not in _runtime_caches:
         cache = config.create_runtime_cache()
