@@ -212,3 +212,26 @@ def test_speed_across_versions_shows_every_version_and_judges_changes_by_the_rep
     assert "latency changes beyond the repeats' spread:" in shown.stdout and " ms" in shown.stdout
     report = (lower_boundary_run.attrs["run_dir"] / "report.html").read_text()
     assert 'id="speed"' in report and 'id="speed-ort_pad_avgpool_fusion"' in report
+
+
+def test_a_speed_change_is_against_a_lower_version_run_the_same_way():
+    """A container against a venv of the same version is not a change of version, nor a GPU
+    against the CPU: each version is compared with the nearest lower one in its own kind of
+    environment on its own device (a stranger read "ort-1.17-docker: -40% faster" against ort-1.17)."""
+    import pandas as pd
+
+    from matrix.report.timing import timing_view
+
+    envs = [("ort-1.17", "1.17.3", None, None, [2.0, 2.1]), ("ort-1.17-docker", "1.17.3", "img", None, [1.0, 1.1]),
+            ("ort-1.20", "1.20.1", None, None, [3.0, 3.1]), ("ort-1.20-docker", "1.20.1", "img", None, [1.5, 1.6]),
+            ("ort-1.20-gpu", "1.20.1", None, "NVIDIA L4", [0.1, 0.2])]
+    frame = pd.DataFrame([{"row_id": "case/fp32", "case": "case", "env": env, "engine": "onnxruntime",
+                           "engine_version": version, "env_version": version, "status": "pass", "image": image,
+                           "gpu": gpu, "build_s": 0.5, "infer_ms": runs[0], "infer_ms_runs": json.dumps(runs)}
+                          for env, version, image, gpu, runs in envs])
+    order, [row] = timing_view(frame)
+    cells = dict(zip(order, row["cells"]))
+    assert cells["ort-1.17"]["infer_change"] is None and cells["ort-1.17-docker"]["infer_change"] is None
+    assert cells["ort-1.20"]["infer_change"] == pytest.approx(0.5) and cells["ort-1.20"]["flag"] == "slower"
+    assert cells["ort-1.20-docker"]["infer_change"] == pytest.approx(0.5)  # against ort-1.17-docker
+    assert cells["ort-1.20-gpu"]["infer_change"] is None  # no lower version on that GPU

@@ -1,5 +1,8 @@
 """Speed across versions: per row, each environment's build time and median latency, and the
-change against the previous version of the same engine (environments in version order).
+change against the previous version of the same engine run the same way: a lower version, in the
+same kind of environment (a container against a container, a venv or host interpreter against
+one of those) on the same GPU model (or both on the CPU). A container against a venv of the same
+version, or a CPU against a GPU, is not a change of version and is never compared.
 
 A latency change is flagged when it is larger than the run-to-run spread of the timed
 inferences: B's fastest inference slower than A's slowest (slower), or B's slowest faster than
@@ -43,27 +46,40 @@ def _change(before, after) -> float | None:
     return float(after) / float(before) - 1
 
 
+def _places(frame: pd.DataFrame) -> dict[str, tuple]:
+    """{env: (engine, in a container, GPU model)}: environments whose timings compare."""
+    columns = [c for c in ("image", "gpu") if c in frame]
+    places = {}
+    for env, group in frame.groupby("env", sort=False):
+        found = {c: group[c].dropna() for c in columns}
+        places[env] = (group["engine"].iloc[0], bool(len(found.get("image", ()))),
+                       str(found["gpu"].iloc[0]) if len(found.get("gpu", ())) else "")
+    return places
+
+
 def timing_view(frame: pd.DataFrame) -> tuple[list[str], list[dict]]:
     """(environments in order, one dict per row: {"row_id", "case", "cells": [per environment:
     {"build_s", "infer_ms", "build_change", "infer_change", "flag"} or None]}). A change is against
-    the previous environment of the same engine that timed this row."""
+    the nearest lower version that timed this row in the same place (_places)."""
     envs = env_order(frame)
-    engines = {env: engine for env, (engine, _) in env_versions(frame).items()}
+    versions = {env: version for env, (_, version) in env_versions(frame).items()}
+    places = _places(frame)
     cells = {(r["row_id"], r["env"]): r for r in frame[[c for c in FIELDS if c in frame]].to_dict("records")}
     rows = []
     for row_id in dict.fromkeys(frame["row_id"]):
-        shown, last = [], {}
+        shown, timed = [], {}  # timed: {place: [(version, cell), ...] in version order}
         for env in envs:
             cell = cells.get((row_id, env))
             if cell is None or (pd.isna(cell.get("build_s")) and pd.isna(cell.get("infer_ms"))):
                 shown.append(None)
                 continue
-            before = last.get(engines[env])
+            earlier = timed.setdefault(places[env], [])
+            before = next((c for version, c in reversed(earlier) if version < versions[env]), None)
             shown.append({"build_s": cell.get("build_s"), "infer_ms": cell.get("infer_ms"),
                           "build_change": _change(before["build_s"], cell["build_s"]) if before else None,
                           "infer_change": _change(before["infer_ms"], cell["infer_ms"]) if before else None,
                           "flag": flag(before, cell) if before else None})
-            last[engines[env]] = cell
+            earlier.append((versions[env], cell))
         if any(shown):
             rows.append({"row_id": row_id, "case": cells[next((row_id, e) for e in envs if (row_id, e) in cells)]["case"],
                          "cells": shown})
