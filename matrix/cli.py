@@ -116,7 +116,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         ) -> None:
     """Run the matrix and write reports/runs/<run-id>/. Exit 1 when a cell newly fails compared
     with the previous run (a regression), 0 otherwise."""
-    from .report.console import RunProgress, console, escape, left_out_line, print_results, summary_line
+    from .report.console import RunProgress, console, escape, left_out_line, print_results, totals_line
     from .report.error_text import worst_error
     from .report.junit import write_junit
     from .report.look_at import LOOK_AT
@@ -142,7 +142,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     print_results(frame, full_list=run_dir / LOOK_AT)
     if dropped := left_out_line(read_run_meta(run_dir).get("left_out", {}), run_dir / RUN_META):
         console.print(dropped, soft_wrap=True)
-    console.print(f"{len(frame)} cells: {summary_line(frame)}")
+    console.print(totals_line(frame))
     console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
     before = previous_results(the_plan.path("reports_dir"), run_dir)
     newly_failing = regressions(before[1], frame) if before else []

@@ -63,8 +63,10 @@ def test_fp16_cells_follow_the_host_converter_version(tmp_path, cache_dir):
     model, inputs = make_tiny_model(tmp_path, seed=11)
     config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs, ("fp32", "fp16")),
                          environments=("ort-1.32",))
-    run(config)
+    first = run(config)
     assert states(config) == {"tiny/fp32/ort-1.32": "stored", "tiny/fp16/ort-1.32": "stored"}
+    assert "2 cells: 2 pass\n" in first.stderr  # nothing reused: nothing said of it
+    assert "2 cells: 2 pass (2 reused from earlier runs, none run now)" in run(config).stderr
 
     # Another onnxruntime on the host, as installed-package metadata says (first on sys.path wins).
     site = tmp_path / "site" / "onnxruntime-99.0.dist-info"
@@ -74,7 +76,7 @@ def test_fp16_cells_follow_the_host_converter_version(tmp_path, cache_dir):
     assert states(config, env=upgraded) == {"tiny/fp32/ort-1.32": "stored", "tiny/fp16/ort-1.32": "new"}
 
     # A run makes a new FP16 copy for it instead of reusing the one the other converter made.
-    run(config, env=upgraded)
+    assert "(1 reused from earlier runs, 1 run now)" in run(config, env=upgraded).stderr
     cells = last_run(tmp_path)
     assert list(cells["reused"]) == [True, False]
     artifacts = cache_dir / "artifacts" / cells.loc["tiny/fp16/ort-1.32", "artifact"]

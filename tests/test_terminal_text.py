@@ -35,3 +35,17 @@ def test_images_list_in_80_columns_is_a_block_per_definition_with_every_value_wh
     assert "  built from: images/Dockerfile.onnxruntime BASE=trtmatrix-test/python:3.11 ORT_SPEC=onnxruntime==1.17.3 " \
            "NUMPY_SPEC=numpy==1.26.4" in lines
     assert len([line for line in lines if not line.startswith(" ")]) == len(list((REPO / "images").glob("*.toml")))
+
+
+def test_a_big_run_in_a_log_says_how_many_artifacts_it_prepared(capsys):
+    """Above 300 cells a log gets a line per 500 prepared artifacts: the count once they are all
+    prepared, so that a run of seven does not end its preparation at "1 so far"."""
+    from matrix.report.console import RunProgress
+
+    with RunProgress(total=400) as progress:
+        for batch in range(7):
+            progress({"event": "prepare", "case": "case", "params": {"batch": batch}})
+        progress({"event": "setup", "env": "ort-1.32"})
+        progress({"event": "setup", "env": "ort-1.20"})
+    assert capsys.readouterr().err.splitlines() == [
+        "preparing artifacts: 1 so far", "prepared 7 artifacts", "set up ort-1.32", "set up ort-1.20"]

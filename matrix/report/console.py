@@ -64,7 +64,7 @@ class RunProgress:
     LOG_EACH = 300
 
     def __init__(self, total: int):
-        self.total, self.done, self.prepared = total, 0, 0
+        self.total, self.done, self.prepared, self.prepared_said = total, 0, 0, False
         self.counts: dict[str, int] = {}
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console, disable=not console.is_terminal)
@@ -97,6 +97,9 @@ class RunProgress:
             elif self.prepared == 1 or self.prepared % 500 == 0:
                 self._say(f"preparing artifacts: {self.prepared} so far")
         elif kind == "setup":
+            if not (console.is_terminal or self.total <= self.LOG_EACH or self.prepared_said) and self.prepared:
+                self._say(f"prepared {self.prepared} artifacts")  # every one is prepared before any set-up
+            self.prepared_said = True
             self._say(f"set up {event['env']}")
         elif kind == "start" and console.is_terminal:
             self._say(event["cell_id"])
@@ -323,6 +326,17 @@ def left_out_line(left_out: dict[str, dict[str, str]], run_json: Path) -> str | 
 def summary_line(frame: pd.DataFrame) -> str:
     counts = frame["status"].value_counts()
     return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def totals_line(frame: pd.DataFrame) -> str:
+    """'323 cells: 110 pass, … (209 reused from earlier runs, none run now)': a re-run that
+    computed nothing must not read like one that did."""
+    line = f"{len(frame)} cells: {summary_line(frame)}"
+    reused = frame["reused"].fillna(False).astype(bool) if "reused" in frame else None
+    if reused is not None and reused.any():
+        ran = int((~reused & (frame["status"] != "skipped")).sum())
+        line += f" ({int(reused.sum())} reused from earlier runs, {ran or 'none'} run now)"
+    return line
 
 
 DEFINITION_COLUMNS = ("name", "engine", "version", "backend", "gpu", "built from", "source")
