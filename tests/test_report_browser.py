@@ -89,10 +89,16 @@ def test_the_matrix_renders_every_row_and_cell(page, report_run):
     assert visible_rows(page).count() == frame["row_id"].nunique() == 3
     headers = page.locator("#matrix thead th").all_inner_texts()
     assert [h.split("\n")[0] for h in headers[1:]] == ["ort-1.17", "ort-1.32", "trt-10.8"]  # ordered by version
+    # A version no cell ran is the definition's, and says so; a version that ran is the one reported.
+    assert [h.split("\n")[1] for h in headers[1:]] == ["onnxruntime 1.17.3", "onnxruntime 1.32.0",
+                                                       "tensorrt 10.8.0.43 (declared)"]
     failing = page.locator("[id='cell-wrong/fp32/ort-1.17']")
     assert "fail" in failing.get_attribute("class")
     assert failing.inner_text() == f"{frame.set_index('cell_id').loc['wrong/fp32/ort-1.17', 'max_abs']:.1e}"
     assert page.locator("td.c.skipped").count() == 3
+    # Why a column did not run is said above the matrix, not only in each cell's details.
+    reason = frame.set_index("cell_id").loc["tiny/raise/trt-10.8", "error"]
+    assert page.locator("#not-run").inner_text() == f"Not run here: skipped trt-10.8 ({reason})"
     page.screenshot(path=str(run_dir / "screenshot.png"), full_page=True)
     assert (run_dir / "screenshot.png").stat().st_size > 10_000
 
@@ -236,3 +242,13 @@ def test_a_page_copied_without_its_details_folder_says_where_the_details_are(bro
     page.locator("#details p").first.wait_for()
     assert "report-details/0.js beside report.html, which could not be loaded" in page.locator("#details").inner_text()
     page.close()
+
+
+def test_the_release_note_summary_says_which_versions_never_ran(report_run):
+    from matrix.report.markdown_summary import summary_markdown
+
+    _, frame = report_run
+    table = {line.split(" | ")[0]: line for line in summary_markdown(frame, {}, None, None, {}, {}, "").splitlines()
+             if line.startswith("| ")}
+    assert "| tensorrt 10.8.0.43 (declared, not run) |" in table["| trt-10.8"]
+    assert "| onnxruntime 1.32.0 |" in table["| ort-1.32"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
+
 SEPARATOR = " — "  # between a refusal's cause and the engine's own words (worker/engines)
 LONGEST = 140
 
@@ -44,3 +46,12 @@ def cause(status: str, error) -> str:
 def left_out_kind(why: str) -> str:
     """A left-out suite test's reason without its explanation, for counts: 'bfloat16 tensor'."""
     return re.sub(r" \(.*\)$", "", why)
+
+
+def not_run_reason(cells: pd.DataFrame) -> str | None:
+    """Why none of an environment's cells ran, where that is one reason for all of them: every cell
+    skipped, or built and not run (TensorRT-RTX without a GPU it supports), for one reason. Else
+    None. Said once per environment, not only in each cell's details."""
+    if not len(cells) or not cells["status"].isin(("skipped", "built")).all() or cells["error"].nunique() != 1:
+        return None
+    return str(cells["error"].iloc[0]).splitlines()[0]

@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, TERMINAL as SHORT
-from .causes import cause, left_out_kind
+from .causes import cause, left_out_kind, not_run_reason
 from .timing import timing_text
 from .error_text import drift_text, needed_text, with_marks, worst_error
 from .upgrade import env_order, records_by_row, version_mismatches
@@ -184,8 +184,8 @@ def results_lines(frame: pd.DataFrame, full_list: Path | None = None) -> list[st
     for env in env_order(frame):
         cells = frame[frame["env"] == env]
         line = f"{env}: {summary_line(cells)}"
-        if cells["status"].isin(("skipped", "built")).all() and cells["error"].nunique() == 1:
-            line += f" ({str(cells['error'].iloc[0]).splitlines()[0]})"  # one reason for all: say it
+        if reason := not_run_reason(cells):
+            line += f" ({reason})"
         lines.append(escape(line))
     drifted = frame["drift_max_abs"].fillna(0).gt(0)
     single = frame[frame["status"].isin(ONE_BY_ONE) | (drifted & ~frame["status"].isin(BY_CAUSE))]

@@ -27,10 +27,10 @@ from .findings_view import findings_by_cell, forecasts
 from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
 from .a_vs_b import a_vs_b_text
-from .causes import left_out_kind
+from .causes import left_out_kind, not_run_reason
 from .timing import timing_text, timing_view
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
-from .upgrade import default_pair, env_order, records_by_row, version_mismatches, version_texts
+from .upgrade import declared_only, default_pair, env_order, records_by_row, version_mismatches, version_texts
 
 STATUSES = ORDER
 DETAILS = "report-details"  # the folder beside report.html
@@ -143,6 +143,19 @@ def details_script(index: int, cells: list[dict]) -> str:
     return f"trtmatrixDetails({index}, {json.dumps(cells)});\n"  # NaN, Infinity: JavaScript has both
 
 
+def not_run_columns(frame: pd.DataFrame, envs: list[str]) -> list[tuple[str, str, list[str]]]:
+    """[(status, why, [env, ...])]: the environments none of whose cells ran, for one reason each,
+    grouped by it (a built cell's version-specific prefix left out): said above the matrix, not
+    only in each cell's details."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for env in envs:
+        cells = frame[frame["env"] == env]
+        if reason := not_run_reason(cells):
+            status = cells["status"].iloc[0]
+            groups.setdefault((status, reason.split("not run: ", 1)[-1] if status == "built" else reason), []).append(env)
+    return [(status, why, names) for (status, why), names in groups.items()]
+
+
 def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]] | None = None,
                   against: dict[str, dict] | None = None) -> Report:
     """`findings`: what investigations wrote into the run folder (store/findings.py), shown in
@@ -151,7 +164,8 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     envs = env_order(frame)
     shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
     engines = frame.groupby("env")["engine"].first().to_dict()
-    versions = {env: text for env, (_, text) in version_texts(frame).items()}
+    declared = declared_only(frame)
+    versions = {env: text + (" (declared)" if env in declared and text else "") for env, (_, text) in version_texts(frame).items()}
     gpus = {env: group["gpu"].dropna().iloc[0] for env, group in frame.groupby("env") if group["gpu"].notna().any()}
     # The GPU filter picks environment columns by what they ran on (skipped environments: "no GPU").
     devices = {env: gpus.get(env, "no GPU") for env in envs}
@@ -186,7 +200,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     left_out = [(case, test, why) for case, tests in (run.get("left_out") or {}).items() for test, why in tests.items()]
     page = TEMPLATES.get_template("report.html.j2").render(
         left_out=left_out, left_out_reasons=Counter(left_out_kind(why) for _, _, why in left_out).most_common(),
-        run=run, envs=envs, engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
+        run=run, envs=envs, not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None)) for case in cases],

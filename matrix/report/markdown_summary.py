@@ -14,7 +14,7 @@ import pandas as pd
 from ..statuses import CHANGES, ORDER, REGRESSED
 from .a_vs_b import a_vs_b_text
 from .error_text import drift_text, worst_error
-from .upgrade import env_order, version_mismatches, version_texts
+from .upgrade import declared_only, env_order, version_mismatches, version_texts
 
 SHORT = 20
 # The upgrade's groups a release note lists, in the order of every view (unchanged rows are counted only).
@@ -52,10 +52,10 @@ def verdict(cells: pd.DataFrame) -> str:
 def _environments(frame: pd.DataFrame) -> list[str]:
     lines = ["| environment | engine | cells | " + " | ".join(s for s in ORDER) + " | verdict |",
              "|---|---|---:|" + "---:|" * len(ORDER) + "---|"]
-    versions = version_texts(frame)
+    versions, declared = version_texts(frame), declared_only(frame)
     for env in env_order(frame):
         cells = frame[frame["env"] == env]
-        engine = " ".join(versions[env]).strip()
+        engine = " ".join(versions[env]).strip() + (" (declared, not run)" if env in declared and versions[env][1] else "")
         counts = cells["status"].value_counts()
         lines.append(f"| {_md(env)} | {_md(engine)} | {len(cells)} | "
                      + " | ".join(str(counts.get(s, "")) for s in ORDER) + f" | {verdict(cells)} |")

@@ -32,6 +32,12 @@ def version_texts(frame: pd.DataFrame) -> dict[str, tuple[str, str]]:
     return found
 
 
+def declared_only(frame: pd.DataFrame) -> set[str]:
+    """Environments none of whose cells reported its engine's version: the version shown for them is
+    what their definition declares, not one that ran (a skipped TensorRT 8.6 column ran no 8.6)."""
+    return {env for env, group in frame.groupby("env", sort=False) if group["engine_version"].isna().all()}
+
+
 def env_versions(frame: pd.DataFrame) -> dict[str, tuple[str, Version]]:
     """{env: (engine, version)}, as version_texts, parsed for ordering."""
     return {env: (engine, _version(text)) for env, (engine, text) in version_texts(frame).items()}
