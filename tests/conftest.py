@@ -69,6 +69,8 @@ def fake_nvidia_smi(bin_dir: Path, gpus: list[str]) -> dict:
 
 
 PROFILES = '[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
+# BF16 keeps 8 bits of mantissa: the torch engine's bf16 profile with the tolerance it needs.
+BF16 = '[profiles.bf16]\nprecision = "bf16"\n[tolerances.bf16]\natol = 5e-2\nrtol = 5e-2\n'
 
 
 def tiny_case(model: Path, inputs: Path, profiles=("fp32",)) -> str:

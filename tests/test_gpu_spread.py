@@ -9,16 +9,11 @@ import sys
 
 import pytest
 
-from conftest import NO_REAL_GPU, PROFILES, REPO, SMALL, fake_nvidia_smi, matrix_file
+from conftest import BF16, NO_REAL_GPU, PROFILES, REPO, SMALL, fake_nvidia_smi, matrix_file
 from matrix.store import list_runs, read_run
 
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
-BODY = PROFILES + f"""
-[profiles.bf16]
-precision = "bf16"
-[tolerances.bf16]
-atol = 5e-2
-rtol = 5e-2
+BODY = PROFILES + BF16 + f"""
 [cases.gemm_mha_fp16]
 profiles = ["fp32", "fp16", "bf16"]
 options = {SMALL["gemm_mha_fp16"]}

@@ -11,22 +11,17 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, make_tiny_model, matrix_file
+from conftest import BF16, REPO, make_tiny_model, matrix_file
 from matrix.store import list_runs, read_run
 from matrix.store.cache import result_dir
 from matrix.worker.files import RESULT
 
 # fp32, bf16 and tf32 with their tolerances: what both matrices below start from.
-PRECISIONS = """\
+PRECISIONS = BF16 + """\
 [profiles.fp32]
 precision = "fp32"
-[profiles.bf16]
-precision = "bf16"
 [profiles.tf32]
 precision = "tf32"
-[tolerances.bf16]
-atol = 5e-2
-rtol = 5e-2
 [tolerances.tf32]
 atol = 5e-3
 rtol = 5e-3
