@@ -317,3 +317,33 @@ def test_images_build_skips_up_to_date_and_check_says_why_not(docker_client):
     assert "yes" in rows["ort-1.32-docker"].split("│")[5]
     if not host_gpus():
         assert "no NVIDIA GPU on this host" in rows["trt-10.8"]
+
+
+def test_containers_whose_run_is_gone_or_stopped_are_removed_and_no_others(docker_client):
+    """What a run removes before it starts, and a Ray run after Ctrl-C on every node: containers
+    whose starting process is gone — a zombie too (a Ray worker its raylet killed, not yet reaped) —
+    and, for a stopped run, every one of its own; never a live run's."""
+    from matrix.environments.docker import LABEL, remove_dead_runs_containers
+    from matrix.store.records import HOST
+
+    zombie = subprocess.Popen(["true"])
+    deadline = time.time() + 10
+    while time.time() < deadline and open(f"/proc/{zombie.pid}/stat").read().rpartition(")")[2].split()[0] != "Z":
+        time.sleep(0.05)
+    made = {}
+    for name, pid, run in (("zombie", zombie.pid, "r1"), ("live", os.getpid(), "r2"), ("stopped", os.getpid(), "r3")):
+        made[name] = docker_client.containers.create(
+            "trtmatrix-test/python:3.11", ["true"], name=f"trtmatrix-test-{name}-{os.getpid()}",
+            labels={LABEL: "worker", f"{LABEL}.host": HOST, f"{LABEL}.host-pid": str(pid), f"{LABEL}.run": run})
+    try:
+        removed = remove_dead_runs_containers(docker_client, stopped_run="r3")
+        assert sorted(removed) == sorted(made[n].name for n in ("zombie", "stopped"))
+        assert [c.name for c in docker_client.containers.list(all=True, filters={"label": f"{LABEL}.run=r2"})] == [
+            made["live"].name]
+    finally:
+        zombie.wait()
+        for container in made.values():
+            try:
+                container.remove(force=True)
+            except Exception:  # noqa: BLE001 - removed by the code under test
+                pass

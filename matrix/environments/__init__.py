@@ -58,9 +58,11 @@ def planned_fingerprints(envdefs: list[EnvDef]) -> dict[str, str | None]:
     return found
 
 
-def remove_left_behind(envdefs: list[EnvDef]) -> list[str]:
-    """The containers that dead runs on this host left behind (kill -9, a crash), removed; nothing
-    to do without docker environments or a Docker engine. Returns their names."""
+def remove_left_behind(envdefs: list[EnvDef], stopped_run: str | None = None) -> list[str]:
+    """The containers that dead runs on this host left behind (kill -9, a crash), removed, and with
+    `stopped_run` every container of that run (stopped by Ctrl-C: none of them is wanted, even
+    where the process that started it is not quite gone yet); nothing to do without docker
+    environments or a Docker engine. Returns their names."""
     if not any(e.backend == "docker" for e in envdefs):
         return []
     from .docker import remove_dead_runs_containers
@@ -70,4 +72,4 @@ def remove_left_behind(envdefs: list[EnvDef]) -> list[str]:
         client = docker_client()
     except EnvironmentUnavailable:
         return []
-    return remove_dead_runs_containers(client)
+    return remove_dead_runs_containers(client, stopped_run)

@@ -148,13 +148,14 @@ class ContainerWorker:
             self.stdin.close()
 
 
-def remove_dead_runs_containers(client) -> list[str]:
+def remove_dead_runs_containers(client, stopped_run: str | None = None) -> list[str]:
     """Remove the worker containers that runs on this host left behind when they died (kill -9,
-    power loss): their orchestrator process is gone. Returns the names removed."""
+    power loss): their orchestrator process is gone; and every one of `stopped_run`. Returns the
+    names removed."""
     removed = []
     for container in client.containers.list(all=True, filters={"label": [f"{LABEL}=worker", f"{LABEL}.host={HOST}"]}):
         pid = int(container.labels.get(f"{LABEL}.host-pid", "0") or 0)
-        if pid and _alive(pid):
+        if pid and _alive(pid) and container.labels.get(f"{LABEL}.run") != stopped_run:
             continue
         try:
             container.remove(force=True)
@@ -165,10 +166,15 @@ def remove_dead_runs_containers(client) -> list[str]:
 
 
 def _alive(pid: int) -> bool:
+    """A zombie is dead: a Ray worker killed by its raylet stays one until it is reaped."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

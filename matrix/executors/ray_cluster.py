@@ -135,13 +135,15 @@ class RayExecutor:
                 on_event({"event": "setup", "env": part.name})
                 task = self.task.options(resources=placement, num_gpus=1 if part.envdef.needs_gpu else 0)
                 running[task.remote(part)] = (part, placement)
+        stopped = None
         try:
             self._collect(running, done)
         except BaseException:
             self._cancel(list(running))
+            stopped = units[0].run_id if units else None
             raise
         finally:  # containers of killed tasks (cancelled, or their node died on a host that lives on)
-            self._clean_every_node([unit.envdef for unit in units])
+            self._clean_every_node([unit.envdef for unit in units], stopped)
 
     def _collect(self, running: dict, done: Done) -> None:
         ray = self.ray
@@ -176,14 +178,15 @@ class RayExecutor:
             self.ray.cancel(ref, force=True)
         self.ray.wait(left, num_returns=len(left), timeout=CANCEL_GRACE_S)  # until their processes are gone
 
-    def _clean_every_node(self, envdefs: list) -> None:
+    def _clean_every_node(self, envdefs: list, stopped_run: str | None) -> None:
         """remove_left_behind on every live node with Docker: the containers whose starting
-        process is dead, wherever they are."""
+        process is dead, wherever they are, and after a Ctrl-C every container of this run (a
+        force-cancelled task's process may not be gone yet when this runs)."""
         if not any(e.backend == "docker" for e in envdefs):
             return
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         clean = self.ray.remote(num_cpus=0)(remove_left_behind)
         refs = [clean.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
-                .remote(envdefs) for node in self.ray.nodes() if node["Alive"] and "docker" in node["Resources"]]
+                .remote(envdefs, stopped_run) for node in self.ray.nodes() if node["Alive"] and "docker" in node["Resources"]]
         self.ray.wait(refs, num_returns=len(refs), timeout=CLEAN_TIMEOUT_S)
