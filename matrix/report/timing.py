@@ -48,12 +48,10 @@ def _change(before, after) -> float | None:
 
 def _places(frame: pd.DataFrame) -> dict[str, tuple]:
     """{env: (engine, in a container, GPU model)}: environments whose timings compare."""
-    columns = [c for c in ("image", "gpu") if c in frame]
     places = {}
     for env, group in frame.groupby("env", sort=False):
-        found = {c: group[c].dropna() for c in columns}
-        places[env] = (group["engine"].iloc[0], bool(len(found.get("image", ()))),
-                       str(found["gpu"].iloc[0]) if len(found.get("gpu", ())) else "")
+        image, gpu = (group[c].dropna() if c in group else pd.Series() for c in ("image", "gpu"))
+        places[env] = (group["engine"].iloc[0], not image.empty, str(gpu.iloc[0]) if len(gpu) else "")
     return places
 
 
