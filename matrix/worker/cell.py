@@ -14,7 +14,7 @@ import traceback
 import numpy as np
 
 from .engines import Refused, Unsupported, check_profile, load_engine
-from .files import OUTPUTS, REPEATS, RESULT
+from .files import OUTPUTS, REPEATS, RESULT, save_arrays
 from .probe import describe
 
 
@@ -51,14 +51,14 @@ def save_runs(out_dir, runs):
     """outputs.npz: the first run (warm-up included). repeats.npz: each later run whose outputs
     differ from every run kept so far, as "<run index>/<output name>", so the host can judge the
     worst run and measure run-to-run drift. Nothing more is written when all runs agree."""
-    np.savez(os.path.join(out_dir, OUTPUTS), **runs[0])
+    save_arrays(os.path.join(out_dir, OUTPUTS), runs[0])
     kept, repeats = [runs[0]], {}
     for index, outputs in enumerate(runs[1:], start=1):
         if not any(_identical(outputs, seen) for seen in kept):
             kept.append(outputs)
             repeats.update({"{}/{}".format(index, name): value for name, value in outputs.items()})
     if repeats:
-        np.savez(os.path.join(out_dir, REPEATS), **repeats)
+        save_arrays(os.path.join(out_dir, REPEATS), repeats)
 
 
 def execute(spec):

@@ -7,6 +7,7 @@ RESULT = "result.json"       # status, timings and facts: always written, whatev
 OUTPUTS = "outputs.npz"      # the first inference's outputs (warm-up included)
 REPEATS = "repeats.npz"      # later inferences that differ from every one kept so far ("<run>/<output>")
 LOG = "cell.log"             # the cell process's own stdout and stderr
+INPUTS = "inputs.npz"        # a case's inputs, in its prepared artifacts (and a run's refs/)
 # In a torch case's artifacts: its module as torch.export made it, once per dtype (fp32, fp16,
 # bf16: a program holds the dtypes it was traced with), and what the torch engine needs to run it
 # (the torch that made them, input and output names, why an export failed).
@@ -14,3 +15,17 @@ PROGRAM = "program-{}.pt2"
 PROGRAM_META = "program.json"
 
 WATCH_STDIN = "TRTMATRIX_WATCH_STDIN"  # "1": stdin closes when the orchestrator dies (kill -9 included)
+
+
+def save_arrays(path, arrays):
+    """{name: array} as an .npz file that np.load reads back by name. Not np.savez(path, **arrays):
+    tensor names are any text ONNX allows, and `file` or `allow_pickle` would collide with its
+    own arguments there. Object arrays are refused (np.load would need pickle to read them)."""
+    import zipfile
+
+    import numpy as np
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
