@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .acceptance import cosine, judge_by_rule, judged_positions
 from .config import Acceptance
 from .worker.files import REPEATS
 
@@ -53,6 +54,8 @@ class OutputMetrics:
     # rtol at the configured atol (infinite where NaN/Inf, or an error on an exact 0, needs more).
     atol_needed: float = 0.0
     rtol_needed: float = 0.0
+    # Elements left out of judging by the case's mask (padding positions).
+    left_out: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,18 +74,9 @@ def _texts(values) -> str | None:
 
 WORST = {"max_abs": max, "max_rel": max, "mean_abs": max, "rmse": max, "cosine": _min_cosine,
          "mismatch_frac": max, "nan_count": sum, "inf_count": sum, "ref_nonfinite": sum, "nonfinite_found": _texts,
-         "atol_needed": max, "rtol_needed": max}
+         "atol_needed": max, "rtol_needed": max, "left_out": sum}
 # ... and over the runs of one output (counts are per run, so the largest, not the sum).
-WORST_RUN = {**WORST, "nan_count": max, "inf_count": max}
-
-
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    if na == 0 and nb == 0:
-        return 1.0
-    if na == 0 or nb == 0:
-        return 0.0
-    return float(np.dot(a, b) / (na * nb))
+WORST_RUN = {**WORST, "nan_count": max, "inf_count": max, "left_out": max}
 
 
 def _value_text(value: float, dtype: np.dtype) -> str:
@@ -114,27 +108,34 @@ def _integers(actual: np.ndarray, reference: np.ndarray) -> bool:
     return all(np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_ for a in (actual, reference))
 
 
-def _compare_integers(name: str, actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
+def _compare_integers(name: str, shape: tuple[int, ...], out: np.ndarray, ref: np.ndarray, left_out: int) -> OutputMetrics:
     """Integers (indices, counts, masks) match exactly, as integers: through float64, 2**62 + 1
     and 2**62 would be equal. Differences are taken as Python integers, so none overflows."""
-    out, ref = actual.ravel(), reference.ravel()
     bad = out != ref
     diffs = [abs(int(a) - int(r)) for a, r in zip(out[bad], ref[bad])]
     size = max(out.size, 1)
     worst = float(max(diffs, default=0))
     rel = max((d / max(abs(int(r)), 1) for d, r in zip(diffs, ref[bad])), default=0.0)
-    return OutputMetrics(name, tuple(actual.shape), max_abs=worst, max_rel=float(rel), mean_abs=float(sum(diffs)) / size,
+    return OutputMetrics(name, shape, max_abs=worst, max_rel=float(rel), mean_abs=float(sum(diffs)) / size,
                          rmse=math.sqrt(sum(float(d) ** 2 for d in diffs) / size),
-                         cosine=_cosine(out.astype(np.float64), ref.astype(np.float64)),
+                         cosine=cosine(out.astype(np.float64), ref.astype(np.float64)),
                          mismatch_frac=float(bad.mean()) if bad.size else 0.0, nan_count=0, inf_count=0,
-                         atol_needed=worst, rtol_needed=INF if diffs else 0.0)
+                         atol_needed=worst, rtol_needed=INF if diffs else 0.0, left_out=left_out)
 
 
-def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: float, rtol: float) -> OutputMetrics:
+def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: float, rtol: float,
+                   mask: np.ndarray | None = None) -> OutputMetrics:
+    """`mask`: the case's mask input; where it is 0 this output's elements are left out (when
+    its leading dimensions are the mask's shape: acceptance.judged_positions)."""
     if actual.shape != reference.shape:
         raise ValueError(f"output {name!r} has shape {actual.shape}, reference has {reference.shape}")
+    shape = tuple(reference.shape)
+    kept = judged_positions(mask, shape)
+    left_out = 0 if kept is None else int(kept.size - kept.sum())
+    if kept is not None:
+        actual, reference = actual[kept], reference[kept]
     if _integers(actual, reference):
-        return _compare_integers(name, actual, reference)
+        return _compare_integers(name, shape, actual.ravel(), reference.ravel(), left_out)
     out = actual.astype(np.float64).ravel()
     ref = reference.astype(np.float64).ravel()
     judged = np.isfinite(ref)
@@ -147,9 +148,9 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
               "nan_count": int((np.isnan(out) & ~np.isnan(ref)).sum()),
               "inf_count": int((np.isinf(out) & (out != ref)).sum()),
               "ref_nonfinite": int((~judged).sum()),
-              "nonfinite_found": _nonfinite_found(out, ref, bad & ~judged, actual.dtype)}
+              "nonfinite_found": _nonfinite_found(out, ref, bad & ~judged, actual.dtype), "left_out": left_out}
     if (bad & ~(judged & finite)).any():  # a mismatch involving NaN or Inf: no finite error describes it
-        return OutputMetrics(name, tuple(actual.shape), INF, INF, INF, INF, math.nan, **counts,
+        return OutputMetrics(name, shape, INF, INF, INF, INF, math.nan, **counts,
                              atol_needed=INF, rtol_needed=INF)
     out, ref = out[judged], ref[judged]
     diff = np.abs(out - ref)
@@ -158,12 +159,12 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
         rtol_needed = float(((over_atol - atol) / np.abs(ref[diff > atol])).max()) if over_atol.size else 0.0
     return OutputMetrics(
         name=name,
-        shape=tuple(actual.shape),
+        shape=shape,
         max_abs=float(diff.max()) if diff.size else 0.0,
         max_rel=float((diff / np.maximum(np.abs(ref), REL_FLOOR)).max()) if diff.size else 0.0,
         mean_abs=float(diff.mean()) if diff.size else 0.0,
         rmse=float(np.sqrt((diff ** 2).mean())) if diff.size else 0.0,
-        cosine=_cosine(out, ref),
+        cosine=cosine(out, ref),
         **counts,
         atol_needed=float(np.maximum(diff - rtol * np.abs(ref), 0).max()) if diff.size else 0.0,
         rtol_needed=rtol_needed,
@@ -181,9 +182,9 @@ def compare_outputs(actual: dict[str, np.ndarray], reference: dict[str, np.ndarr
 
 
 def compare_runs(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray],
-                 atol: float, rtol: float) -> tuple[str, dict, list[OutputMetrics]]:
+                 atol: float, rtol: float, mask: np.ndarray | None = None) -> tuple[str, dict, list[OutputMetrics]]:
     """Like compare_outputs, judged on the worst run: each metric of each output is its worst
-    over the runs."""
+    over the runs. `mask`: see compare_output."""
     missing = sorted({name for outputs in runs for name in reference if name not in outputs})
     if missing:
         raise ValueError(f"engine returned no value for outputs {missing}")
@@ -192,7 +193,7 @@ def compare_runs(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
             raise ValueError(f"the reference of output {name!r} is NaN everywhere: nothing to judge against")
     per_output = []
     for name in reference:
-        each = [compare_output(name, outputs[name], reference[name], atol, rtol) for outputs in runs]
+        each = [compare_output(name, outputs[name], reference[name], atol, rtol, mask) for outputs in runs]
         per_output.append(replace(each[0], **_worst_of(each, WORST_RUN)))
     worst = _worst_of(per_output, WORST)
     worst["extra_outputs"] = sorted({name for outputs in runs for name in outputs if name not in reference})
@@ -229,46 +230,21 @@ def load_runs(outputs: Path, repeats: Path) -> tuple[dict[str, np.ndarray], dict
     return first, later
 
 
-def top_agreement(actual: np.ndarray, reference: np.ndarray, k: int) -> float:
-    """Share of rows whose reference argmax is among the output's k largest values. Rows: all axes
-    but the last; a last axis of size 1 (a score per item) makes one row, ranked across items. A
-    row with NaN or Inf in the output disagrees."""
-    def rows(a: np.ndarray) -> np.ndarray:
-        return a.reshape(1, -1) if a.ndim == 0 or a.shape[-1] == 1 else a.reshape(-1, a.shape[-1])
-
-    out, ref = rows(actual.astype(np.float64)), rows(reference.astype(np.float64))
-    top = np.argsort(-np.nan_to_num(out, nan=-np.inf), axis=1, kind="stable")[:, :k]
-    agree = (top == ref.argmax(axis=1)[:, None]).any(axis=1) & np.isfinite(out).all(axis=1)
-    return float(agree.mean()) if agree.size else 1.0
-
-
-def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], worst: dict,
-                  accept: Acceptance) -> tuple[str, dict]:
-    """The verdict of an acceptance rule (cosine, top-k agreement) over every output and run."""
-    held = []
-    if accept.cosine is not None:
-        held.append(worst["cosine"] >= accept.cosine)  # an undefined (NaN) cosine never holds
-    top1 = None
-    if accept.top1 is not None:
-        top1 = min(top_agreement(outputs[name], reference[name], accept.topk) for outputs in runs for name in reference)
-        held.append(top1 >= accept.top1)
-    return ("pass" if all(held) else "fail"), {"rule": accept.text(), "top1": top1}
-
-
-def compare_files(outputs: Path, reference: Path, atol: float, rtol: float,
-                  accept: Acceptance | None = None, repeats: Path | None = None) -> tuple[str, dict]:
+def compare_files(outputs: Path, reference: Path, atol: float, rtol: float, accept: Acceptance | None = None,
+                  repeats: Path | None = None, mask: np.ndarray | None = None) -> tuple[str, dict]:
     """Verdict and record fields (worst metrics, drift, per-output metrics as JSON) from stored
     .npz files: the same judgement after a run and when `trtmatrix report` re-judges a stored one.
     With an acceptance rule the rule gives the verdict; atol/rtol still give the metrics.
-    `repeats`: the later runs that differed (default: the worker's file beside `outputs`)."""
+    `repeats`: the later runs that differed (default: the worker's file beside `outputs`).
+    `mask`: the case's mask input, whose zeros are left out of judging."""
     first, later = load_runs(outputs, repeats or outputs.with_name(REPEATS))
     with np.load(reference) as data:
         ref = dict(data)
     runs = [first, *later.values()]
-    verdict, worst, per_output = compare_runs(runs, ref, atol, rtol)
-    rule = {"rule": None, "top1": None}
+    verdict, worst, per_output = compare_runs(runs, ref, atol, rtol, mask)
+    rule = {"rule": None, "top1": None, "worst_slice": None}
     if accept is not None:
-        verdict, rule = judge_by_rule(runs, ref, worst, accept)
+        verdict, rule = judge_by_rule(runs, ref, accept, mask)
     drift_max_abs, drift_index = drift(first, later)
     return verdict, {**worst, **rule, "extra_outputs": ", ".join(worst["extra_outputs"]) or None,
                      "drift_max_abs": drift_max_abs,

@@ -89,24 +89,36 @@ class Acceptance(Strict):
     """A judgement instead of element-wise closeness, for models whose users ask about direction
     or ranking (embeddings, classifiers, rerankers). Every condition given must hold."""
 
-    # Every output's cosine similarity to the reference, in every inference, at least this.
-    cosine: float | None = Field(default=None, ge=-1, le=1)
+    # Every output's cosine similarity to the reference, in every inference, at least this. Above
+    # -1: a cosine is never below it, so `cosine = -1` would pass anything.
+    cosine: float | None = Field(default=None, gt=-1, le=1)
     # Share of rows (all axes but the last; a last axis of size 1 makes one row: a score per item,
-    # ranked across items) whose reference argmax is among the output's `topk` largest.
-    top1: float | None = Field(default=None, ge=0, le=1)
+    # ranked across items) whose reference argmax is among the output's `topk` largest. Above 0,
+    # or it holds whatever the output.
+    top1: float | None = Field(default=None, gt=0, le=1)
     topk: int = Field(default=1, ge=1)
+    # Judge per slice along this axis (0: per sentence of a batch, per query): cosine and top-k
+    # are taken within each slice, and the worst slice decides. Unset: over the whole output.
+    axis: int | None = Field(default=None, ge=0)
+    # What a slice is called in the details ("sentence 3 of 4: cosine 0.9961").
+    axis_name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z _-]{0,30}$")] = "slice"
 
     @model_validator(mode="after")
     def _some_condition(self) -> Acceptance:
         if self.cosine is None and self.top1 is None:
             raise ValueError("give cosine and/or top1")
+        if self.topk > 1 and self.top1 is None:
+            raise ValueError("topk says how top1 agreement is counted: give top1 too")
+        if "axis_name" in self.model_fields_set and self.axis is None:
+            raise ValueError("axis_name names the slices along 'axis': give axis too")
         return self
 
     def text(self) -> str:
-        parts = [f"cosine ≥ {self.cosine:g}"] * (self.cosine is not None)
+        parts = [f"cosine ≥ {self.cosine:g}"] if self.cosine is not None else []
         if self.top1 is not None:
             parts.append(f"top{self.topk} agreement ≥ {self.top1:g}")
-        return " and ".join(parts)
+        per = f" per {self.axis_name} (axis {self.axis})" if self.axis is not None else ""
+        return " and ".join(parts) + per
 
 
 class CaseEntry(Strict):
@@ -120,10 +132,15 @@ class CaseEntry(Strict):
     accept: dict[Name, Acceptance] = {}
     # GPU-model globs (e.g. "*L4*"): on GPU environments the case runs only on matching GPUs.
     gpus: Items[str] = ()
-    # Bring-your-own-model cases: an ONNX file plus inputs, optionally expected outputs.
+    # Bring-your-own-model cases: an ONNX file plus inputs, optionally expected outputs. Several
+    # input sets (batch 1 and batch 4, short and long sentences): a list of files, one row each
+    # (named by the file's stem), with `expected` a list of the same length when given.
     onnx: str | None = None
-    inputs: str | None = None
-    expected: str | None = None
+    inputs: str | Items[str] | None = None
+    expected: str | Items[str] | None = None
+    # An input whose zeros mark positions to leave out of judging (attention_mask: padding), in
+    # every output whose leading dimensions are the mask's shape.
+    mask: str | None = None
     # External test suites, one row per test (sources/onnx_suites.py): the ONNX backend node tests
     # or "light" models of the installed onnx package, or a folder in the ONNX test layout; globs
     # pick the tests.
@@ -142,6 +159,10 @@ class CaseEntry(Strict):
             raise ValueError("give one of 'onnx', 'suite' and 'suite_dir'")
         if (self.include or self.exclude) and not (self.suite or self.suite_dir):
             raise ValueError("'include' and 'exclude' pick tests of a 'suite' or 'suite_dir'")
+        if isinstance(self.inputs, tuple) or isinstance(self.expected, tuple):
+            _check_input_sets(self.inputs, self.expected)
+        if self.mask is not None and self.is_suite:
+            raise ValueError("'mask' names an input of an ONNX-file or case-file case, not of a suite's tests")
         if (self.onnx or self.is_suite) and (self.params or self.options):
             kind = "an ONNX-file case" if self.onnx else "a suite case"
             raise ValueError(f"{kind} has no {'params' if self.params else 'options'}: they are arguments of a "
@@ -151,6 +172,23 @@ class CaseEntry(Strict):
     @property
     def is_suite(self) -> bool:
         return bool(self.suite or self.suite_dir)
+
+
+def input_set_name(path: str) -> str:
+    """A row's name for one of several input files: its stem (`b4` for `inputs/b4.npz`)."""
+    return Path(path).stem
+
+
+def _check_input_sets(inputs, expected) -> None:
+    if not isinstance(inputs, tuple):
+        raise KeyedError("expected", "a list of expected-output files needs a list of input files, one each")
+    if not inputs:
+        raise KeyedError("inputs", "give at least one inputs file")
+    if expected is not None and (not isinstance(expected, tuple) or len(expected) != len(inputs)):
+        raise KeyedError("expected", f"give one expected-outputs file per inputs file ({len(inputs)})")
+    problem = param_values_problem([input_set_name(path) for path in inputs])
+    if problem:
+        raise KeyedError(f"inputs{problem[0]}", f"the file's stem names its row: {problem[1]}")
 
 
 def _no_repeats(values: tuple) -> tuple:
@@ -243,8 +281,8 @@ def _shown(value: Any) -> str:
 def _first_error(path: Path, exc: ValidationError) -> ConfigError:
     err = exc.errors()[0]
     cause = err.get("ctx", {}).get("error")
-    if isinstance(cause, KeyedError):
-        return ConfigError(path, cause.key, str(cause))
+    if isinstance(cause, KeyedError):  # its key is below where the error was raised
+        return ConfigError(path, ".".join([*map(str, err["loc"]), cause.key]), str(cause))
     key = ".".join(str(part) for part in err["loc"])
     message = err["msg"].removeprefix("Value error, ")
     if err["type"].endswith("_type") and isinstance(err["input"], PARAM_TYPES):
@@ -287,12 +325,20 @@ def load_config(path: Path | str) -> MatrixConfig:
 
 
 class CaseTolerances(Strict):
-    tolerances: dict[Name, Tolerance] = Field(min_length=1)
+    tolerances: dict[Name, Tolerance] = {}
+    accept: dict[Name, Acceptance] = {}
+
+    @model_validator(mode="after")
+    def _something(self) -> CaseTolerances:
+        if not (self.tolerances or self.accept):
+            raise ValueError("give tolerances or accept tables")
+        return self
 
 
 class ToleranceFile(Strict):
     """A file of per-case tolerances (`trtmatrix tolerances suggest` writes one), in the matrix
-    file's own layout: [cases.<case>.tolerances.<profile>] atol/rtol."""
+    file's own layout: [cases.<case>.tolerances.<profile>] atol/rtol, and for a profile judged by
+    an acceptance rule [cases.<case>.accept.<profile>]."""
 
     cases: dict[Name, CaseTolerances] = Field(min_length=1)
 
@@ -305,8 +351,10 @@ def with_tolerances(config: MatrixConfig, path: Path) -> MatrixConfig:
     for name, entry in given.cases.items():
         if name not in cases:
             raise ConfigError(path, f"cases.{name}", f"{name!r} is not a case of the matrix")
-        for profile in entry.tolerances:
-            if profile not in cases[name].profiles:
-                raise ConfigError(path, f"cases.{name}.tolerances.{profile}", f"{name} does not run profile {profile!r}")
-        cases[name] = cases[name].model_copy(update={"tolerances": {**cases[name].tolerances, **entry.tolerances}})
+        for table in ("tolerances", "accept"):
+            for profile in getattr(entry, table):
+                if profile not in cases[name].profiles:
+                    raise ConfigError(path, f"cases.{name}.{table}.{profile}", f"{name} does not run profile {profile!r}")
+        cases[name] = cases[name].model_copy(update={"tolerances": {**cases[name].tolerances, **entry.tolerances},
+                                                     "accept": {**cases[name].accept, **entry.accept}})
     return config.model_copy(update={"cases": cases})

@@ -30,6 +30,10 @@ class Cell:
     env: str
     artifact_key: str
     content_key: str
+    # TensorRT: the rows of the case (params, artifact key) whose input shapes the engine's
+    # optimisation profile spans, as one deployed engine serves every batch size; those of them
+    # with the same model share one engine (run.py). Empty: the cell's own inputs only.
+    span: tuple[tuple[Params, str], ...] = ()
 
     @property
     def row_id(self) -> str:
@@ -106,7 +110,7 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
         return hash_json({"suite_test": spec.suite_test(params).digest, "case": spec.name, "params": params,
                           "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
     if spec.is_onnx_file:
-        paths = spec.onnx_paths()
+        paths = spec.onnx_paths(params)
         return hash_json({"files": hash_files([*paths.values(), *external_data_files(paths["onnx"])]),
                           "case": spec.name, "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
     case = spec.torch_case
@@ -123,22 +127,32 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
     })
 
 
-def content_key(artifact: str, profile: Profile, env: EnvDef, worker_code: str) -> str:
+def content_key(artifact: str, profile: Profile, env: EnvDef, worker_code: str,
+                span: tuple[tuple[Params, str], ...] = ()) -> str:
     return hash_json({
         "artifact": artifact,
         "profile": profile.model_dump(mode="json", exclude={"description"}),  # words change no number
         "env": env.definition_hash(),
         "worker": worker_code,
         "variant": variant_key(profile, env.runs_fp16_copy(profile)),
+        **({"span": sorted(key for _, key in span)} if len(span) > 1 else {}),  # the shapes a TensorRT engine takes
     })
+
+
+def engine_span(spec: CaseSpec, rows: list[tuple[Params, str]], env: EnvDef) -> tuple[tuple[Params, str], ...]:
+    """The rows a TensorRT engine of this case is built for: every row of the case (a suite's tests
+    are models of their own)."""
+    return tuple(rows) if env.engine == "tensorrt" and spec.suite is None and len(rows) > 1 else ()
 
 
 def plan_for_row(plan: Plan, row_id: str, env: EnvDef) -> Plan:
     """One row of a plan in an environment that may not be in its matrix (a release bisect
     makes on the fly): the investigations' way to run one cell like any other."""
     template = next(cell for cell in plan.cells if cell.row_id == row_id)
+    rows = list(dict.fromkeys((c.params, c.artifact_key) for c in plan.whole or plan.cells if c.case == template.case))
+    span = engine_span(plan.cases[template.case], rows, env)
     cell = Cell(template.case, template.params, template.profile, env.name, template.artifact_key,
-                content_key(template.artifact_key, plan.profile(template.profile), env, worker_hash()))
+                content_key(template.artifact_key, plan.profile(template.profile), env, worker_hash(), span), span)
     return Plan(plan.config, plan.config_path, plan.cases, {env.name: env}, [cell], plan.known_issues)
 
 
@@ -166,7 +180,8 @@ def plan_of_trials(plan: Plan, cell_id: str, models: dict[str, dict[str, Path]] 
     cells = []
     for case, params in rows:
         artifact = template.artifact_key if not models else artifact_key(cases[case], params)
-        cells += [Cell(case, params, name, env.name, artifact, content_key(artifact, profile, env, code))
+        span = () if models else template.span  # an observed copy is a model of its own
+        cells += [Cell(case, params, name, env.name, artifact, content_key(artifact, profile, env, code, span), span)
                   for name, profile in profiles.items()]
     config = plan.config.model_copy(update={"profiles": profiles, "cases": {n: s.entry for n, s in cases.items()}})
     return Plan(config, plan.config_path, cases, {env.name: env}, cells, plan.known_issues)
@@ -207,14 +222,15 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
     code = worker_hash()
     cells = []
     for name, spec in cases.items():
-        for params in spec.param_grid():
-            artifact = artifact_key(spec, params)
+        rows = [(params, artifact_key(spec, params)) for params in spec.param_grid()]
+        for params, artifact in rows:
             for profile in spec.entry.profiles:
                 for env in envs.values():
                     if only_envs and env.name not in only_envs:
                         continue
+                    span = engine_span(spec, rows, env)
                     cells.append(Cell(name, params, profile, env.name, artifact,
-                                      content_key(artifact, config.profiles[profile], env, code)))
+                                      content_key(artifact, config.profiles[profile], env, code, span), span))
     if only_cells:
         unknown = set(only_cells) - {cell.cell_id for cell in cells}
         if unknown:

@@ -16,9 +16,10 @@ from importlib.metadata import PackageNotFoundError, version as package_version
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 
-from . import compare
+from . import acceptance, compare
 from .compare import compare_files
 from .environments import remove_left_behind
 from .environments.definitions import EnvDef
@@ -28,7 +29,8 @@ from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
-from .prepare import REFERENCE, case_meta, prepare, prepared
+from .prepare import INPUTS, MODEL, REFERENCE, case_meta, mask_array, prepare, prepared
+from .prepare.graph_checks import applies
 from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
@@ -55,7 +57,7 @@ def utc_now() -> str:
 @cache
 def _compare_code() -> str:
     """Part of a stored judgement's key: a change to how cells are compared re-judges them all."""
-    return hash_files([Path(compare.__file__)])
+    return hash_files([Path(compare.__file__), Path(acceptance.__file__)])
 
 
 def env_skip_reason(envdef: EnvDef) -> str | None:
@@ -82,6 +84,7 @@ class MatrixRun:
         self.records: dict[str, dict] = {}
         self.result_dirs: dict[str, Path] = {}
         self._artifacts: dict[tuple, Path | BaseException] = {}
+        self._model_digests: dict[Path, str] = {}
         self.env_logs: dict[str, Path] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
         self.executor = executor or LocalExecutor(plan.config.run.jobs)
@@ -97,7 +100,8 @@ class MatrixRun:
             precision=self.plan.profile(cell.profile).precision, env=cell.env, engine=envdef.label,
             env_version=envdef.version,
             atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key,
-            suite=suite_label(spec.entry.suite, spec.entry.suite_dir) if spec.suite is not None else None)
+            suite=suite_label(spec.entry.suite, spec.entry.suite_dir) if spec.suite is not None else None,
+            mask=spec.entry.mask)
         record.update(fields)
         record["verdict"] = record["status"]  # before known issues turn it into xfail/xpass
         self.records[cell.cell_id] = record
@@ -106,19 +110,39 @@ class MatrixRun:
         self.on_event({"event": "recorded", "cell_id": cell.cell_id, "status": shown})
         return record
 
-    def _artifacts_for(self, cell: Cell) -> Path | BaseException:
-        key = (cell.case, cell.params)
-        if key not in self._artifacts and (ready := prepared(self.cache, cell.case, cell.artifact_key)):
+    def _artifacts_for(self, case: str, params, artifact_key: str) -> Path | BaseException:
+        key = (case, params)
+        if key not in self._artifacts and (ready := prepared(self.cache, case, artifact_key)):
             self._artifacts[key] = ready  # no lock, no progress line: thousands of suite tests on a re-run
         if key not in self._artifacts:
-            self.on_event({"event": "prepare", "case": cell.case, "params": dict(cell.params)})
+            self.on_event({"event": "prepare", "case": case, "params": dict(params)})
             try:
-                with cache_lock(self.cache, f"artifact-{cell.case}-{cell.artifact_key[:16]}"):
-                    self._artifacts[key] = prepare(self.plan.cases[cell.case], cell.params, cell.artifact_key,
-                                                   self.cache)
+                with cache_lock(self.cache, f"artifact-{case}-{artifact_key[:16]}"):
+                    self._artifacts[key] = prepare(self.plan.cases[case], params, artifact_key, self.cache)
             except Exception as exc:  # a broken case must not stop the others
                 self._artifacts[key] = exc
         return self._artifacts[key]
+
+    def _model_digest(self, artifacts: Path) -> str:
+        if artifacts not in self._model_digests:
+            self._model_digests[artifacts] = hash_files([artifacts / MODEL])
+        return self._model_digests[artifacts]
+
+    def _engine_span(self, cell: Cell, artifacts: Path) -> tuple[tuple[dict, ...], str | None]:
+        """TensorRT: the input shapes of the rows of the case that share this cell's model, in the
+        case's row order (the engine's optimisation profile spans them; opt is the first), and a
+        name for their one engine; ((), None) where the cell's own inputs are all there is."""
+        own = self._model_digest(artifacts)
+        shapes, keys = [], []
+        for params, key in cell.span:
+            row = self._artifacts_for(cell.case, params, key)
+            if isinstance(row, Path) and self._model_digest(row) == own:
+                with np.load(row / INPUTS) as data:
+                    shapes.append({name: list(data[name].shape) for name in data.files})
+                keys.append(key)
+        if len(keys) < 2:
+            return (), None
+        return tuple(shapes), hash_json([own, keys, cell.profile])[:24]
 
     def _skip_or_prepare(self, envdef: EnvDef, cells: list[Cell]) -> list[tuple[Cell, Path]]:
         """Cells that can run, with their artifacts; the others are recorded right away."""
@@ -128,7 +152,7 @@ class MatrixRun:
             if reason:
                 self._record(cell, status="skipped", error=reason)
                 continue
-            artifacts = self._artifacts_for(cell)
+            artifacts = self._artifacts_for(cell.case, cell.params, cell.artifact_key)
             if isinstance(artifacts, BaseException):
                 error, tail = error_text(artifacts)
                 self._record(cell, status="error", error=f"prepare failed: {error}", log_tail=tail)
@@ -139,7 +163,8 @@ class MatrixRun:
     def _unit(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> EnvironmentUnit:
         run = self.plan.config.run
         pending = tuple(PendingCell(cell, artifacts, self.plan.profile(cell.profile),
-                                    tuple(self.plan.config.cases[cell.case].gpus or ())) for cell, artifacts in cells)
+                                    tuple(self.plan.config.cases[cell.case].gpus or ()),
+                                    *self._engine_span(cell, artifacts)) for cell, artifacts in cells)
         return EnvironmentUnit(envdef.name, envdef, pending, self.cache, worker_home, self.run_id, self.reuse,
                                run.timeout_s, self.cell_jobs)
 
@@ -160,7 +185,7 @@ class MatrixRun:
     def _finish(self, cell: Cell, raw: dict, artifacts: Path, key: str, reused: bool = False) -> None:
         directory = self.result_dirs[cell.cell_id]
         fields = {name: raw.get(name) for name in REPORTED}
-        info, meta = raw.get("info") or {}, case_meta(artifacts)
+        info, meta, envdef = raw.get("info") or {}, case_meta(artifacts), self.plan.envs[cell.env]
         fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
@@ -170,11 +195,17 @@ class MatrixRun:
                       engine_bytes=info.get("engine_bytes"),
                       network_layers=json.dumps(info["network_layers"]) if "network_layers" in info else None,
                       build_log="\n".join(info["build_log"]) if info.get("build_log") else None,
-                      # The graph checks read the ONNX export, which the torch engine does not run.
-                      graph_warnings=None if self.plan.envs[cell.env].engine == "torch"
-                      else "\n".join(meta.get("graph_warnings", [])),
+                      # A graph check's finding on the cells of the engine versions it concerns (the
+                      # torch engine runs no ONNX export); the report says it once per case.
+                      graph_warnings="\n".join(w["text"] for w in meta.get("graph_warnings", []) if applies(
+                          w, envdef.engine, raw.get("engine_version") or envdef.version)) or None,
+                      model_checks=json.dumps([w["text"] for w in meta["graph_warnings"]])
+                      if meta.get("graph_warnings") else None,
                       operators=" ".join(meta.get("operators", [])) or None,
-                      fp16_forecast=json.dumps(meta.get("fp16_forecast")))
+                      fp16_forecast=json.dumps(meta.get("fp16_forecast")), reference=meta.get("reference"),
+                      # TensorRT: its optimisation profile, and the row that built the engine rows share
+                      shape_profile=json.dumps({"inputs": info["shape_profile"], "built_by": info.get("built_by")})
+                      if info.get("shape_profile") else None)
         if fields["status"] == "ok":
             try:
                 verdict, judged = self._judge(cell, directory, artifacts)
@@ -186,11 +217,13 @@ class MatrixRun:
     def _judge(self, cell: Cell, directory: Path, artifacts: Path) -> tuple[str, dict]:
         """compare_files, or its stored answer for the same outputs, tolerances, rule and code."""
         tol, accept = self.plan.tolerance(cell), self.plan.config.acceptance(cell.case, cell.profile)
-        key = hash_json([tol.atol, tol.rtol, accept.model_dump() if accept else None, _compare_code()])
+        mask = self.plan.config.cases[cell.case].mask
+        key = hash_json([tol.atol, tol.rtol, accept.model_dump() if accept else None, mask, _compare_code()])
         stored = stored_judgement(directory, key)
         if stored:
             return stored
-        verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept)
+        verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
+                                        mask=mask_array(artifacts / INPUTS, mask))
         store_judgement(directory, key, verdict, judged)
         return verdict, judged
 

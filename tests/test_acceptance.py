@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import PROFILES, REPO, tiny_case
-from matrix.compare import top_agreement
+from matrix.acceptance import top_agreement
 from matrix.store import list_runs, read_run
 
 
@@ -36,7 +36,7 @@ def test_a_rule_judges_the_case_is_shown_and_is_re_applied(write_matrix, tiny_mo
     body = PROFILES + '[profiles.nan]\ninject = "nan"\n' + case
 
     def matrix(cosine: float):
-        rule = f"[cases.tiny.accept.fp16]\ncosine = {cosine}\n[cases.tiny.accept.nan]\ncosine = -1.0\n"
+        rule = f"[cases.tiny.accept.fp16]\ncosine = {cosine}\n[cases.tiny.accept.nan]\ncosine = -0.99\n"
         return write_matrix(body + rule, environments=("ort-1.32",))
 
     assert cli("run", "-c", str(matrix(0.999))).returncode == 0
@@ -46,7 +46,7 @@ def test_a_rule_judges_the_case_is_shown_and_is_re_applied(write_matrix, tiny_mo
     assert fp16["atol_needed"] > 1e-9  # element-wise it would fail ...
     assert (fp16["verdict"], fp16["rule"]) == ("pass", "cosine ≥ 0.999")  # ... the rule passes it
     assert 0.999 <= fp16["cosine"] < 1.0
-    assert cells.loc["tiny/nan/ort-1.32", "verdict"] == "fail"  # an undefined cosine holds no rule, even ≥ -1
+    assert cells.loc["tiny/nan/ort-1.32", "verdict"] == "fail"  # an undefined cosine holds no rule, even ≥ -0.99
     assert "⚖" in (run_dir / "report.html").read_text()
 
     # Tightened past what FP16 gives and re-judged from the stored outputs: now it fails.

@@ -312,3 +312,50 @@ def test_the_runtime_cache_keeps_compiled_kernels_for_the_next_cell_and_the_next
     assert not any("runtime cache" in log for log in logs[1:])  # later cells: the worker's own, already loaded
     [cache_file] = (cache_dir / "timing" / RTX).glob("*.rtxcache")
     assert cache_file.stat().st_size > 0
+
+
+def test_input_sets_build_one_engine_whose_profile_spans_them_and_pinned_shapes_are_said(write_matrix, tmp_path):
+    """Batch 1 and batch 4 of one model: one engine (built by the first row, loaded by the other),
+    its optimisation profile min = batch 1, opt = the first set, max = batch 4, as a deployed
+    engine is. A shape tensor (Reshape's target, a graph input) cannot span: pinned, and said."""
+    from matrix.report.html import key_number
+
+    rng = np.random.default_rng(0)
+    weight = onnx.numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "W")
+    dynamic = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"], name="matmul")], "dynamic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])], [weight]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    reshaped = helper.make_model(helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], "reshaped",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(dynamic, tmp_path / "dynamic.onnx")
+    onnx.save(reshaped, tmp_path / "reshaped.onnx")
+    for batch in (1, 4):
+        np.savez(tmp_path / f"b{batch}.npz", x=rng.standard_normal((batch, 16)).astype(np.float32))
+    np.savez(tmp_path / "r.npz", x=rng.standard_normal((4, 16)).astype(np.float32), shape=np.array([8, 8]))
+    body = PROFILES + f"""
+        [cases.dynamic]
+        onnx = "{tmp_path / 'dynamic.onnx'}"
+        inputs = ["{tmp_path / 'b1.npz'}", "{tmp_path / 'b4.npz'}"]
+        profiles = ["fp32"]
+        [cases.reshaped]
+        onnx = "{tmp_path / 'reshaped.onnx'}"
+        inputs = "{tmp_path / 'r.npz'}"
+        profiles = ["fp32"]
+        """
+    cells = read_run(MatrixRun(build_plan(write_matrix(body, environments=(RTX,)))).execute()).set_index("cell_id")
+    b1, b4 = (cells.loc[f"dynamic/inputs=b{b}/fp32/{RTX}"] for b in (1, 4))
+    assert b1["status"] == b4["status"] == "built"
+    profile = json.loads(b4["shape_profile"])
+    assert profile["inputs"] == {"x": {"min": [1, 16], "opt": [1, 16], "max": [4, 16]}}
+    assert json.loads(b1["shape_profile"]) == profile
+    assert profile["built_by"] == f"dynamic/inputs=b1/fp32/{RTX}" and b1["engine_bytes"] == b4["engine_bytes"]
+    pinned = cells.loc[f"reshaped/fp32/{RTX}"]
+    assert json.loads(pinned["shape_profile"])["inputs"]["shape"] == {"min": [8, 8], "opt": [8, 8], "max": [8, 8],
+                                                                       "pinned": True}
+    assert key_number(pinned).endswith("📌") and not key_number(b4).endswith("📌")

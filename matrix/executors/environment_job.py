@@ -32,6 +32,8 @@ class CellJob:
     input_types: Path | None  # {op type: input element types} of `model`, for what onnxruntime refuses
     timing_cache: Path  # TensorRT: one per image and GPU model (store.cache.engine_caches)
     runtime_cache: Path  # TensorRT-RTX: the kernels it compiles at run time, the same way
+    input_shapes: tuple[dict, ...] = ()  # TensorRT: every input set's shapes its profile spans
+    engine_file: Path | None = None  # TensorRT: the engine those rows share (built by the first)
 
     def spec(self, engine: str, timeout_s: float, node: str, gpu: int | None) -> dict:
         return {
@@ -47,6 +49,8 @@ class CellJob:
             "input_types": str(self.input_types) if self.input_types else None,
             "timing_cache": str(self.timing_cache),
             "runtime_cache": str(self.runtime_cache),
+            "input_shapes": list(self.input_shapes),
+            "engine_file": str(self.engine_file) if self.engine_file else None,
             "timeout_s": timeout_s,
         }
 

@@ -25,7 +25,7 @@ from ..environments.definitions import EnvDef
 from ..environments.gpus import host_gpus
 from ..plan import Cell
 from ..prepare import INPUTS, input_types_file, model_for_profile, node_types_file
-from ..store.cache import engine_caches, env_log, result_dir, result_key, stored_result
+from ..store.cache import engine_caches, env_log, result_dir, result_key, shared_engines, stored_result
 from ..store.locks import cache_lock
 from ..store.records import HOST
 from .environment_job import CellJob, error_text, run_environment
@@ -36,6 +36,10 @@ class PendingCell:
     artifacts: Path
     profile: Profile
     gpus: tuple[str, ...]  # the case's GPU name patterns; empty: any GPU
+    # TensorRT: the input shapes of every row its engine serves (run.py _engine_span), and the
+    # name of that one engine, which the first of those rows to run builds and the others load.
+    input_shapes: tuple[dict, ...] = ()
+    engine_group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,10 @@ def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], 
                                            "must be on storage every node mounts at the same path", node)
     # Another run on this cache running these cells now: wait for it, then reuse what it stored.
     with cache_lock(unit.cache_dir, f"env-{unit.name}"):
-        result = _set_up_and_run(unit, lease, on_event, node, spare)
+        try:
+            result = _set_up_and_run(unit, lease, on_event, node, spare)
+        finally:  # engines shared by the rows of a case live as long as the run's cells
+            shutil.rmtree(shared_engines(unit.cache_dir, unit.envdef.name, unit.run_id), ignore_errors=True)
     result.seconds = round(time.perf_counter() - started, 2)
     return result
 
@@ -155,8 +162,10 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
                                                        "error": f"model variant failed: {error}"}))
             continue
         shutil.rmtree(directory, ignore_errors=True)  # a cell run again starts from an empty folder
+        engine_file = shared_engines(unit.cache_dir, unit.envdef.name, unit.run_id) / f"{pending.engine_group}.engine" \
+            if pending.engine_group else None
         jobs.append((CellJob(cell, model, pending.artifacts / INPUTS, pending.profile, directory,
-                             node_types_file(pending.artifacts), types, *caches), key))
+                             node_types_file(pending.artifacts), types, *caches, pending.input_shapes, engine_file), key))
     return outcomes, jobs
 
 

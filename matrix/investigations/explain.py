@@ -30,9 +30,16 @@ from ..prepare import INPUTS, MODEL, artifact_dir, case_meta
 from ..prepare.layers import resolve_nodes
 from ..run import MatrixRun
 from ..store.locks import cache_lock
+from ..worker.files import save_arrays
 from ..prepare.float64_graph import FLOAT_TYPES, float64_values, node_label
+from ..prepare.fp16_forecast import stand_in_only
 
 ALL_AT_ONCE, ONE_AT_A_TIME = "every tensor at once", "one node at a time"
+# One rounding (half a unit in the last place) of a value of magnitude 1, per profile precision.
+ROUNDING = {"fp16": 2.0 ** -11, "bf16": 2.0 ** -8, "tf32": 2.0 ** -11, "fp32": 2.0 ** -24}
+# A node whose error exceeds what its inputs handed it by more than this is where the error starts;
+# where no node does, the error is rounding spread over the model (it grows node after node).
+JUMP_FACTOR = 30.0
 # Observing one node at a time is one cell per node: beyond this, say so rather than run for hours.
 MAX_SINGLE_OBSERVATIONS = 400
 RAN = {"pass", "fail"}
@@ -54,20 +61,42 @@ class Explanation:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def divergent(self) -> pd.DataFrame:
+        """Nodes out of tolerance, but for a stand-in for ±inf (float32's largest, in attention
+        masks) that FP16 holds as ±65504 or ±inf: an error in number, not in what it does."""
+        return self.nodes[(self.nodes["within"] == False) & ~self.nodes["stand_in"]]  # noqa: E712
+
+    @property
     def first_divergent(self) -> dict | None:
-        hits = self.nodes[(self.nodes["within"] == False) & (self.nodes["inputs_within"] == True)]  # noqa: E712
+        hits = self.divergent[self.divergent["inputs_within"] == True]  # noqa: E712
         if hits.empty:
             return None
         row = hits.iloc[0]
         return {"node": row["node"], "op_type": row["op_type"], "order": int(row["order"]),
-                "max_abs": _number(row["max_abs"]), "outputs": row["outputs"]}
+                "max_abs": _number(row["max_abs"]), "jump": _number(row["jump"]), "outputs": row["outputs"]}
+
+    @property
+    def spread(self) -> dict | None:
+        """Where the cell fails and no node out of tolerance jumps by more than JUMP_FACTOR over what
+        its inputs handed it: the error is rounding spread over the model, not one divergent node.
+        {"largest_jump" (of the nodes out of tolerance), "at", "factor"}; None otherwise."""
+        out = self.divergent[self.divergent["jump"].notna()]
+        if self.verdict != "fail" or out.empty or (out["jump"] > JUMP_FACTOR).any():
+            return None
+        top = out.loc[out["jump"].idxmax()]
+        return {"largest_jump": float(top["jump"]), "at": top["node"], "factor": JUMP_FACTOR}
 
     def to_json(self) -> dict:
         measured = self.nodes[self.nodes["max_abs"].notna()]
         return {"cell": self.cell, "verdict": self.verdict, "max_abs": self.max_abs, "atol": self.atol,
                 "rtol": self.rtol, "observed": self.observed, "first_divergent": self.first_divergent,
-                "nodes": len(self.nodes), "notes": self.notes,
+                "spread": self.spread, "nodes": len(self.nodes), "notes": self.notes,
                 "errors": [[int(o), _number(v)] for o, v in zip(measured["order"], measured["max_abs"])]}
+
+
+def _magnitude(values: np.ndarray) -> float:
+    finite = np.abs(values[np.isfinite(values)]) if values.size else values
+    return float(finite.max()) if finite.size else 0.0
 
 
 def _number(value) -> float | str | None:
@@ -108,7 +137,7 @@ class Observer:
         target.mkdir(parents=True, exist_ok=True)
         files = {"onnx": target / "model.onnx", "inputs": self.inputs, "expected": target / "expected.npz"}
         onnx.save(with_outputs(self.model, outputs), str(files["onnx"]))
-        np.savez(files["expected"], **{v.name: self.reference[v.name] for v in outputs})
+        save_arrays(files["expected"], {v.name: self.reference[v.name] for v in outputs})
         return files
 
     def run(self, copies: dict[str, list[onnx.ValueInfoProto]]) -> dict[str, dict]:
@@ -123,23 +152,39 @@ class Observer:
         return {o["name"]: o for outputs in frame["outputs"] for o in json.loads(outputs)}
 
 
+def _jump(error: float, input_errors: list[float], rounding: float) -> float:
+    """How many times a node's error exceeds what it was handed: the worst error of its inputs, or
+    (inputs exact: graph inputs, weights) one rounding of its own output."""
+    if not np.isfinite(error):
+        return np.inf
+    handed = max([e for e in input_errors if np.isfinite(e)] + [rounding])
+    return error / handed if handed > 0 else (np.inf if error > 0 else 1.0)
+
+
 def node_table(model: onnx.ModelProto, metrics: dict[str, dict], missing: dict[str, str],
-               fp32_nodes: set[str] | None, risks: dict[str, str]) -> pd.DataFrame:
+               fp32_nodes: set[str] | None, risks: dict[str, str], roundings: dict[str, float],
+               stand_ins: set[str] = frozenset()) -> pd.DataFrame:
     """One row per node in topological order: its outputs' worst error against float64, whether
-    they stayed within tolerance and whether all its observed inputs did; for an FP16 profile
-    (fp32_nodes given), whether keep_fp32 held the node in FP32; and the FP16 risk the forecast
-    saw in it before any build (prepare/fp16_forecast.py)."""
+    they stayed within tolerance and whether all its observed inputs did, and how many times its
+    error exceeds what its inputs handed it (`jump`; `roundings`: one rounding of each tensor in
+    the profile's precision); for an FP16 profile (fp32_nodes given), whether keep_fp32 held the
+    node in FP32; and the FP16 risk the forecast saw in it before any build (prepare/fp16_forecast.py)."""
     within_by_tensor = {name: m["mismatch_frac"] == 0 for name, m in metrics.items()}
     rows = []
     for order, node in enumerate(model.graph.node):
         label = node_label(node, order)
         measured = [metrics[name] for name in node.output if name in metrics]
         inputs = [within_by_tensor[name] for name in node.input if name in within_by_tensor]
-        note = missing.get(label) or ("" if measured else "no floating-point output")
+        stand_in = bool(stand_ins & set(node.output))
+        note = missing.get(label) or ("" if measured else "no floating-point output") or \
+            ("a stand-in for ±inf (float32's largest): FP16 holds it as ±65504 or ±inf" if stand_in else "")
+        error = max((m["max_abs"] for m in measured), default=np.nan)
         rows.append({
             "order": order, "node": label, "op_type": node.op_type,
             "outputs": ", ".join(node.output),
-            "max_abs": max((m["max_abs"] for m in measured), default=np.nan),
+            "max_abs": error,
+            "jump": _jump(error, [metrics[n]["max_abs"] for n in node.input if n in metrics],
+                          max((roundings.get(n, 0.0) for n in node.output), default=0.0)) if measured else np.nan,
             "max_rel": max((m["max_rel"] for m in measured), default=np.nan),
             "nan_count": sum(m["nan_count"] for m in measured) if measured else pd.NA,
             "inf_count": sum(m["inf_count"] for m in measured) if measured else pd.NA,
@@ -148,6 +193,7 @@ def node_table(model: onnx.ModelProto, metrics: dict[str, dict], missing: dict[s
             "inputs_within": all(inputs),
             "fp32": pd.NA if fp32_nodes is None else node.name in fp32_nodes,
             "fp16_risk": risks.get(label, ""),
+            "stand_in": stand_in,
             "note": note,
         })
     return pd.DataFrame(rows).astype({"nan_count": "Int64", "inf_count": "Int64", "within": "boolean", "fp32": "boolean"})
@@ -185,7 +231,10 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
             metrics, observed = _one_at_a_time(observer, model, tensors), ONE_AT_A_TIME
     forecast = case_meta(artifacts).get("fp16_forecast") or {"risky": []}
     risks = {r["node"]: "; ".join(r["reasons"]) for r in forecast["risky"]}
-    nodes = node_table(model, metrics, reference.missing, fp32_nodes, risks)
+    unit = ROUNDING[profile.precision]
+    roundings = {v.name: unit * _magnitude(reference.values[v.name]) for v in tensors}
+    stand_ins = {v.name for v in tensors if stand_in_only(np.abs(reference.values[v.name][np.isfinite(reference.values[v.name])]))}
+    nodes = node_table(model, metrics, reference.missing, fp32_nodes, risks, roundings, stand_ins)
     max_abs = None if pd.isna(own["max_abs"]) else float(own["max_abs"])
     return Explanation(cell_id, own["verdict"], max_abs, float(own["atol"]), float(own["rtol"]), observed, nodes, notes)
 

@@ -23,14 +23,15 @@ from ..sources import CaseSpec, Params
 from ..sources.onnx_suites import suite_label
 from ..store.cache import artifacts_folder
 from ..store.hashing import hash_files
-from ..worker.files import PROGRAM, PROGRAM_META
+from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
 from .fingerprint import variant_key
 from .fp16_forecast import fp16_forecast
+from .float64_graph import float64_values
 from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
 from .layers import input_types, node_types, resolve_nodes
 
-MODEL, INPUTS, REFERENCE, META = "model.onnx", "inputs.npz", "reference.npz", "case.json"
+MODEL, REFERENCE, META = "model.onnx", "reference.npz", "case.json"
 NODE_TYPES = "node_types.json"
 
 
@@ -68,12 +69,15 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     if spec.suite is not None:
         meta = _prepare_suite_test(spec, params, tmp)
     else:
-        meta = _prepare_onnx_file(spec, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
+        meta = _prepare_onnx_file(spec, params, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
     model = onnx.load(str(tmp / MODEL))
     meta["graph_warnings"] = graph_warnings(model)
     meta["operators"] = list(dict.fromkeys(node.op_type for node in model.graph.node))
     with np.load(tmp / INPUTS) as data:
-        meta["fp16_forecast"] = fp16_forecast(model, dict(data))
+        inputs = dict(data)
+    if spec.entry.mask is not None and spec.entry.mask not in inputs:
+        raise ValueError(f"the case's mask {spec.entry.mask!r} is not one of its inputs ({', '.join(inputs)})")
+    meta["fp16_forecast"] = fp16_forecast(model, inputs)
     meta["digests"] = _digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
@@ -112,8 +116,9 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
     _save_programs(module, args, names, onnx_outputs, out)
-    np.savez(out / INPUTS, **{n: a.detach().numpy() for n, a in zip(names, args)})
-    np.savez(out / REFERENCE, **{n: r.detach().numpy().astype(np.float64) for n, r in zip(onnx_outputs, ref_outputs)})
+    save_arrays(out / INPUTS, {n: a.detach().numpy() for n, a in zip(names, args)})
+    reference = {n: r.detach().numpy() for n, r in zip(onnx_outputs, ref_outputs)}  # floats: float64 already
+    save_arrays(out / REFERENCE, reference)
     return {
         "kind": "torch",
         "source": str(case.source),
@@ -122,7 +127,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
         "export": {"opset": case.export.opset, "dynamo": case.export.dynamo,
                    "dynamic_axes": case.export.dynamic_axes},
         "torch": torch.__version__,
-        "reference": "PyTorch float64",
+        "reference": reference_text("PyTorch, the case's module in float64", reference, "float64"),
         # Exporter warnings (tracer, deprecation) belong with the case, not on the terminal.
         "export_warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
     }
@@ -147,36 +152,68 @@ def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], o
     (out / PROGRAM_META).write_text(json.dumps(meta, indent=1))
 
 
-def _prepare_onnx_file(spec: CaseSpec, out: Path) -> dict:
-    paths = spec.onnx_paths()
+def reference_text(how: str, arrays: dict[str, np.ndarray], usual: str | None = None) -> str:
+    """How a reference was made and what it holds: 'your expected outputs (e.npz): float32', or
+    'PyTorch ...: int64 for ids' where some output is not the `usual` type the words already say."""
+    by_dtype: dict[str, list[str]] = {}
+    for name, array in arrays.items():
+        by_dtype.setdefault(str(array.dtype), []).append(name)
+    said = [f"{dtype} for {', '.join(names)}" if len(by_dtype) > 1 else dtype
+            for dtype, names in by_dtype.items() if dtype != usual]
+    return f"{how}: {'; '.join(said)}" if said else how
+
+
+def _prepare_onnx_file(spec: CaseSpec, params: Params, out: Path) -> dict:
+    paths = spec.onnx_paths(params)
     model = onnx.load(str(paths["onnx"]))
     onnx.save(model, str(out / MODEL), save_as_external_data=model.ByteSize() > 1.5e9)
     with np.load(paths["inputs"]) as data:  # checked against the model when the plan was built
         inputs = {n: data[n] for n in data.files}
-    np.savez(out / INPUTS, **inputs)
+    save_arrays(out / INPUTS, inputs)
     output_names = [o.name for o in model.graph.output]
     if "expected" in paths:
-        with np.load(paths["expected"]) as data:
-            reference = {n: data[n].astype(np.float64) for n in output_names}
-        how = f"given outputs ({paths['expected']})"
+        with np.load(paths["expected"]) as data:  # as given: integers stay integers, float32 float32
+            reference = {n: data[n] for n in output_names}
+        how = reference_text(f"your expected outputs ({paths['expected'].name})", reference)
     else:
-        from onnx.reference import ReferenceEvaluator
+        reference, how = _onnx_reference(model, inputs, output_names)
+    save_arrays(out / REFERENCE, reference)
+    return {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "reference": how,
+            "input_file": str(paths["inputs"])}
 
-        results = ReferenceEvaluator(model).run(None, inputs)
-        reference = {n: np.asarray(r).astype(np.float64) for n, r in zip(output_names, results)}
-        how = "onnx.reference.ReferenceEvaluator (numpy, in the model's own dtype)"
-    np.savez(out / REFERENCE, **reference)
-    return {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "reference": how}
+
+def _onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
+                    names: list[str]) -> tuple[dict[str, np.ndarray], str]:
+    """The model evaluated with every floating type made float64 (float64_graph); where some node
+    has no float64 implementation there, onnx.reference in the model's own types, and said so."""
+    values = float64_values(model, inputs)
+    if all(name in values.values for name in names):
+        reference = {name: values.values[name] for name in names}
+        return reference, reference_text("onnx.reference, every floating type made float64", reference, "float64")
+    from onnx.reference import ReferenceEvaluator
+
+    results = ReferenceEvaluator(model).run(None, inputs)
+    reference = {n: np.asarray(r) for n, r in zip(names, results)}
+    node, why = next(iter(values.missing.items()))
+    return reference, reference_text(f"onnx.reference in the model's own types, not float64 ({node}: {why})", reference)
 
 
 def _prepare_suite_test(spec: CaseSpec, params: Params, out: Path) -> dict:
     test = spec.suite_test(params)
     (out / MODEL).write_bytes(test.model)
-    np.savez(out / INPUTS, **test.inputs)
-    np.savez(out / REFERENCE, **{n: a.astype(np.float64) for n, a in test.outputs.items()})
+    save_arrays(out / INPUTS, test.inputs)
+    save_arrays(out / REFERENCE, test.outputs)
     source = suite_label(spec.entry.suite, spec.entry.suite_dir)
     return {"kind": "suite", "source": source, "description": test.name,
-            "reference": f"the suite's expected outputs ({source})"}
+            "reference": reference_text(f"the suite's expected outputs ({source})", test.outputs)}
+
+
+def mask_array(inputs: Path, name: str | None) -> np.ndarray | None:
+    """The case's mask input from an inputs file (None without a mask)."""
+    if name is None:
+        return None
+    with np.load(inputs) as data:
+        return data[name]
 
 
 def case_meta(artifacts: Path) -> dict:

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from ..compare import compare_runs
-from ..store import cell_file
+from ..prepare import mask_array
+from ..store import cell_file, run_inputs
 from ..worker.files import OUTPUTS
 
 
@@ -29,7 +30,7 @@ def a_vs_b(run_dir: Path, frame: pd.DataFrame, env_a: str, env_b: str) -> dict[s
     """{row_id: {"max_abs", "max_rel", "cosine", "identical", "within"}} for each row whose cells
     kept outputs in both environments (judged cells: pass, fail, xfail, xpass)."""
     kept = frame.loc[frame["env"].isin((env_a, env_b)) & frame["verdict"].isin(("pass", "fail")),
-                     ["row_id", "env", "content_key", "atol", "rtol"]]
+                     ["row_id", "env", "content_key", "atol", "rtol", "artifact", "mask"]]
     rows: dict[str, dict] = {}
     for record in kept.to_dict("records"):  # one conversion: a groupby per row costs seconds at thousands
         rows.setdefault(record["row_id"], {})[record["env"]] = record
@@ -43,8 +44,10 @@ def a_vs_b(run_dir: Path, frame: pd.DataFrame, env_a: str, env_b: str) -> dict[s
         if all(a[n].dtype == b[n].dtype and a[n].tobytes() == b[n].tobytes() for n in a):  # most rows: nothing to measure
             found[row_id] = {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "identical": True, "within": True}
             continue
+        mask = by_env[env_b]["mask"]  # padding the case leaves out of judging is left out here too
+        mask = mask_array(run_inputs(run_dir, str(by_env[env_b]["artifact"])), mask) if isinstance(mask, str) else None
         try:
-            verdict, worst, _ = compare_runs([b], a, by_env[env_b]["atol"], by_env[env_b]["rtol"])
+            verdict, worst, _ = compare_runs([b], a, by_env[env_b]["atol"], by_env[env_b]["rtol"], mask)
         except ValueError:  # shapes differ, or A's output is NaN everywhere: nothing to measure B by
             continue
         found[row_id] = {"max_abs": worst["max_abs"], "max_rel": worst["max_rel"], "cosine": worst["cosine"],

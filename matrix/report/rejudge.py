@@ -15,7 +15,8 @@ import pandas as pd
 from ..compare import compare_files
 from ..config import MatrixConfig
 from ..sources.known_issues import KnownIssue, apply_known_issues
-from ..store import cell_file, run_reference
+from ..prepare import mask_array
+from ..store import cell_file, run_inputs, run_reference
 from ..worker.files import OUTPUTS, REPEATS
 
 JUDGED = {"pass", "fail"}
@@ -33,10 +34,12 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tu
         own = isinstance(row.get("suite"), str) and not (known and row["profile"] in config.cases[row["case"]].tolerances)
         tol = config.tolerance(row["case"], row["profile"]) if known and not own else None
         atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
+        mask = config.cases[row["case"]].mask if known else None
         verdict, judged = compare_files(outputs, reference, atol, rtol,
                                         config.acceptance(row["case"], row["profile"]) if known else None,
-                                        cell_file(run_dir, key, REPEATS))
-        for key, value in {**judged, "atol": atol, "rtol": rtol, "verdict": verdict}.items():
+                                        cell_file(run_dir, key, REPEATS),
+                                        mask_array(run_inputs(run_dir, str(row["artifact"])), mask))
+        for key, value in {**judged, "atol": atol, "rtol": rtol, "verdict": verdict, "mask": mask}.items():
             frame.at[index, key] = value
     frame["status"] = frame["verdict"]
     return apply_known_issues(frame, issues)

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ..case import CaseDef
-from ..config import NAME_PATTERN, CaseEntry, ConfigError, MatrixConfig, param_values_problem
+from ..config import NAME_PATTERN, CaseEntry, ConfigError, MatrixConfig, input_set_name, param_values_problem
 from .case_files import declared_cases, discover_cases
 from .known_issues import REGISTRY, KnownIssue
 from .onnx_files import check_onnx_case
 from .onnx_suites import SuiteTest, suite_tests
 
 Params = tuple[tuple[str, Any], ...]
+INPUT_SET = "inputs"  # the parameter that names a row of an ONNX-file case of several input files
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,34 @@ class CaseSpec:
     def suite_test(self, params: Params) -> SuiteTest:
         return self.suite[dict(params)["test"]]
 
-    def onnx_paths(self) -> dict[str, Path]:
+    @property
+    def input_sets(self) -> dict[str, dict[str, Path]] | None:
+        """An ONNX-file case of several input files: {row name (the file's stem): {"inputs",
+        "expected"}}; None for one file (its row has no parameter, as before input sets)."""
+        entry = self.entry
+        if not isinstance(entry.inputs, tuple):
+            return None
+        expected = entry.expected or (None,) * len(entry.inputs)
+        return {input_set_name(inputs): {k: (self.root / v).resolve() for k, v in
+                                         (("inputs", inputs), ("expected", given)) if v}
+                for inputs, given in zip(entry.inputs, expected)}
+
+    def onnx_paths(self, params: Params = ()) -> dict[str, Path]:
+        """The model and, for the row of `params`, its inputs and expected outputs (if given)."""
+        chosen = dict(params).get(INPUT_SET)
+        if chosen is not None:
+            return {"onnx": (self.root / self.entry.onnx).resolve(), **self.input_sets[chosen]}
         named = {"onnx": self.entry.onnx, "inputs": self.entry.inputs, "expected": self.entry.expected}
         return {k: (self.root / v).resolve() for k, v in named.items() if v}
+
+    def all_onnx_paths(self) -> list[dict[str, Path]]:
+        return [self.onnx_paths(params) for params in self.param_grid()]
 
     def param_grid(self) -> list[Params]:
         if self.suite is not None:
             return [(("test", name),) for name in self.suite]
+        if self.input_sets is not None:
+            return [((INPUT_SET, name),) for name in self.input_sets]
         axes = dict(self.torch_case.params) if self.torch_case else {}
         axes.update(self.entry.params or {})
         names = sorted(axes)
@@ -66,10 +88,11 @@ def case_specs(config: MatrixConfig, config_path: Path, only: list[str] | None =
             spec = CaseSpec(name, entry, root, suite=tests, left_out=left_out)
         elif entry.onnx:
             spec = CaseSpec(name, entry, root)
-            for key, path in spec.onnx_paths().items():
-                if not path.is_file():
-                    raise ConfigError(config_path, f"cases.{name}.{key}", f"file not found: {path}")
-            check_onnx_case(spec.onnx_paths())
+            for paths in spec.all_onnx_paths():
+                for key, path in paths.items():
+                    if not path.is_file():
+                        raise ConfigError(config_path, f"cases.{name}.{key}", f"file not found: {path}")
+            check_onnx_case(spec.all_onnx_paths(), entry.mask)
         elif name in found:
             spec = CaseSpec(name, entry, root, found[name])
             _check_params(found[name])

@@ -17,20 +17,74 @@ import onnx
 from ..config import ConfigError
 
 
-def check_onnx_case(paths: dict[str, Path]) -> None:
-    """`paths`: CaseSpec.onnx_paths() ("onnx", "inputs" and optionally "expected"); all exist."""
-    graph = _model(paths["onnx"]).graph
+def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) -> None:
+    """`input_sets`: CaseSpec.all_onnx_paths() (each "onnx", "inputs" and optionally "expected"),
+    one per row of the case; all exist."""
+    model = _model(input_sets[0]["onnx"])
+    graph = model.graph
     initializers = {init.name for init in graph.initializer}
-    inputs = _arrays(paths["inputs"])
-    for value in graph.input:
-        if value.name not in initializers:
-            _compare(paths["inputs"], "input", value, inputs, dtype=True)
-    _no_strangers(paths["inputs"], "input", inputs, {value.name for value in graph.input})
-    if "expected" in paths:
-        expected = _arrays(paths["expected"])
-        for value in graph.output:
-            _compare(paths["expected"], "output", value, expected, dtype=False)
-        _no_strangers(paths["expected"], "output", expected, {value.name for value in graph.output})
+    for paths in input_sets:
+        inputs = _arrays(paths["inputs"])
+        for value in graph.input:
+            if value.name not in initializers:
+                _compare(paths["inputs"], "input", value, inputs, dtype=True)
+        _no_strangers(paths["inputs"], "input", inputs, {value.name for value in graph.input})
+        if mask is not None:
+            _check_mask(paths["inputs"], mask, inputs)
+        if "expected" in paths:
+            expected = _arrays(paths["expected"])
+            for value in graph.output:
+                _compare(paths["expected"], "output", value, expected, dtype=False)
+            _no_strangers(paths["expected"], "output", expected, {value.name for value in graph.output})
+            _shapes_follow_inputs(model, paths, inputs, expected)
+
+
+def _check_mask(path: Path, mask: str, inputs: dict[str, np.ndarray]) -> None:
+    if mask not in inputs:
+        raise ConfigError(path, mask, f"the case's mask {mask!r} is not an input of the model (its inputs: "
+                                      f"{sorted(inputs)})")
+    if not (np.issubdtype(inputs[mask].dtype, np.integer) or inputs[mask].dtype == np.bool_):
+        raise ConfigError(path, mask, f"a mask holds 0 where positions are left out and 1 elsewhere: integers "
+                                      f"or booleans, not {inputs[mask].dtype}")
+
+
+def _shapes_follow_inputs(model: onnx.ModelProto, paths: dict[str, Path], inputs: dict[str, np.ndarray],
+                          expected: dict[str, np.ndarray]) -> None:
+    """Expected outputs of the shapes these inputs give: a named dimension (`batch`) takes its size
+    from the inputs, and shape inference on the inputs' actual shapes gives the rest it can."""
+    sizes: dict[str, tuple[int, str]] = {}
+    for value in model.graph.input:
+        for dim, size in zip(_declared(value) or [], inputs.get(value.name, np.zeros(0)).shape):
+            if isinstance(dim, str) and dim != "?":
+                sizes.setdefault(dim, (size, value.name))
+    inferred = _inferred_outputs(model, inputs)
+    for value in model.graph.output:
+        got = expected[value.name].shape
+        for axis, (dim, size) in enumerate(zip(_declared(value) or [None] * len(got), got)):
+            want, why = (sizes[dim][0], f"dimension {dim!r} is {sizes[dim][0]} in input {sizes[dim][1]!r}") \
+                if isinstance(dim, str) and dim in sizes else (inferred.get(value.name, {}).get(axis), "shape inference")
+            if want is not None and want != size:
+                raise ConfigError(paths["expected"], value.name,
+                                  f"shape {list(got)}, but the inputs of {paths['inputs'].name} give {want} on axis "
+                                  f"{axis} ({why}): inputs and expected outputs of different input sets?")
+
+
+def _inferred_outputs(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, dict[int, int]]:
+    """{output: {axis: size}} that ONNX shape inference finds with the inputs' actual shapes; what
+    it cannot tell (or a model it fails on) is left out, not guessed."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for value in copy.graph.input:
+        if value.name in inputs and value.type.tensor_type.HasField("shape"):
+            for dim, size in zip(value.type.tensor_type.shape.dim, inputs[value.name].shape):
+                dim.Clear()
+                dim.dim_value = size
+    try:
+        inferred = onnx.shape_inference.infer_shapes(copy, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference is a help here, never a verdict
+        return {}
+    return {value.name: {axis: dim for axis, dim in enumerate(_declared(value) or []) if isinstance(dim, int) and dim}
+            for value in inferred.graph.output}
 
 
 def _no_strangers(path: Path, role: str, arrays: dict[str, np.ndarray], names: set[str]) -> None:

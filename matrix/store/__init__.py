@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import ConfigError
-from ..worker.files import LOG, OUTPUTS, REPEATS
+from ..worker.files import INPUTS, LOG, OUTPUTS, REPEATS
 from .locks import is_free, run_lock
 from .records import COLUMNS
 
@@ -63,7 +63,7 @@ def output_problem(path: Path) -> str | None:
 def to_frame(records: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records, columns=COLUMNS)
     frame["params"] = frame["params"].map(lambda p: json.dumps(p or {}, sort_keys=True))
-    frame = frame.astype({"nan_count": "Int64", "inf_count": "Int64", "ref_nonfinite": "Int64", "drift_run": "Int64", "runs": "Int64",
+    frame = frame.astype({"nan_count": "Int64", "inf_count": "Int64", "ref_nonfinite": "Int64", "left_out": "Int64", "drift_run": "Int64", "runs": "Int64",
                           "engine_bytes": "Int64",
                           "drift_max_abs": float, "reused": bool})
     return frame
@@ -104,7 +104,9 @@ def write_tables(run_dir: Path, frame: pd.DataFrame) -> None:
 
 def stage_run(reports_dir: Path, meta: dict, frame: pd.DataFrame, result_dirs: dict[str, Path],
               env_logs: dict[str, Path], references: list[Path]) -> Path:
-    """Write a run folder under its temporary name `<run-id>.partial`; finish_run gives it its name."""
+    """Write a run folder under its temporary name `<run-id>.partial`; finish_run gives it its name.
+    `references`: each artifact's reference file; its inputs file beside it is kept too (a case's
+    mask input, when `report` re-judges)."""
     tmp = reports_dir / RUNS / f"{meta['run_id']}.partial"
     try:
         _write_run_files(tmp, meta, frame, result_dirs, env_logs, references)
@@ -130,6 +132,8 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
             shutil.copy2(log, tmp / "envs" / f"{env}.log")
     for reference in references:
         _link_or_copy(reference, tmp / REFS / f"{reference.parent.name}.npz")
+        if (inputs := reference.with_name(INPUTS)).is_file():
+            _link_or_copy(inputs, run_inputs(tmp, reference.parent.name))
     write_tables(tmp, frame)
     (tmp / RUN_META).write_text(json.dumps(meta, indent=1))
 
@@ -145,6 +149,11 @@ def run_reference(run_dir: Path, artifact: str) -> Path:
     """An artifact's float64 reference in a run folder; older runs kept refs/<artifact>/."""
     flat = run_dir / REFS / f"{artifact}.npz"
     return flat if flat.is_file() else run_dir / REFS / artifact / "reference.npz"
+
+
+def run_inputs(run_dir: Path, artifact: str) -> Path:
+    """An artifact's inputs in a run folder (runs before input sets and masks kept none)."""
+    return run_dir / REFS / f"{artifact}.inputs.npz"
 
 
 def _link_or_copy(source, destination) -> None:

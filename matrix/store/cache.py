@@ -66,6 +66,12 @@ def timing_folder(cache_dir: Path, env: str) -> Path:
     return cache_dir / "timing" / env
 
 
+def shared_engines(cache_dir: Path, env: str, run_id: str) -> Path:
+    """TensorRT engines one run builds once for several rows of a case (one model, a profile
+    spanning their shapes), in the environment's writable folder; removed when its cells are done."""
+    return timing_folder(cache_dir, env) / "engines" / run_id
+
+
 def engine_caches(cache_dir: Path, env: str, env_fingerprint: str, gpu_name: str | None) -> tuple[Path, Path]:
     """(TensorRT's timing cache, TensorRT-RTX's runtime cache). Tactic timings and the kernels
     TensorRT-RTX compiles when an engine first runs hold only for the same build of the engine on the

@@ -9,10 +9,10 @@ from pathlib import Path
 COLUMNS = [
     "run_id", "cell_id", "row_id", "case", "suite", "params", "profile", "precision", "env", "engine", "env_version",
     "engine_version", "status", "verdict", "known_issue", "reported", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
-    "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol",
-    "atol_needed", "rtol_needed", "rule", "top1", "build_s",
+    "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "mask", "left_out", "nonfinite_found", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol",
+    "atol_needed", "rtol_needed", "rule", "top1", "worst_slice", "reference", "shape_profile", "build_s",
     "infer_ms", "infer_ms_runs", "engine_bytes", "network_layers", "build_log", "error",
-    "log_tail", "graph_warnings", "operators", "fp16_forecast", "precision_check", "layer_precisions", "host", "node", "device", "gpu", "gpu_index", "compute_capability", "driver_version", "cuda_version", "cudnn_version", "python_version", "image", "image_digest",
+    "log_tail", "graph_warnings", "model_checks", "operators", "fp16_forecast", "precision_check", "layer_precisions", "host", "node", "device", "gpu", "gpu_index", "compute_capability", "driver_version", "cuda_version", "cudnn_version", "python_version", "image", "image_digest",
     "content_key", "reused", "artifact", "outputs",
 ]
 # Taken as they are from the worker's result.json and the backend's facts about the environment.

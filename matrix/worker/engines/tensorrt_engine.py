@@ -17,6 +17,7 @@ TensorRT 8.6, 9.x, 10.x and TensorRT-RTX; what this file touches directly exists
 (ILayer.metadata from TensorRT 10 only, read with a default).
 """
 
+import fcntl
 import json
 import os
 import re
@@ -123,16 +124,31 @@ def _apply_layer_settings(network, settings):
                 layer.set_output_type(index, trt.float32)
 
 
-def _config(network, settings, inputs, timing_cache, on_this_gpu):
-    # One optimisation profile of exactly these inputs: their shapes, and for a shape tensor (an
-    # input the network uses as a shape: Tile's repeats, Split's sizes) its values. An input the
-    # parser left out of the network (an If's condition it folded) has none.
-    tensors = [network.get_input(i) for i in range(network.num_inputs)]
-    profile = Profile()
-    for tensor in (t for t in tensors if t.name in inputs):
+def shape_profile(network, inputs, input_shapes):
+    """{input: {"min", "opt", "max"}} of the one optimisation profile: over every input set the
+    engine serves (`input_shapes`, the case's rows of this model: min and max per dimension, opt
+    the first set), else these inputs' own shapes. A shape tensor (an input the network uses as a
+    shape: Tile's repeats, Split's sizes) is pinned to these inputs' values (min = opt = max), and
+    says so ("pinned"). An input the parser left out of the network (an If's condition it folded)
+    has none."""
+    found = {}
+    for tensor in (network.get_input(i) for i in range(network.num_inputs)):
+        if tensor.name not in inputs:
+            continue
         array = inputs[tensor.name]
-        bounds = [int(v) for v in array.ravel()] if tensor.is_shape_tensor else array.shape
-        profile.add(tensor.name, min=bounds, opt=bounds, max=bounds)
+        if tensor.is_shape_tensor:
+            values = [int(v) for v in array.ravel()]
+            found[tensor.name] = {"min": values, "opt": values, "max": values, "pinned": True}
+            continue
+        sets = [list(s[tensor.name]) for s in input_shapes or () if tensor.name in s] or [list(array.shape)]
+        found[tensor.name] = {"min": [min(d) for d in zip(*sets)], "opt": sets[0], "max": [max(d) for d in zip(*sets)]}
+    return found
+
+
+def _config(settings, shapes, timing_cache, on_this_gpu):
+    profile = Profile()
+    for name, bounds in shapes.items():
+        profile.add(name, min=bounds["min"], opt=bounds["opt"], max=bounds["max"])
     extra = {"profiles": [profile], "load_timing_cache": timing_cache, "tf32": settings["tf32"],
              "profiling_verbosity": getattr(trt.ProfilingVerbosity, settings["profiling_verbosity"])}
     if "builder_optimization_level" in settings:
@@ -204,7 +220,8 @@ def _build(spec, inputs, log, can_run):
     # replay the first build's choices and hide tactic non-determinism. A build that cannot run
     # here times no tactics: TensorRT-RTX only fails to (de)serialise a cache without a GPU.
     timing_cache = spec.get("timing_cache") if can_run and not spec.get("build_index") else None
-    config = _config(network, settings, inputs, timing_cache, on_this_gpu=can_run and RTX)
+    shapes = shape_profile(network, inputs, spec.get("input_shapes"))
+    config = _config(settings, shapes, timing_cache, on_this_gpu=can_run and RTX)
     try:
         serialized = engine_bytes_from_network((builder, network, parser), config=config, save_timing_cache=timing_cache)
     except PolygraphyException:
@@ -215,15 +232,43 @@ def _build(spec, inputs, log, can_run):
     typing_check = check_network_types(network_layers, fp32_layers) if strongly_typed and fp32_layers else None
     facts = {"build_s": build_s, "engine_bytes": serialized.nbytes, "network_layers": network_layers,
              "build_log": _messages(log_path), "settings": settings, "fp32_layers": fp32_layers,
-             "fp32_origins": origins, "network_type_check": typing_check}
-    return serialized, facts
+             "fp32_origins": origins, "network_type_check": typing_check, "shape_profile": shapes,
+             "built_by": spec["cell_id"]}
+    return bytes(serialized), facts
+
+
+def _shared_build(spec, inputs, log, can_run):
+    """The engine of several rows of one model (spec["engine_file"]): the first of them to get
+    here builds it, the others wait and load it, with its build facts; a second build of one
+    profile (`builds = 2`, build_index 1) is its own. Without a shared file: a build of its own.
+    An engine built with these inputs' shape tensors pinned serves only rows of the same values."""
+    path = spec.get("engine_file")
+    if not path or spec.get("build_index"):
+        return _build(spec, inputs, log, can_run)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(path + ".json"):
+            with open(path + ".json") as fh:
+                facts = json.load(fh)
+            if not any(bounds.get("pinned") for bounds in facts["shape_profile"].values()):
+                with open(path, "rb") as fh:
+                    serialized = fh.read()
+                log("engine built by {} loaded: one engine for the case's rows of this model".format(facts["built_by"]))
+                return serialized, facts
+        serialized, facts = _build(spec, inputs, log, can_run)
+        for name, data in ((path, serialized), (path + ".json", json.dumps(facts).encode())):
+            with open(name + ".tmp", "wb") as fh:
+                fh.write(data)
+            os.replace(name + ".tmp", name)
+        return serialized, facts
 
 
 def run(spec, inputs, log):
     reason = not_runnable_reason(PRODUCT, trt.__version__, spec.get("device_facts") or {}, CAPABILITIES)
-    serialized, facts = _build(spec, inputs, log, can_run=reason is None)
+    serialized, facts = _shared_build(spec, inputs, log, can_run=reason is None)
     info = {key: facts[key] for key in ("engine_bytes", "network_layers", "build_log", "settings", "fp32_layers",
-                                        "fp32_origins")}
+                                        "fp32_origins", "shape_profile", "built_by")}
     summary = facts["network_type_check"]
     if reason:
         log("built with {} {}; {}".format(PRODUCT, trt.__version__, reason))

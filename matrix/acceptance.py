@@ -1,0 +1,147 @@
+"""How a case's users judge an output, beside element-wise closeness: which elements count (a
+mask input's zeros, padding, are left out) and acceptance rules (cosine, top-k agreement), taken
+over the whole output or per slice along an axis (per sentence, per query), where the worst slice
+decides and is named.
+
+A mask of shape M applies to every output whose leading dimensions are M (attention_mask [B, T]:
+last_hidden_state [B, T, H] yes, a pooled embedding [B, H] no, unless H happens to equal T).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import Acceptance
+
+
+def judged_positions(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Where an output of `shape` is judged (True) under the mask, or None: all of it."""
+    if mask is None or len(shape) < mask.ndim or tuple(shape[:mask.ndim]) != mask.shape:
+        return None
+    kept = (mask != 0).reshape(mask.shape + (1,) * (len(shape) - mask.ndim))
+    return np.broadcast_to(kept, shape)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if na == 0 and nb == 0:
+        return 1.0
+    if na == 0 or nb == 0:
+        return 0.0
+    return float(np.dot(a, b) / (na * nb))
+
+
+def _slices(actual: np.ndarray, reference: np.ndarray, kept: np.ndarray | None,
+            axis: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(output, reference) as float64 vectors of the judged elements: one pair for the whole
+    output, or one per index along `axis`."""
+    out, ref = actual.astype(np.float64), reference.astype(np.float64)
+    keep = np.ones(out.shape, bool) if kept is None else kept
+    if axis is None:
+        return [(out[keep], ref[keep])]
+    return [(np.take(out, i, axis)[np.take(keep, i, axis)], np.take(ref, i, axis)[np.take(keep, i, axis)])
+            for i in range(out.shape[axis])]
+
+
+def _rows(actual: np.ndarray, reference: np.ndarray, kept: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Top-k rows without an axis: all axes but the last; a last axis of size 1 (a score per
+    item) makes one row, ranked across items. Left-out elements are not ranked."""
+    def rows(a: np.ndarray) -> np.ndarray:
+        return a.reshape(1, -1) if a.ndim == 0 or a.shape[-1] == 1 else a.reshape(-1, a.shape[-1])
+
+    out, ref = rows(actual.astype(np.float64)), rows(reference.astype(np.float64))
+    keep = rows(np.ones(actual.shape, bool) if kept is None else kept)
+    return [(o[k], r[k]) for o, r, k in zip(out, ref, keep)]
+
+
+def _agrees(out: np.ndarray, ref: np.ndarray, k: int) -> bool:
+    """Whether the reference's argmax is among the output's k largest (a NaN or Inf never agrees)."""
+    if not np.isfinite(out).all():
+        return False
+    top = np.argsort(-out, kind="stable")[:k]
+    return bool((top == ref.argmax()).any())
+
+
+def top_agreement(actual: np.ndarray, reference: np.ndarray, k: int, kept: np.ndarray | None = None) -> float:
+    """Share of rows whose reference argmax is among the output's k largest values (see _rows)."""
+    pairs = [(o, r) for o, r in _rows(actual, reference, kept) if r.size]
+    return sum(_agrees(o, r, k) for o, r in pairs) / len(pairs) if pairs else 1.0
+
+
+@dataclass
+class Worst:
+    """The worst value of one measure over outputs, inferences and slices, and where it was."""
+
+    value: float | None = None
+    where: str | None = None
+
+    def offer(self, value: float, where: str) -> None:
+        if self.value is None or not value >= self.value:  # NaN is the worst of all
+            self.value, self.where = value, where
+
+
+def _can_fail(accept: Acceptance, name: str, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """A top-k rule over k or fewer items holds whatever the output: refused, like an infinite tolerance."""
+    if accept.top1 is not None and pairs and all(r.size <= accept.topk for _, r in pairs):
+        raise ValueError(f"topk = {accept.topk} covers every item of output {name!r} (at most "
+                         f"{max(r.size for _, r in pairs)} per row): the rule cannot fail")
+
+
+def _where(accept: Acceptance, index: int, ref: np.ndarray, name: str) -> str:
+    if accept.axis is None:
+        return name
+    return f"{name}, {accept.axis_name} {index + 1} of {ref.shape[accept.axis]}"
+
+
+def cosine_text(value: float | None) -> str:
+    """'1 − 3.2e-07' rather than a rounded '1': near 1 the distance is the news."""
+    if value is None or math.isnan(value):
+        return "undefined (NaN/Inf)"
+    if value == 1.0:
+        return "1 (exactly)"
+    if value > 1.0:  # float64 rounding of a dot product over norms: as close as it can tell
+        return "1 (within float64 rounding)"
+    return f"1 − {1 - value:.1e}" if value > 0.999 else f"{value:.5f}"
+
+
+def judge_slices(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], mask: np.ndarray | None,
+                 accept: Acceptance) -> tuple[Worst, Worst]:
+    """(worst cosine, worst top-k agreement) of the rule's measures, each with where it was."""
+    cosines, agreement = Worst(), Worst()
+    for name, ref in reference.items():
+        if accept.axis is not None and accept.axis >= ref.ndim:
+            raise ValueError(f"the rule's axis {accept.axis} is not an axis of output {name!r} (shape {ref.shape})")
+        kept = judged_positions(mask, ref.shape)
+        for outputs in runs:
+            slices = _slices(outputs[name], ref, kept, accept.axis)
+            if accept.cosine is not None:
+                for index, (out, r) in enumerate(slices):
+                    value = cosine(out, r) if np.isfinite(out).all() else math.nan
+                    cosines.offer(value, f"{_where(accept, index, ref, name)}: cosine {cosine_text(value)}")
+            if accept.top1 is not None:
+                ranked = slices if accept.axis is not None else _rows(outputs[name], ref, kept)
+                _can_fail(accept, name, ranked)
+                agree = [_agrees(o, r, accept.topk) for o, r in ranked if r.size]
+                wrong = agree.index(False) if False in agree else None
+                agreement.offer(sum(agree) / len(agree) if agree else 1.0,
+                                f"{_where(accept, wrong, ref, name)}: top{accept.topk} disagrees"
+                                if wrong is not None and accept.axis is not None else None)
+    return cosines, agreement
+
+
+def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], accept: Acceptance,
+                  mask: np.ndarray | None = None) -> tuple[str, dict]:
+    """The verdict of an acceptance rule over every output, run (and slice) and the record fields
+    it sets: the rule, the worst cosine and top-k agreement it measured, and where the failing
+    (else the worst) measure was."""
+    cosines, agreement = judge_slices(runs, reference, mask, accept)
+    cosine_holds = accept.cosine is None or cosines.value >= accept.cosine  # an undefined (NaN) cosine never holds
+    top1_holds = accept.top1 is None or agreement.value >= accept.top1
+    where = agreement.where if cosine_holds and not top1_holds else cosines.where or agreement.where
+    fields = {"rule": accept.text(), "top1": agreement.value, "worst_slice": where}
+    if accept.cosine is not None:
+        fields["cosine"] = cosines.value
+    return ("pass" if cosine_holds and top1_holds else "fail"), fields
