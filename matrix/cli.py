@@ -511,16 +511,19 @@ def _keep_finding(run_dir: Path | None, kind: str, item: str, finding: dict, tab
 
 @app.command()
 def explain(cell: Annotated[str, typer.Argument(help="The cell: case/k=v/profile/env, as the matrix prints it.")],
-            run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
+            run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False,
+            every: Annotated[bool, typer.Option("--all", help="Show the nodes nothing was measured on too "
+                                                               "(Constant, Shape, integer nodes).")] = False) -> None:
     """Where does a cell leave tolerance? Every intermediate tensor of its model, run in the cell's
     environment and profile, against float64; the first divergent node is the first whose outputs
-    leave tolerance while its inputs are within it. Written into the run folder (explain/<cell>/)
-    and shown in the report's cell details."""
+    leave tolerance while its inputs are within it, and where no node's error jumps over what its
+    inputs handed it, the error is said to be rounding spread over the model. Written into the run
+    folder (explain/<cell>/) and shown in the report's cell details."""
     import json
 
     from .investigations.explain import ExplainError, explain_cell
     from .report.console import escape, fits, out
-    from .report.investigation_text import explain_lines, explain_table, first_divergent_line
+    from .report.investigation_text import explain_lines, explain_table, first_divergent_line, hidden_line
 
     the_plan = _plan(config)
     run_dir = _finding_run(the_plan, run_ref)
@@ -531,15 +534,18 @@ def explain(cell: Annotated[str, typer.Argument(help="The cell: case/k=v/profile
     finding = found.to_json()
     target = _keep_finding(run_dir, "explain", cell, finding, {"layers": found.nodes})
     if as_json:
-        typer.echo(json.dumps({k: finding[k] for k in ("cell", "verdict", "first_divergent", "nodes", "observed", "notes")}))
+        typer.echo(json.dumps({k: finding[k] for k in ("cell", "verdict", "first_divergent", "spread", "nodes", "observed",
+                                                        "notes")}))
         return
-    table = explain_table(found.nodes, finding["first_divergent"])
+    table = explain_table(found.nodes, finding["first_divergent"], every)
     if fits(table, out):
         out.print(table)
     else:  # a log 80 columns wide: one line per node shown, names whole
-        for line in explain_lines(found.nodes, finding["first_divergent"]):
+        for line in explain_lines(found.nodes, finding["first_divergent"], every):
             out.print(escape(line), soft_wrap=True, highlight=False)
-    for line in [*found.notes, first_divergent_line(finding)] + ([f"written to {target.parent}"] if target else []):
+    hidden = hidden_line(found.nodes, every)
+    for line in [*([hidden] if hidden else []), *found.notes, first_divergent_line(finding)] + \
+            ([f"written to {target.parent}"] if target else []):
         out.print(escape(line), soft_wrap=True, highlight=False)
 
 
@@ -563,7 +569,8 @@ def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: cas
         _fail(str(exc))
     target = _keep_finding(run_dir, "precision", cell, finding)
     if as_json:
-        typer.echo(json.dumps({k: finding.get(k) for k in ("cell", "keep_fp32", "op_types", "trials", "profile")}))
+        typer.echo(json.dumps({k: finding.get(k) for k in ("cell", "keep_fp32", "op_types", "trials", "profile",
+                                                             "control", "all_kept", "summary")}))
         return
     out.print(escape(finding["summary"]), soft_wrap=True, highlight=False)
     if finding["profile"]:
@@ -585,14 +592,18 @@ def tolerances_suggest(
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the TOML here (default: stdout).")] = None,
 ) -> None:
     """Per case and profile, the tolerance the trusted environments need (times --factor, never
-    below their measured noise), as TOML in the matrix file's per-case layout; re-judge a run with
-    it by `trtmatrix report RUN --tolerances FILE`."""
+    below their measured noise) — for a profile judged by an acceptance rule, the rule's cosine
+    threshold — as TOML in the matrix file's per-case layout; re-judge a run with it by
+    `trtmatrix report RUN --tolerances FILE`."""
+    from .config import load_config
     from .report.tolerance_suggestions import suggest, to_toml
     from .store import read_run, write_text_atomically
 
     run_dir = _run_dir(config, run_ref)
+    matrix = load_config(config)
+    rules = {(name, profile): rule for name, entry in matrix.cases.items() for profile, rule in entry.accept.items()}
     try:
-        found = suggest(read_run(run_dir), trusted, factor, case)
+        found = suggest(read_run(run_dir), trusted, factor, case, rules)
     except ValueError as exc:
         _fail(str(exc))
     text = to_toml(found, run_dir.name, trusted, factor)
@@ -603,7 +614,7 @@ def tolerances_suggest(
         write_text_atomically(output, text)
     except OSError as exc:
         _fail(f"cannot write {output}: {exc.strerror}")
-    typer.echo(f"{sum(s.atol is not None for s in found)} tolerances written to {output}", err=True)
+    typer.echo(f"{sum(s.atol is not None or s.rule is not None for s in found)} suggestions written to {output}", err=True)
 
 
 images_app = typer.Typer(no_args_is_help=True, help="Environment definitions under images/: list, build, check.")

@@ -86,7 +86,7 @@ def test_sdpa_export_is_flagged_and_its_explicit_twin_is_not(prepared):
     _, done = prepared
     meta = {case: case_meta(path) for (case, _), path in done.items()}
     assert len(meta["sdpa_attention"]["graph_warnings"]) == 1
-    assert "split across Q" in meta["sdpa_attention"]["graph_warnings"][0]
+    assert "split across Q and K" in meta["sdpa_attention"]["graph_warnings"][0]["text"]
     assert meta["explicit_attention"]["graph_warnings"] == []
     assert meta["gemm_mha_fp16"]["graph_warnings"] == []
 

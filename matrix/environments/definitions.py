@@ -145,16 +145,34 @@ def load_envdef(path: Path) -> EnvDef:
     return validate(EnvDef, {**data, "path": path}, path)
 
 
+# The definitions that ship with trtmatrix: its source tree's images/ (trtmatrix is installed from
+# its checkout, `pip install -e .`), found from a matrix file in any folder.
+BUILTIN_IMAGES = Path(__file__).resolve().parents[2] / "images"
+
+
+def definition_dirs(images_dir: Path) -> list[Path]:
+    """Where definitions are looked for, in order: the matrix file's own `images_dir`, then the
+    ones that ship with trtmatrix (a definition of the same name in the first wins)."""
+    dirs = [images_dir.resolve()] + [BUILTIN_IMAGES] * BUILTIN_IMAGES.is_dir()
+    return list(dict.fromkeys(dirs))
+
+
 def load_envdefs(images_dir: Path, names: tuple[str, ...], config_path: Path) -> list[EnvDef]:
     envs = []
+    dirs = definition_dirs(images_dir)
     for i, name in enumerate(names):
-        path = images_dir / f"{name}.toml"
-        if not path.is_file():
-            raise ConfigError(config_path, f"run.environments.{i}",
-                              f"no environment definition {path} for {name!r}")
+        path = next((d / f"{name}.toml" for d in dirs if (d / f"{name}.toml").is_file()), None)
+        if path is None:
+            raise ConfigError(config_path, f"run.environments.{i}", f"no environment definition {name}.toml in "
+                              + " or in ".join(str(d) for d in dirs) + " (run.images_dir names your own folder)")
         envs.append(load_envdef(path))
     return envs
 
 
 def available_envdefs(images_dir: Path) -> list[EnvDef]:
-    return [load_envdef(p) for p in sorted(images_dir.glob("*.toml"))]
+    """Every definition in `images_dir` and those that ship with trtmatrix that it does not shadow."""
+    found: dict[str, Path] = {}
+    for folder in definition_dirs(images_dir):
+        for path in sorted(folder.glob("*.toml")):
+            found.setdefault(path.stem, path)
+    return [load_envdef(path) for _, path in sorted(found.items())]

@@ -1,10 +1,13 @@
 """`trtmatrix precision CELL`: the fewest nodes to keep in FP32 for a failing FP16 cell to pass,
 as a profile ready to paste into the matrix file.
 
-A control first: every node in FP32 (keep_fp32 = every op type of the model). If the cell still
-fails, the problem is not precision and the search stops there. Otherwise delta debugging
-(Zeller's ddmin, the search Polygraphy's `debug precision` makes over layers): over op types
-first, then over the names of the nodes of the op types it kept. Each trial is a profile of the
+A control first: the model in FP32 end to end (the cell's profile with precision fp32: no FP16
+copy, no casts). If it fails too, the problem is not FP16 precision and the search stops there.
+Then every node held in FP32 inside the FP16 build (keep_fp32 = every op type): where that still
+fails, the FP16 rounding of the tensors between nodes is the cause (onnxruntime's FP16 copy keeps
+them FP16 around a kept node), which no keep_fp32 set fixes, and the search says so. Otherwise
+delta debugging (Zeller's ddmin, the search Polygraphy's `debug precision` makes over layers):
+over op types first, then over the names of the nodes of the op types it kept. Each trial is a profile of the
 cell's case with keep_fp32 set (the cell's own keep_fp32 included), run as an ordinary cell
 (isolated, cached, judged with the cell's tolerance); the trials of one round run together, in
 one environment job.
@@ -44,16 +47,25 @@ class PrecisionSearch:
     trials: int = 0
     log: list[dict] = field(default_factory=list)
 
+    def judge(self, profiles: dict[str, Profile]) -> dict[str, dict]:
+        """{profile name: {"verdict", "max_abs"}} of trials of the cell, run together."""
+        self.trials += len(profiles)
+        frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, profiles=profiles), on_event=self.on_event).judge()
+        return {row["profile"]: {"verdict": row["verdict"], "max_abs": _number(row["max_abs"])}
+                for _, row in frame.iterrows()}
+
     def passes(self, candidates: list[list[str]]) -> list[bool]:
         profile = self.plan.profile(self.plan.cell(self.cell_id).profile)
         profiles = {f"trial{self.trials + i + 1}": Profile(**{**profile.model_dump(),
                                                                "keep_fp32": (*profile.keep_fp32, *names)})
                     for i, names in enumerate(candidates)}
-        self.trials += len(candidates)
-        frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, profiles=profiles), on_event=self.on_event).judge()
-        verdicts = dict(zip(frame["profile"], frame["verdict"]))
-        self.log += [{"keep_fp32": names, "verdict": verdicts[name]} for name, names in zip(profiles, candidates)]
-        return [verdicts[name] in GOOD for name in profiles]
+        judged = self.judge(profiles)
+        self.log += [{"keep_fp32": names, **judged[name]} for name, names in zip(profiles, candidates)]
+        return [judged[name]["verdict"] in GOOD for name in profiles]
+
+
+def _number(value) -> float | None:
+    return None if value is None or value != value else float(value)
 
 
 def ddmin(items: list[str], passes: Callable[[list[list[str]]], list[bool]]) -> list[str]:
@@ -90,10 +102,19 @@ def find_fp32_nodes(plan: Plan, cell_id: str, on_event: Callable[[dict], None] =
     search = PrecisionSearch(plan, cell_id, on_event)
     finding = {"cell": cell_id, "verdict": own["verdict"], "max_abs": float(own["max_abs"]),
                "profile_name": f"{cell.profile}-fp32-fix", "profile": None}
-    if not search.passes([op_types])[0]:
+    control = search.judge({"fp32-control": profile.model_copy(update={"precision": "fp32", "keep_fp32": ()})})
+    finding["control"] = {"what": "the model in FP32 end to end (no FP16 copy, no casts)", **control["fp32-control"]}
+    said = f"Control, the model in FP32 end to end: {_verdict_text(finding['control'])}. "
+    if finding["control"]["verdict"] not in GOOD:
         return {**finding, "trials": search.trials, "tried": search.log,
-                "summary": f"even with every node in FP32 the cell fails ({search.log[0]['verdict']}): "
-                           f"the problem is not FP16 precision"}
+                "summary": said + "The cell fails in FP32 too: the problem is not FP16 precision."}
+    if not search.passes([op_types])[0]:
+        everything = search.log[0]
+        return {**finding, "all_kept": everything, "trials": search.trials, "tried": search.log,
+                "summary": said + f"FP16 precision is the cause, but with every node held in FP32 inside the FP16 "
+                           f"build the cell still fails (max_abs {everything['max_abs']:.2g}): the tensors between the nodes "
+                           "stay FP16 in this engine's FP16 build, so no keep_fp32 set fixes it. Run the model in FP32, "
+                           "or judge it with a wider tolerance or an acceptance rule."}
     kept_types = ddmin(op_types, search.passes)
     nodes = [node for node in model.graph.node if node.op_type in kept_types]
     # By name, where every node of those types has one (a name is a glob: escaped, it means itself).
@@ -101,5 +122,9 @@ def find_fp32_nodes(plan: Plan, cell_id: str, on_event: Callable[[dict], None] =
     return {**finding, "trials": search.trials, "tried": search.log, "op_types": kept_types, "keep_fp32": kept,
             "profile": {**profile.model_dump(include={"precision", "optimization"}),
                         "keep_fp32": [*profile.keep_fp32, *kept]},
-            "summary": f"{len(kept)} of {len(model.graph.node)} nodes kept in FP32 make the cell pass "
-                       f"(op types {', '.join(kept_types)}; {search.trials} trials)"}
+            "summary": said + f"{len(kept)} of {len(model.graph.node)} nodes kept in FP32 make the cell pass "
+                              f"(op types {', '.join(kept_types)}; {search.trials} trials)"}
+
+
+def _verdict_text(trial: dict) -> str:
+    return trial["verdict"] + (f" (max_abs {trial['max_abs']:.2g})" if trial.get("max_abs") is not None else "")

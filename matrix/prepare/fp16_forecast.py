@@ -2,7 +2,9 @@
 tensor of the case's model on its inputs (once per case, at prepare time), the nodes whose values
 FP16 cannot hold.
 
-A node is risky when its outputs leave FP16's range (|x| > 65504), when a large share of them
+A node is risky when its finite outputs leave FP16's range (|x| > 65504; ±inf, ±0 and values
+within range are exact in FP16, and ±3.4e38, float32's largest, is what exporters write for ±inf
+in attention masks: a note, since FP16's ±65504 or ±inf masks the same), when a large share of them
 falls below FP16's smallest normal value (6.1e-05: subnormal, few significant bits, or flushed to
 0), or when a value it computes inside does: the sum of squares of LayerNormalization's input
 along the normalised axes, the largest partial sum |A|·|B| of a MatMul/Gemm accumulation, the
@@ -19,6 +21,7 @@ from .float64_graph import float64_nodes, node_label
 
 FP16_MAX = 65504.0
 FP16_SMALLEST_NORMAL = 2.0 ** -14
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 SUBNORMAL_SHARE = 0.1  # a node with at least this share of its nonzero values below the normal range
 
 
@@ -51,14 +54,25 @@ def _internal(node: onnx.NodeProto, inputs: list[np.ndarray], outputs: list[np.n
     return None
 
 
+def stand_in_only(magnitudes: np.ndarray) -> bool:
+    """Whether every finite magnitude beyond FP16's range is float32's largest (3.4e38): what
+    exporters write for ±inf (torch.finfo(float32).min in attention masks)."""
+    beyond = magnitudes[magnitudes > FP16_MAX]
+    return beyond.size > 0 and bool((beyond == FLOAT32_MAX).all())
+
+
 def node_risks(node: onnx.NodeProto, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> dict:
     floats = [o for o in outputs if np.issubdtype(o.dtype, np.floating) and o.size]
     magnitudes = np.concatenate([np.abs(o).ravel() for o in floats]) if floats else np.zeros(0)
+    magnitudes = magnitudes[np.isfinite(magnitudes)]  # ±inf (and NaN) are what FP16 holds as they are
     nonzero = magnitudes[magnitudes > 0]
     numbers = {"max_abs": float(magnitudes.max()) if magnitudes.size else 0.0,
                "subnormal_share": float((nonzero < FP16_SMALLEST_NORMAL).mean()) if nonzero.size else 0.0}
     reasons = []
-    if numbers["max_abs"] > FP16_MAX:
+    if stand_in_only(magnitudes):
+        reasons.append("holds ±3.4e+38, float32's largest, a stand-in for ±inf (as in attention masks): FP16 makes "
+                       "it ±65504 or ±inf, which masks the same (a note)")
+    elif numbers["max_abs"] > FP16_MAX:
         reasons.append(f"values reach {numbers['max_abs']:.3g} (FP16 max 65504)")
     if numbers["subnormal_share"] >= SUBNORMAL_SHARE:
         reasons.append(f"{numbers['subnormal_share']:.0%} of its nonzero values are below 6.1e-05 (FP16 subnormal)")

@@ -9,6 +9,7 @@ Q fixed it, as did TensorRT 10.8. Finding the pattern is cheap and says why a ce
 from __future__ import annotations
 
 import onnx
+from packaging.specifiers import SpecifierSet
 
 # Ops allowed between a scale Mul and the scores MatMul, and between the MatMul and its Softmax.
 PASS_THROUGH = {"Transpose", "Reshape", "Cast"}
@@ -45,21 +46,32 @@ def _feeds_softmax(node: onnx.NodeProto, consumers: dict) -> bool:
 
 
 def split_attention_scale(model: onnx.ModelProto) -> list[str]:
-    """One warning per attention-score MatMul whose Q and K inputs are both scaled."""
+    """The attention-score MatMuls whose Q and K inputs are both scaled, with their two scales."""
     graph = model.graph
     producers, consumers = _producers(graph), _consumers(graph)
-    warnings = []
+    found = []
     for node in graph.node:
         if node.op_type != "MatMul" or not _feeds_softmax(node, consumers):
             continue
         q_scale, k_scale = (_scale_mul(name, producers) for name in node.input[:2])
         if q_scale is not None and k_scale is not None:
-            warnings.append(
-                f"attention scores {node.name}: the scale is split across Q ({q_scale.name}) and K "
-                f"({k_scale.name}) — the SDPA export pattern of seed 003 (NVIDIA/TensorRT#4333), which "
-                "TensorRT 10.7 computed wrong; workaround: apply the whole scale to Q once, or explicit attention")
-    return warnings
+            found.append(f"{node.name} ({q_scale.name} on Q, {k_scale.name} on K)")
+    return found
 
 
-def graph_warnings(model: onnx.ModelProto) -> list[str]:
-    return split_attention_scale(model)
+def graph_warnings(model: onnx.ModelProto) -> list[dict]:
+    """One sentence per pattern found, with the engine versions it matters to (the cells of
+    those columns carry it; the report says it once per case)."""
+    split = split_attention_scale(model)
+    if not split:
+        return []
+    where = split[0] + (f" and {len(split) - 1} more" if len(split) > 1 else "")
+    return [{"text": f"The attention scale is split across Q and K at {where}: the SDPA export that TensorRT 10.7 "
+                     "computed wrong (NVIDIA/TensorRT#4333, fixed in 10.8; put the whole scale on Q, or use explicit "
+                     "attention).", "engine": "tensorrt", "versions": ">=10.7,<10.8"}]
+
+
+def applies(warning: dict, engine: str, version: str | None) -> bool:
+    """Whether a graph warning concerns an environment of this engine and version."""
+    return engine == warning["engine"] and version is not None and \
+        SpecifierSet(warning["versions"]).contains(version, prereleases=True)

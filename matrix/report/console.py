@@ -19,7 +19,7 @@ from rich.table import Table
 from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, TERMINAL as SHORT
 from .causes import cause, left_out_kind, not_run_reason
 from .timing import timing_text
-from .error_text import drift_text, needed_text, with_marks, worst_error
+from .error_text import drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import env_order, records_by_row, version_mismatches
 
 
@@ -156,7 +156,8 @@ def _cell_line(r: pd.Series) -> str:
     worst = worst_error(r)
     if worst and worst[0].isdigit():  # a number; NaN×n, Inf×n and '-inf expected, …' say what they are
         worst = f"max_abs {worst}"
-    details = ", ".join(t for t in (worst, drift_text(r), r["error"] if isinstance(r["error"], str) else None) if t)
+    rule = rule_text(r)  # judged by a rule: what it measured, and the worst slice, say why
+    details = ", ".join(t for t in (rule or worst, drift_text(r), r["error"] if isinstance(r["error"], str) else None) if t)
     word, style = SHORT.get(r["status"], (r["status"], ""))
     return f"  [{style}]{word}[/] {escape(r['cell_id'])}" + (f"  {escape(details.splitlines()[0])}" if details else "")
 

@@ -3,10 +3,14 @@ JUnit, diff): one function, so a NaN is shown first everywhere and never as a sm
 
 from __future__ import annotations
 
+import json
 import math
+
+from ..acceptance import cosine_text as value_text
 
 DRIFT_MARK = "↯"  # the outputs differed between inferences of the same engine on the same inputs
 RULE_MARK = "⚖"  # judged by the case's acceptance rule (cosine, top-k agreement), not atol/rtol
+PIN_MARK = "📌"  # a TensorRT engine built with a shape tensor pinned to one value: no dynamic shapes tested
 
 
 def _count(value) -> int:
@@ -61,9 +65,19 @@ def needed_text(row) -> str | None:
     return f"needs atol ≥ {atol:.1e} or {rtol_text}"
 
 
+def pinned_inputs(row) -> list[str]:
+    """The shape-tensor inputs a TensorRT cell's engine was built with pinned to one value."""
+    profile = row.get("shape_profile")
+    if not isinstance(profile, str):
+        return []
+    return [name for name, bounds in json.loads(profile)["inputs"].items() if bounds.get("pinned")]
+
+
 def with_marks(text: str, row) -> str:
-    """A cell's short text with ↯ when its inferences differed and ⚖ when a rule judged it."""
-    marks = [DRIFT_MARK] * bool(drift_text(row)) + [RULE_MARK] * isinstance(row.get("rule"), str)
+    """A cell's short text with ↯ when its inferences differed, ⚖ when a rule judged it and 📌
+    when its engine has a shape tensor pinned."""
+    marks = [DRIFT_MARK] * bool(drift_text(row)) + [RULE_MARK] * isinstance(row.get("rule"), str) + \
+        [PIN_MARK] * bool(pinned_inputs(row))
     return " ".join([text, *marks])
 
 
@@ -76,16 +90,10 @@ def rule_text(row) -> str | None:
         measured.append(cosine_text(row))
     if "agreement" in row["rule"] and _number(row.get("top1")) is not None:
         measured.append(f"top-k agreement {row['top1']:.4f}")
-    return f"{row['rule']}: measured {', '.join(measured)}"
+    worst = f"; worst: {row['worst_slice']}" if isinstance(row.get("worst_slice"), str) else ""
+    return f"{row['rule']}: measured {', '.join(measured)}{worst}"
 
 
 def cosine_text(row) -> str:
     """'cosine 1 − 3.2e-07' rather than a rounded 'cosine 1': near 1 the distance is the news."""
-    value = _number(row.get("cosine"))
-    if value is None:
-        return "cosine undefined (NaN/Inf)"
-    if value == 1.0:
-        return "cosine 1 (exactly)"
-    if value > 1.0:  # float64 rounding of a dot product over norms: as close as it can tell
-        return "cosine 1 (within float64 rounding)"
-    return f"cosine 1 − {1 - value:.1e}" if value > 0.999 else f"cosine {value:.5f}"
+    return "cosine " + value_text(_number(row.get("cosine")))

@@ -70,3 +70,12 @@ def forecasts(frame: pd.DataFrame) -> list[dict]:
                       "paste": fixes_to_paste(f"{case}-fp16-forecast", {"precision": "fp16", "keep_fp32": names})
                       if names else None})
     return shown
+
+
+def model_checks(frame: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """[(case, its graph checks' sentences)]: said once per case above the matrix (the cells of the
+    engine versions a finding concerns carry it in their details too)."""
+    if "model_checks" not in frame:
+        return []
+    stored = frame[frame["model_checks"].notna()].drop_duplicates("case")
+    return [(case, json.loads(text)) for case, text in zip(stored["case"], stored["model_checks"])]

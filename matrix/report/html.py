@@ -23,7 +23,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..statuses import BAD, CHANGES, GOOD, NOT_COMPARABLE, ORDER, REGRESSED
-from .findings_view import findings_by_cell, forecasts
+from .findings_view import findings_by_cell, forecasts, model_checks
 from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
 from .a_vs_b import a_vs_b_text
@@ -38,7 +38,8 @@ DETAILS_CHUNK = 250  # cells per details file: one click loads one small file
 DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
     "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "extra_outputs", "drift_max_abs",
-    "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed", "rule", "top1",
+    "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed", "rule", "top1", "worst_slice", "reference",
+    "left_out",
     "build_s", "infer_ms", "device", "gpu", "gpu_index", "compute_capability", "driver_version", "cuda_version", "cudnn_version",
     "python_version", "image", "image_digest", "node",
     "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
@@ -52,7 +53,7 @@ TEMPLATES = Environment(loader=PackageLoader("matrix.report", "templates"), auto
 # The columns key_number reads: the history page hands it only these (a dict of every column of
 # thirty runs of thousands of cells costs seconds).
 KEY_NUMBER_FIELDS = ("status", "nan_count", "inf_count", "max_abs", "nonfinite_found", "drift_max_abs", "drift_run",
-                     "rule", "precision_check", "build_s")
+                     "rule", "precision_check", "build_s", "shape_profile")
 
 
 def key_number(row: pd.Series) -> str:
@@ -91,6 +92,7 @@ def cell_data(row: pd.Series, config: str) -> dict:
     # Nothing measured (skipped, error, crash, timeout): no cosine to call undefined.
     data["cosine_text"] = cosine_text(row).removeprefix("cosine ") if row.get("outputs") not in (None, "", "[]") else None
     data["layers"] = layer_summary(row.get("network_layers"))
+    data["shape_profile"] = json.loads(row["shape_profile"]) if isinstance(row.get("shape_profile"), str) else None
     data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
     return data
 
@@ -203,6 +205,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
         run=run, envs=envs, not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
+        model_checks=model_checks(frame),
         speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None)) for case in cases],
         operators=operator_counts(frame, tested), mismatches=version_mismatches(frame),
         data={"cells": lines, "rows": [row["row_id"] for row in rows], "envs": envs, "pair": default_pair(frame),

@@ -19,39 +19,55 @@ def _yes_no(value) -> str:
     return "—" if value is None or value is pd.NA else ("yes" if value else "NO")
 
 
-def _shown_nodes(nodes: pd.DataFrame, first: dict | None) -> pd.DataFrame:
-    """Every node of a small model; around the first divergent one otherwise."""
+def _shown_nodes(nodes: pd.DataFrame, first: dict | None, every: bool = False) -> pd.DataFrame:
+    """The observed nodes (`every`: the Constant, Shape and integer nodes nothing was measured on,
+    too) of a small model; around the first divergent one otherwise."""
+    if not every:
+        nodes = nodes[nodes["within"].notna()]
     if len(nodes) <= SHOWN_NODES:
         return nodes
-    centre = first["order"] if first else 0
-    return nodes[(nodes["order"] >= centre - CONTEXT) & (nodes["order"] <= centre + CONTEXT)]
+    position = nodes["order"].searchsorted(first["order"]) if first else 0
+    return nodes.iloc[max(0, position - CONTEXT):position + CONTEXT + 1]
 
 
-def explain_lines(nodes: pd.DataFrame, first: dict | None) -> list[str]:
+def hidden_line(nodes: pd.DataFrame, every: bool) -> str | None:
+    """What the table left out, and how to see it."""
+    unobserved = nodes[nodes["within"].isna()]
+    if every or unobserved.empty:
+        return None
+    kinds = ", ".join(unobserved["op_type"].value_counts().index[:6])
+    return f"{len(unobserved)} nodes with nothing to measure (no floating-point output: {kinds}) are not shown: --all shows them"
+
+
+def _jump_text(value) -> str:
+    return "—" if pd.isna(value) else ("∞" if value == float("inf") else f"×{value:.3g}")
+
+
+def explain_lines(nodes: pd.DataFrame, first: dict | None, every: bool = False) -> list[str]:
     """The table as lines, where it does not fit the terminal (a CI log): names never cut."""
     lines = []
-    for _, row in _shown_nodes(nodes, first).iterrows():
+    for _, row in _shown_nodes(nodes, first, every).iterrows():
         marked = "→ " if first is not None and row["order"] == first["order"] else "  "
         state = {True: "within", False: "OUT of tolerance"}.get(row["within"], "not observed")
         inputs = "inputs within" if row["inputs_within"] else "an input out of tolerance"
         extra = "; ".join(t for t in (row["fp16_risk"] and f"FP16 risk: {row['fp16_risk']}", row["note"]) if t)
-        lines.append(f"{marked}{row['order']} {row['node']} ({row['op_type']}): {worst_error(row) or '—'}, {state}, "
-                     f"{inputs}" + (f"; {extra}" if extra else ""))
+        lines.append(f"{marked}{row['order']} {row['node']} ({row['op_type']}): {worst_error(row) or '—'} "
+                     f"(jump {_jump_text(row['jump'])}), {state}, {inputs}" + (f"; {extra}" if extra else ""))
     return lines
 
 
-def explain_table(nodes: pd.DataFrame, first: dict | None) -> Table:
+def explain_table(nodes: pd.DataFrame, first: dict | None, every: bool = False) -> Table:
     fp16 = bool(nodes["fp32"].notna().any())  # an FP16 profile: which nodes keep_fp32 held in FP32
     risky = fp16 and bool((nodes["fp16_risk"] != "").any())  # what the FP16 forecast flagged before any build
-    table = Table("#", "node", "op", "worst error", "max_rel", "within", "inputs within", *(["FP32"] if fp16 else []),
-                  *(["FP16 risk (forecast)"] if risky else []), "note",
+    table = Table("#", "node", "op", "worst error", "max_rel", "jump", "within", "inputs within",
+                  *(["FP32"] if fp16 else []), *(["FP16 risk (forecast)"] if risky else []), "note",
                   title="every intermediate tensor against float64, in topological order", title_justify="left")
-    shown = _shown_nodes(nodes, first)
+    shown = _shown_nodes(nodes, first, every)
     for _, row in shown.iterrows():
         marked = first is not None and row["order"] == first["order"]
         rel = "—" if pd.isna(row["max_rel"]) else f"{row['max_rel']:.1e}"
         table.add_row(str(row["order"]), escape(row["node"]), escape(row["op_type"]), worst_error(row) or "—", rel,
-                      _yes_no(row["within"]), _yes_no(row["inputs_within"]),
+                      _jump_text(row["jump"]), _yes_no(row["within"]), _yes_no(row["inputs_within"]),
                       *([_yes_no(row["fp32"]).replace("NO", "")] if fp16 else []),
                       *([escape(row["fp16_risk"])] if risky else []),
                       escape(row["note"]), style="bold red" if marked else None)
@@ -61,7 +77,12 @@ def explain_table(nodes: pd.DataFrame, first: dict | None) -> Table:
 
 
 def first_divergent_line(finding: dict) -> str:
-    first = finding["first_divergent"]
+    first, spread = finding["first_divergent"], finding.get("spread")
+    if spread is not None:
+        return (f"{finding['cell']} ({finding['verdict']}): no single node diverges; the error is rounding spread "
+                f"over the model, growing node after node (the largest jump over what a node's inputs handed it is "
+                f"×{spread['largest_jump']:.3g}, at {spread['at']}; a divergent node jumps by more than "
+                f"×{spread['factor']:g}). Observed {finding['observed']}, {finding['nodes']} nodes")
     if first is None:
         return (f"{finding['cell']} ({finding['verdict']}): no node leaves tolerance with all its inputs within it "
                 f"(observed {finding['observed']}, {finding['nodes']} nodes)")

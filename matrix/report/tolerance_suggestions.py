@@ -3,8 +3,11 @@
 Per case × profile: the atol the trusted environments' cells needed at the configured rtol (the
 worst over their rows, outputs and inferences: atol_needed), times a safety factor, never below
 the noise floor measured there (run-to-run drift, and the case's FP32 error against float64).
-A suggestion comes only from trusted environments, so a fault in another one stays red when the
-run is re-judged with it (`trtmatrix report --tolerances FILE`).
+A profile judged by an acceptance rule gets the rule's cosine threshold instead (atol and rtol
+have no effect there): 1 - factor x the largest gap from 1 the trusted cells showed (per slice
+where the rule has an axis), never above what the case's FP32 cells reach, the rest of the rule
+as configured. A suggestion comes only from trusted environments, so a fault in another one stays
+red when the run is re-judged with it (`trtmatrix report --tolerances FILE`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
+
+from ..config import Acceptance
 
 RAN = {"pass", "fail"}
 
@@ -30,6 +35,7 @@ class Suggestion:
     floor_from: str = ""
     cells: int = 0
     why: str = ""
+    rule: dict | None = None  # a rule-judged profile: the suggested rule (its cosine) in place of atol
 
 
 def round_up(value: float) -> float:
@@ -50,7 +56,26 @@ def _noise_floor(frame: pd.DataFrame, measured: pd.DataFrame, case: str) -> tupl
     return max((drift, "run-to-run drift"), (fp32_error, "FP32 vs float64"))
 
 
-def suggest(frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[str] | None = None) -> list[Suggestion]:
+def _rule(suggestion: Suggestion, frame: pd.DataFrame, measured: pd.DataFrame, accept: Acceptance, factor: float) -> None:
+    """The rule with its cosine threshold from the trusted cells' worst cosine (see module doc)."""
+    if accept.cosine is None:
+        suggestion.why = f"judged by the rule '{accept.text()}', which has no cosine threshold to measure: keep it"
+        return
+    worst = measured.loc[measured["cosine"].idxmin()] if measured["cosine"].notna().all() else None
+    if worst is None:
+        suggestion.why = "NaN/Inf in a trusted cell: no cosine passes it"
+        return
+    fp32 = frame[(frame["case"] == suggestion.case) & (frame["precision"] == "fp32") & frame["verdict"].isin(RAN)]
+    floor = 1 - float(fp32["cosine"].min()) if fp32["cosine"].notna().any() else 0.0
+    gap = round_up(max(factor * (1 - float(worst["cosine"])), floor, 1e-15))
+    suggestion.needed, suggestion.floor, suggestion.floor_from = float(worst["cosine"]), floor, "FP32 vs float64"
+    suggestion.worst = worst["worst_slice"] if isinstance(worst.get("worst_slice"), str) else worst["cell_id"]
+    suggestion.rule = {**accept.model_dump(exclude_defaults=True), "cosine": float(f"{1 - gap:.15g}")}
+
+
+def suggest(frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[str] | None = None,
+            rules: dict[tuple[str, str], Acceptance] | None = None) -> list[Suggestion]:
+    """`rules`: the matrix file's acceptance rules {(case, profile): rule}."""
     unknown = sorted(set(trusted) - set(frame["env"]))
     if unknown:
         raise ValueError(f"--trusted {unknown[0]} is not an environment of the run ({', '.join(sorted(set(frame['env'])))})")
@@ -64,6 +89,9 @@ def suggest(frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[
         found.append(suggestion)
         if measured.empty:
             suggestion.why = f"no trusted cell has numbers ({', '.join(sorted(set(group['status'])))})"
+            continue
+        if (case, profile) in (rules or {}):
+            _rule(suggestion, frame, measured, rules[(case, profile)], factor)
             continue
         worst = measured.loc[measured["atol_needed"].idxmax()]
         output = max(json.loads(worst["outputs"]), key=lambda o: o["atol_needed"])["name"]
@@ -82,6 +110,12 @@ def to_toml(suggestions: list[Suggestion], run_id: str, trusted: list[str], fact
              "# floor measured there (run-to-run drift; the case's FP32 error against float64). rtol: as configured.",
              "# Paste into the matrix file, or re-judge a run: trtmatrix report RUN --tolerances THIS_FILE", ""]
     for s in suggestions:
+        if s.rule is not None:
+            lines += [f"[cases.{s.case}.accept.{s.profile}]",
+                      f"# judged by a rule: the worst cosine was {s.needed!r} ({s.worst}; worst of {s.cells} trusted "
+                      f"cells); FP32 vs float64 gap {s.floor:.2e}",
+                      *(f"{key} = {json.dumps(value)}" for key, value in s.rule.items()), ""]
+            continue
         if s.atol is None:
             lines += [f"# {s.case} / {s.profile}: no suggestion: {s.why}", ""]
             continue
