@@ -358,4 +358,4 @@ def test_input_sets_build_one_engine_whose_profile_spans_them_and_pinned_shapes_
     pinned = cells.loc[f"reshaped/fp32/{RTX}"]
     assert json.loads(pinned["shape_profile"])["inputs"]["shape"] == {"min": [8, 8], "opt": [8, 8], "max": [8, 8],
                                                                        "pinned": True}
-    assert key_number(pinned).endswith("📌") and not key_number(b4).endswith("📌")
+    assert key_number(pinned).endswith("≡") and not key_number(b4).endswith("≡")

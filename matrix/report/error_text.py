@@ -10,7 +10,7 @@ from ..acceptance import cosine_text as value_text
 
 DRIFT_MARK = "↯"  # the outputs differed between inferences of the same engine on the same inputs
 RULE_MARK = "⚖"  # judged by the case's acceptance rule (cosine, top-k agreement), not atol/rtol
-PIN_MARK = "📌"  # a TensorRT engine built with a shape tensor pinned to one value: no dynamic shapes tested
+PIN_MARK = "≡"  # a TensorRT engine built with a shape tensor pinned to one value: no dynamic shapes tested
 
 
 def _count(value) -> int:
@@ -74,7 +74,7 @@ def pinned_inputs(row) -> list[str]:
 
 
 def with_marks(text: str, row) -> str:
-    """A cell's short text with ↯ when its inferences differed, ⚖ when a rule judged it and 📌
+    """A cell's short text with ↯ when its inferences differed, ⚖ when a rule judged it and ≡
     when its engine has a shape tensor pinned."""
     marks = [DRIFT_MARK] * bool(drift_text(row)) + [RULE_MARK] * isinstance(row.get("rule"), str) + \
         [PIN_MARK] * bool(pinned_inputs(row))
