@@ -65,7 +65,8 @@ def trtmatrix(*args, check=False):
 def project(tmp_path_factory, cache_dir):
     home = tmp_path_factory.mktemp("repro")
     config = matrix_file(home, cache_dir, BODY, environments=ENVS)
-    trtmatrix("run", "-c", str(config))  # exit 1: newly failing cells are its news
+    ran = trtmatrix("run", "-c", str(config))
+    assert ran.returncode in (0, 1), ran.stderr  # 1: newly failing cells, the news of a first run
     return config, list_runs(home / "reports")[-1], cache_dir
 
 
@@ -275,3 +276,25 @@ def test_cuts_keep_constants_inside_and_grow_by_a_layer_of_predecessors():
     deepest = reducer.subgraph(cuts[1])
     assert [n.op_type for n in deepest.model.graph.node] == ["Relu", "Constant", "Add", "Mul"]
     assert deepest.inputs["x"].dtype == np.float32 and np.allclose(deepest.expected["y"], (np.maximum(x, 0) + 2) * np.maximum(x, 0))
+
+
+def test_an_engine_error_keeps_the_whole_model_and_repro_py_ends_with_the_engines_message(tmp_path, cache_dir):
+    """A Reshape to a shape its input cannot take: onnxruntime raises while running it."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.ones((4, 16), np.float32), shape=np.int64([3, 7]))
+    np.savez(tmp_path / "expected.npz", y=np.ones((3, 7)))
+    body = (f'[profiles.fp32]\nprecision = "fp32"\n[cases.reshape]\nonnx = "{tmp_path / "m.onnx"}"\n'
+            f'inputs = "{tmp_path / "in.npz"}"\nexpected = "{tmp_path / "expected.npz"}"\nprofiles = ["fp32"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    found = json.loads(trtmatrix("repro", "reshape/fp32/ort-1.20", "-c", str(config), "--json", check=True).stdout)
+    assert found["status"] == "error" and found["confirmed"] and not found["reduced"]
+    failing = run_repro(venv_python(cache_dir, "ort-1.20"), Path(found["folder"]))
+    assert failing.returncode == 1 and "cannot be reshaped to the requested shape" in failing.stderr
+    issue = (Path(found["folder"]) / "ISSUE.md").read_text()
+    assert "fails with: " in issue and "cannot be reshaped" in issue.split("### To reproduce")[0]

@@ -32,7 +32,7 @@ from ..environments.definitions import EnvDef
 from ..environments.scripts import ScriptRun, run_script
 from ..environments.staging import stage_worker
 from ..plan import Cell, Plan, plan_of_trials
-from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, model_for_profile
+from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, model_for_profile
 from ..prepare.float64_graph import float64_values
 from ..run import MatrixRun
 from ..store.locks import cache_lock
@@ -46,6 +46,7 @@ REPRODUCIBLE = {"fail", "xfail", "error", "crash"}
 OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
 FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
 UNCONFIRMED = "-unconfirmed"
+FLOAT64_PASS = "the ONNX graph evaluated in float64, node by node (onnx.reference)"
 RESULT_LINE = re.compile(r"^(WRONG|RIGHT): max_abs ([^;\s]+)", re.M)
 
 
@@ -129,6 +130,7 @@ class Model:
     ops: list[str]
     record: dict  # the judged record of what ran: the reduced trial's, or the cell's own
     notes: list[str]
+    reference: str = FLOAT64_PASS  # where expected.npz comes from
 
 
 def unconfirmed_folder(folder: Path) -> Path:
@@ -170,7 +172,7 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
                       verified, model.notes)
-        (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging))
+        (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging, model.reference))
         for place in (folder, unconfirmed_folder(folder)):
             shutil.rmtree(place, ignore_errors=True)
         repro.folder.parent.mkdir(parents=True, exist_ok=True)
@@ -201,31 +203,31 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
     count = len(original.graph.node)
     whole = {"model.onnx": model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile)),
              "inputs.npz": artifacts / INPUTS, "expected.npz": artifacts / REFERENCE}
-    ops = list(dict.fromkeys(node.op_type for node in original.graph.node))
+    ops = op_counts(original)
+
+    def whole_model(why: str) -> Model:
+        return Model(whole, count, count, False, ops, own, [f"the whole model: {why}"],
+                     case_meta(artifacts).get("reference", FLOAT64_PASS))
+
     if own["verdict"] != "fail":
-        return Model(whole, count, count, False, ops, own,
-                     [f"the whole model: the cell is {own['status']} (explain reduces wrong numbers, not an engine's "
-                      "error or crash)"])
+        return whole_model(f"the cell is {own['status']} (explain reduces wrong numbers, not an engine's error or crash)")
     try:
         first = explain_cell(plan, cell_id, on_event).first_divergent
     except ExplainError as exc:
-        return Model(whole, count, count, False, ops, own, [f"the whole model: explain could not observe it ({exc})"])
+        return whole_model(f"explain could not observe it ({exc})")
     if first is None:
-        return Model(whole, count, count, False, ops, own,
-                     ["the whole model: explain found no node that leaves tolerance while its inputs are within it"])
+        return whole_model("explain found no node that leaves tolerance while its inputs are within it")
     with np.load(artifacts / INPUTS) as data:
         reducer = Reducer(original, float64_values(original, dict(data)).values)
     found = _smallest_failing_subgraph(plan, cell_id, reducer, reducer.cuts(first["order"]), on_event)
     start = f"explain's first divergent node {first['node']} ({first['op_type']})"
     if found is None:
-        return Model(whole, count, count, False, ops, own,
-                     [f"the whole model: no subgraph from {start} back to the model's inputs fails on its own (the "
-                      "failure needs what comes after it, such as a fusion across the cut)"])
+        return whole_model(f"no subgraph from {start} back to the model's inputs fails on its own (the failure "
+                           "needs what comes after it, such as a fusion across the cut)")
     subgraph, record, trial = found
     if subgraph.nodes >= count:
-        return Model(whole, count, count, False, ops, own,
-                     [f"the whole model: the smallest failing subgraph around {start} is all of it (a fault inside "
-                      "a fusion keeps what the fusion needs)"])
+        return whole_model(f"the smallest failing subgraph around {start} is all of it (a fault inside a fusion "
+                           "keeps what the fusion needs)")
     trial_artifacts = artifact_dir(cache, trial.case, trial.artifact_key)
     ran = model_for_profile(trial_artifacts, profile, envdef.runs_fp16_copy(profile))
     notes = [f"reduced from {count} to {subgraph.nodes} nodes: {start}, with {subgraph.depth} layer"
@@ -234,8 +236,15 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
         notes.append(f"model.onnx is the FP16 copy the engine ran ({len(onnx.load(str(ran)).graph.node)} nodes "
                      "with its casts)")
     return Model({"model.onnx": ran, "inputs.npz": subgraph.inputs, "expected.npz": subgraph.expected},
-                 count, subgraph.nodes, True, list(dict.fromkeys(n.op_type for n in subgraph.model.graph.node)),
-                 record, notes)
+                 count, subgraph.nodes, True, op_counts(subgraph.model), record, notes)
+
+
+def op_counts(model: onnx.ModelProto) -> list[str]:
+    """The model's op types in order of appearance, with how many of each: 'Constant ×2', 'Pad'."""
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return [op + (f" ×{n}" if n > 1 else "") for op, n in counts.items()]
 
 
 def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts, on_event
@@ -277,7 +286,7 @@ def _torch_module(plan: Plan, cell: Cell, own: dict) -> Model:
     return Model({"program.pt2": artifacts / PROGRAM.format(traced), "inputs.npz": artifacts / INPUTS,
                   "expected.npz": artifacts / REFERENCE}, None, None, False, [], own,
                  ["the case's PyTorch module as torch.export saved it (program.pt2): a torch cell runs the module, "
-                  "not an ONNX model, so nothing is reduced"])
+                  "not an ONNX model, so nothing is reduced"], case_meta(artifacts).get("reference", "float64"))
 
 
 def _write_files(folder: Path, files: dict) -> None:

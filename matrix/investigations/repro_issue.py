@@ -7,7 +7,6 @@ kept there: the engine and its settings, the versions that fail and the good one
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,6 +199,10 @@ def _tensorrt_settings(facts: IssueFacts, folder: Path) -> dict:
             "fp16": fp16, "keep_fp32": keep, "optimization_level": level, "polygraphy": line}
 
 
+def nodes(count: int) -> str:
+    return f"{count} node{'s' * (count != 1)}"
+
+
 def _percent(value) -> str:
     value = _number(value)
     return "—" if value is None else f"{100 * value:.1f} %"
@@ -233,13 +236,17 @@ def _description(facts: IssueFacts, repro: Repro, record: dict, ops: list[str]) 
                        f"{facts.bisect['last_good']} the last good one")
         second += "."
     else:
-        second = (f"No {facts.product} version in run {facts.run_id} gives the right numbers on this row "
-                  f"(failing: {', '.join(facts.failing)}); `trtmatrix bisect` would find one.")
+        right = "runs it" if status in ("error", "crash") else "gives the right numbers on it"
+        second = (f"No {facts.product} version in {'run ' + facts.run_id if facts.run_id else 'a trtmatrix run'} "
+                  f"{right} (failing: {', '.join(facts.failing)}); `trtmatrix bisect ROW --good A --bad B` over the "
+                  "releases finds where that changes.")
     return [first, second]
 
 
-def render_issue_md(facts: IssueFacts, repro: Repro, record: dict, ops: list[str], folder: Path) -> str:
-    """`folder`: where the files are now (repro.folder is where they go once verified)."""
+def render_issue_md(facts: IssueFacts, repro: Repro, record: dict, ops: list[str], folder: Path,
+                    reference: str) -> str:
+    """`folder`: where the files are now (repro.folder is where they go once verified); `reference`:
+    where expected.npz comes from."""
     platform = next(iter(re.findall(PLATFORM, repro.verified[0].run.output, re.M)), None)
     others = [c for c in facts.row if c["label"] != facts.envdef.label]
     files = (["program.pt2", "inputs.npz", "expected.npz", "repro.py"] if repro.nodes is None
@@ -254,15 +261,21 @@ def render_issue_md(facts: IssueFacts, repro: Repro, record: dict, ops: list[str
         "container": image_ref(facts.envdef) if facts.envdef.backend == "docker" else None,
         "title": f"{_headline(facts, ops, record)}" + (f"; right on {', '.join(v.version for v in repro.verified[1:])}"
                                                        if len(repro.verified) > 1 else ""),
-        "workaround": _workaround(facts), "math": math,
+        "workaround": _workaround(facts), "reference": reference, "nodes": nodes,
         "polygraphy": _tensorrt_settings(facts, folder)["polygraphy"] if facts.envdef.engine == "tensorrt" else None,
     }
     return render_issue(facts.envdef.engine, context)
 
 
 def _workaround(facts: IssueFacts) -> str | None:
+    """precision's FP32 fix where it found one; else the run's other profiles that pass here."""
     found = facts.workaround
-    if not found:
+    if found:
+        nodes = ", ".join(f"`{md(n)}`" for n in found["keep_fp32"])
+        return f"{found['summary']}: holding {nodes} in FP32 makes the cell pass (found by `trtmatrix precision`)."
+    passing = [p for p in facts.profiles_here if p["status"] in ("pass", "xpass")]
+    if not passing:
         return None
-    nodes = ", ".join(f"`{md(n)}`" for n in found["keep_fp32"])
-    return f"{found['summary']}: holding {nodes} in FP32 makes the cell pass (found by `trtmatrix precision`)."
+    return "; ".join(f"the run's profile `{md(p['profile'])}` passes on {facts.product} {facts.version} (worst error "
+                     f"{md(p['worst'])})" + (f": {md(p['description'])}" if p["description"] else "")
+                     for p in passing) + "."
