@@ -131,6 +131,7 @@ class Model:
     record: dict  # the judged record of what ran: the reduced trial's, or the cell's own
     notes: list[str]
     reference: str = FLOAT64_PASS  # where expected.npz comes from
+    focus: str | None = None  # the op type explain found going wrong first
 
 
 def unconfirmed_folder(folder: Path) -> Path:
@@ -166,13 +167,13 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
     staging.mkdir(parents=True)
     try:
         _write_files(staging, model.files)
-        (staging / "repro.py").write_text(render_repro_script(facts, staging, model.ops, model.record))
+        (staging / "repro.py").write_text(render_repro_script(facts, staging, model.focus or model.ops, model.record))
         verified = _verify(plan, facts, staging, on_event)
         confirmed = all(v.ok for v in verified)
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
                       verified, model.notes)
-        (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging, model.reference))
+        (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging, model.reference, model.focus))
         for place in (folder, unconfirmed_folder(folder)):
             shutil.rmtree(place, ignore_errors=True)
         repro.folder.parent.mkdir(parents=True, exist_ok=True)
@@ -205,9 +206,9 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
              "inputs.npz": artifacts / INPUTS, "expected.npz": artifacts / REFERENCE}
     ops = op_counts(original)
 
-    def whole_model(why: str) -> Model:
+    def whole_model(why: str, focus: str | None = None) -> Model:
         return Model(whole, count, count, False, ops, own, [f"the whole model: {why}"],
-                     case_meta(artifacts).get("reference", FLOAT64_PASS))
+                     case_meta(artifacts).get("reference", FLOAT64_PASS), focus)
 
     if own["verdict"] != "fail":
         return whole_model(f"the cell is {own['status']} (explain reduces wrong numbers, not an engine's error or crash)")
@@ -221,13 +222,14 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
         reducer = Reducer(original, float64_values(original, dict(data)).values)
     found = _smallest_failing_subgraph(plan, cell_id, reducer, reducer.cuts(first["order"]), on_event)
     start = f"explain's first divergent node {first['node']} ({first['op_type']})"
+
     if found is None:
         return whole_model(f"no subgraph from {start} back to the model's inputs fails on its own (the failure "
-                           "needs what comes after it, such as a fusion across the cut)")
+                           "needs what comes after it, such as a fusion across the cut)", first["op_type"])
     subgraph, record, trial = found
     if subgraph.nodes >= count:
         return whole_model(f"the smallest failing subgraph around {start} is all of it (a fault inside a fusion "
-                           "keeps what the fusion needs)")
+                           "keeps what the fusion needs)", first["op_type"])
     trial_artifacts = artifact_dir(cache, trial.case, trial.artifact_key)
     ran = model_for_profile(trial_artifacts, profile, envdef.runs_fp16_copy(profile))
     notes = [f"reduced from {count} to {subgraph.nodes} nodes: {start}, with {subgraph.depth} layer"
@@ -236,7 +238,7 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
         notes.append(f"model.onnx is the FP16 copy the engine ran ({len(onnx.load(str(ran)).graph.node)} nodes "
                      "with its casts)")
     return Model({"model.onnx": ran, "inputs.npz": subgraph.inputs, "expected.npz": subgraph.expected},
-                 count, subgraph.nodes, True, op_counts(subgraph.model), record, notes)
+                 count, subgraph.nodes, True, op_counts(subgraph.model), record, notes, focus=first["op_type"])
 
 
 def op_counts(model: onnx.ModelProto) -> list[str]:

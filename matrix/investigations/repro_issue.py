@@ -76,11 +76,20 @@ class IssueFacts:
 
     @property
     def requirements(self) -> list[str]:
-        """What `pip install` needs for this environment: a venv's own pins, else the engine's
-        package at this version and numpy."""
+        """What `pip install` needs for this environment: a venv's own pins, the pins an image
+        built here from a Dockerfile was given, else the engine's package at this version and numpy."""
         if self.envdef.backend == "venv":
             return list(self.envdef.requirements)
-        return [f"{PACKAGES[self.envdef.label]}=={self.version}", "numpy"]
+        pinned = [value for value in self.envdef.build_args.values() if "==" in value]
+        return pinned or [f"{PACKAGES[self.envdef.label]}=={self.version}", "numpy"]
+
+    @property
+    def commands(self) -> list[str]:
+        """How to run repro.py as it ran: in the NGC container for an NGC image, else pip and python."""
+        if self.envdef.backend == "docker" and self.envdef.image:
+            gpus = "--gpus all " if self.envdef.needs_gpu else ""
+            return [f'docker run --rm {gpus}-v "$PWD":/repro -w /repro {self.envdef.image} python3 repro.py']
+        return [f"pip install {' '.join(self.requirements)}", "python repro.py"]
 
     @classmethod
     def gather(cls, plan: Plan, cell: Cell, envdef: EnvDef, own: dict, run_dir: Path | None) -> IssueFacts:
@@ -149,15 +158,17 @@ class IssueFacts:
         return self.envdef.runs_fp16_copy(self.profile)
 
 
-def _headline(facts: IssueFacts, ops: list[str], record: dict) -> str:
+def _headline(facts: IssueFacts, what: str | list[str], record: dict) -> str:
+    """`what`: the op that goes wrong, or the model's ops."""
     worst = worst_error(record, 2)
-    what = ", ".join(ops[:4]) + (", …" if len(ops) > 4 else "") if ops else "the module"
+    if not isinstance(what, str):
+        what = ", ".join(what[:4]) + (", …" if len(what) > 4 else "") if what else "the module"
     result = {"error": "raises", "crash": "crashes"}.get(facts.own["status"], f"max_abs {worst} against float64")
     return f"{facts.product} {facts.version} ({facts.record_where}): {what}: {result}"
 
 
-def render_repro_script(facts: IssueFacts, folder: Path, ops: list[str], record: dict) -> str:
-    context = {"headline": _headline(facts, ops, record), "requirements": facts.requirements,
+def render_repro_script(facts: IssueFacts, folder: Path, what: str | list[str], record: dict) -> str:
+    context = {"headline": _headline(facts, what, record), "commands": facts.commands,
                "cell": facts.cell.cell_id, "atol": float(facts.own["atol"]), "rtol": float(facts.own["rtol"]),
                "runs": RUNS, "session_word": {"onnxruntime": "session", "tensorrt": "engine"}.get(facts.envdef.engine,
                                                                                                "module")}
@@ -244,7 +255,7 @@ def _description(facts: IssueFacts, repro: Repro, record: dict, ops: list[str]) 
 
 
 def render_issue_md(facts: IssueFacts, repro: Repro, record: dict, ops: list[str], folder: Path,
-                    reference: str) -> str:
+                    reference: str, focus: str | None) -> str:
     """`folder`: where the files are now (repro.folder is where they go once verified); `reference`:
     where expected.npz comes from."""
     platform = next(iter(re.findall(PLATFORM, repro.verified[0].run.output, re.M)), None)
@@ -257,9 +268,9 @@ def render_issue_md(facts: IssueFacts, repro: Repro, record: dict, ops: list[str
         "facts": facts, "repro": repro, "record": record, "ops": ops, "files": files, "platform": platform,
         "sentences": _description(facts, repro, record, ops), "others": others, "latest": latest,
         "same_engine": [c for c in facts.row if c["label"] == facts.envdef.label],
-        "commands": [f"pip install {' '.join(facts.requirements)}", "python repro.py"],
+        "commands": facts.commands,
         "container": image_ref(facts.envdef) if facts.envdef.backend == "docker" else None,
-        "title": f"{_headline(facts, ops, record)}" + (f"; right on {', '.join(v.version for v in repro.verified[1:])}"
+        "title": f"{_headline(facts, focus or ops, record)}" + (f"; right on {', '.join(v.version for v in repro.verified[1:])}"
                                                        if len(repro.verified) > 1 else ""),
         "workaround": _workaround(facts), "reference": reference, "nodes": nodes,
         "polygraphy": _tensorrt_settings(facts, folder)["polygraphy"] if facts.envdef.engine == "tensorrt" else None,
