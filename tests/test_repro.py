@@ -298,3 +298,34 @@ def test_an_engine_error_keeps_the_whole_model_and_repro_py_ends_with_the_engine
     assert failing.returncode == 1 and "cannot be reshaped to the requested shape" in failing.stderr
     issue = (Path(found["folder"]) / "ISSUE.md").read_text()
     assert "fails with: " in issue and "cannot be reshaped" in issue.split("### To reproduce")[0]
+
+
+def test_the_tensorrt_script_builds_with_tensorrt_rtx_here_and_says_it_cannot_run_without_a_gpu(
+        tmp_path, cache_dir, tiny_model):
+    """repro.py for TensorRT-RTX as `repro` writes it, run in the real trt-rtx-1.7 venv: its build
+    half runs on this CPU (the API calls, the strongly typed network); with no GPU it exits 2.
+    Running it on a GPU has not been done (none TensorRT-RTX supports was lent)."""
+    from matrix.environments.scripts import run_script
+    from matrix.environments.staging import stage_worker
+    from matrix.investigations.repro_issue import IssueFacts, render_repro_script
+    from matrix.plan import build_plan
+
+    model, inputs = tiny_model
+    config = matrix_file(tmp_path, cache_dir, '[profiles.fp32]\nprecision = "fp32"\n'
+                         f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["fp32"]\n',
+                         environments=("trt-rtx-1.7",))
+    plan = build_plan(config)
+    cell = plan.cells[0]
+    own = {"engine_version": "1.7.1.116", "status": "fail", "atol": 1e-4, "rtol": 1e-3, "max_abs": 1.0}
+    facts = IssueFacts.gather(plan, cell, plan.envs[cell.env], own, None)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for source, name in ((model, "model.onnx"), (inputs, "inputs.npz")):
+        (folder / name).write_bytes(source.read_bytes())
+    np.savez(folder / "expected.npz", y=np.zeros((4, 8)))
+    (folder / "repro.py").write_text(render_repro_script(facts, folder, "Tanh", own))
+    assert "import tensorrt_rtx as trt" in (folder / "repro.py").read_text()
+    assert facts.commands == ["pip install tensorrt-rtx-cu12==1.7.1.116 numpy==1.26.4", "python repro.py"]
+    done = run_script(plan.envs[cell.env], cache_dir, stage_worker(cache_dir), folder, "repro.py", 600)
+    assert done.returncode == 2, done.output
+    assert re.search(r"engine built: \d+ bytes\nCANNOT RUN HERE: ", done.output)

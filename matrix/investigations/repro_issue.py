@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 RUNS = WARMUP + REPEATS  # inferences per session or engine in repro.py: as many as a cell runs
 PRODUCTS = {"onnxruntime": "onnxruntime", "tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX", "torch": "PyTorch"}
-PACKAGES = {"onnxruntime": "onnxruntime", "tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt-rtx", "torch": "torch"}
+PACKAGES = {"onnxruntime": "onnxruntime", "tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt-rtx-cu12", "torch": "torch"}
 SDPA = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
 PLATFORM = r"^platform: (\S+) \((\S+)\)$"
 
