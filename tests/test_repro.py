@@ -120,7 +120,7 @@ def test_each_onnxruntime_regression_gets_a_folder_that_fails_on_the_bad_release
     else:  # the fault is in a fusion: the whole model, said so
         assert found["nodes"] == found["nodes_original"] and "whole model" in " ".join(found["notes"])
     assert [(v["version"], v["expect"], v["ok"]) for v in found["verified"]] == \
-        [(bad, "fail", True)] + [(g, "pass", True) for g in goods]
+        [(bad, "wrong", True)] + [(g, "pass", True) for g in goods]
     # Run again here, directly with the venvs trtmatrix made: exit 1 on the bad release, 0 on the good.
     failing = run_repro(venv_python(cache_dir, env_of(bad)), folder)
     assert failing.returncode == 1 and "WRONG: max_abs" in failing.stdout, failing.stdout + failing.stderr

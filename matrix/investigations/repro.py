@@ -41,7 +41,6 @@ from .explain import ExplainError, explain_cell
 from .reduce import Reducer, Subgraph, smallest_failing
 from .repro_issue import IssueFacts, render_issue_md, render_repro_script
 
-REPRODUCIBLE = {"fail", "xfail", "error", "crash"}
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
 OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
 FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
@@ -54,11 +53,17 @@ class ReproError(ValueError):
     """Not a cell repro can make a folder for (it passes, did not run, or failed in trtmatrix)."""
 
 
+# What repro.py must do where the cell failed (by its verdict: before a known issue made it xfail).
+EXPECTED = {"fail": "wrong", "error": "error", "crash": "crash"}
+MUST = {"wrong": "give wrong numbers (exit 1)", "error": "raise (exit 1)", "crash": "crash",
+        "pass": "give the right numbers (exit 0)"}
+
+
 @dataclass
 class Verification:
     env: str
     version: str
-    expect: str  # "fail": the cell's own version; "pass": a good one
+    expect: str  # wrong, error or crash where the cell failed; pass on a good version
     run: ScriptRun
 
     @property
@@ -74,10 +79,13 @@ class Verification:
 
     @property
     def ok(self) -> bool:
-        code = self.run.returncode
-        if self.expect == "pass":
-            return code == 0
-        return code is not None and (code < 0 or (code == 1 and not (self.result or "").startswith("RIGHT")))
+        code, result = self.run.returncode, self.result or ""
+        return {"pass": code == 0 and result.startswith("RIGHT"), "wrong": code == 1 and result.startswith("WRONG"),
+                "error": code == 1 and not result, "crash": code is not None and code < 0}[self.expect]
+
+    @property
+    def must(self) -> str:
+        return MUST[self.expect]
 
     def outcome(self) -> str:
         code = self.run.returncode
@@ -173,7 +181,8 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
                       verified, model.notes)
-        (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging, model.reference, model.focus))
+        (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging,
+                                                          model.reference, model.focus))
         for place in (folder, unconfirmed_folder(folder)):
             shutil.rmtree(place, ignore_errors=True)
         repro.folder.parent.mkdir(parents=True, exist_ok=True)
@@ -184,14 +193,14 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
 
 
 def _refuse_unless_reproducible(cell_id: str, own: dict) -> None:
-    status, error = own["status"], own.get("error")
+    status, verdict, error = own["status"], own["verdict"], own.get("error")
     if status in ("pass", "xpass"):
         raise ReproError(f"{cell_id} passes (max_abs {own['max_abs']:.2e} within atol {own['atol']:g} + rtol "
                          f"{own['rtol']:g}·|reference|): there is nothing wrong to reproduce")
-    if status not in REPRODUCIBLE:
+    if verdict not in EXPECTED:
         raise ReproError(f"{cell_id} is {status}, not a failing cell: repro makes folders for wrong numbers (fail, "
                          f"xfail), engine errors and crashes" + (f" ({error})" if error else ""))
-    if status == "error" and str(error or "").startswith(OWN_ERRORS):
+    if verdict == "error" and str(error or "").startswith(OWN_ERRORS):
         raise ReproError(f"{cell_id}'s error is trtmatrix's own, not the engine's: {error}")
 
 
@@ -306,7 +315,7 @@ def _verify(plan: Plan, facts: IssueFacts, folder: Path, on_event) -> list[Verif
     cache = plan.path("cache_dir")
     with cache_lock(cache, "worker"):
         worker_home = stage_worker(cache)
-    checks: list[tuple[EnvDef, str, str]] = [(facts.envdef, facts.version, "fail")]
+    checks: list[tuple[EnvDef, str, str]] = [(facts.envdef, facts.version, EXPECTED[facts.own["verdict"]])]
     checks += [(envdef, version, "pass") for version, envdef in facts.good_envs.items()]
     done = []
     for envdef, version, expect in checks:
