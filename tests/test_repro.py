@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 import onnx
@@ -21,6 +22,7 @@ from markdown_it import MarkdownIt
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import REPO, matrix_file, report_details
+from test_report_browser import browser  # noqa: F401 - the fixture: Debian's chromium through playwright
 from matrix.investigations.reduce import Reducer, constant_tensors, smallest_failing
 from matrix.prepare.float64_graph import float64_values
 from matrix.store import list_runs
@@ -166,6 +168,20 @@ def test_the_report_and_the_summary_link_the_folder(project):
     newly = summary.split("#### Newly failing")[1].split("####")[0]
     line = next(line for line in newly.splitlines() if "ort_clip_fp16_min_only/fp32" in line)
     assert "[repro](repro/ort_clip_fp16_min_only__fp32__ort-1.19.0/ISSUE.md)" in line
+
+
+def test_the_cells_details_in_the_report_link_its_issue_md(browser, project):  # noqa: F811 - the fixture
+    config, run_dir, _ = project
+    cell = REGRESSIONS[0][0]
+    trtmatrix("repro", cell, "-c", str(config), check=True)
+    page = browser.new_page(viewport={"width": 1300, "height": 800})
+    page.goto((run_dir / "report.html").as_uri() + "#cell-" + cell)
+    details = page.locator("#details")
+    details.locator("h3", has_text="Repro: a folder to file upstream").wait_for()
+    href = details.locator("a", has_text="ISSUE.md").evaluate("a => a.href")
+    assert href.startswith("file://") and Path(unquote(urlparse(href).path)).read_text().startswith("<!-- Written by")
+    assert "repro.py verified" in details.inner_text()
+    page.close()
 
 
 def test_a_passing_cell_is_refused_with_the_reason(project):
