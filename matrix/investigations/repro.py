@@ -180,7 +180,7 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         confirmed = all(v.ok for v in verified)
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
-                      verified, model.notes)
+                      verified, model.notes + facts.notes)
         (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging,
                                                           model.reference, model.focus))
         for place in (folder, unconfirmed_folder(folder)):
