@@ -345,3 +345,51 @@ def test_the_tensorrt_script_builds_with_tensorrt_rtx_here_and_says_it_cannot_ru
     done = run_script(plan.envs[cell.env], cache_dir, stage_worker(cache_dir), folder, "repro.py", 600)
     assert done.returncode == 2, done.output
     assert re.search(r"engine built: \d+ bytes\nCANNOT RUN HERE: ", done.output)
+
+
+# NVIDIA/TensorRT's bug report template (.github/ISSUE_TEMPLATE/bug_report.md, as its issues show it).
+TRT_SECTIONS = ["Description", "Environment", "Relevant Files", "Steps To Reproduce"]
+TRT_FIELDS = ["TensorRT-RTX Version", "NVIDIA GPU", "NVIDIA Driver Version", "CUDA Version", "CUDNN Version",
+              "Operating System", "Python Version (if applicable)", "Tensorflow Version (if applicable)",
+              "PyTorch Version (if applicable)", "Baremetal or Container (if so, version)", "Model link",
+              "Commands or scripts", "Have you tried [the latest release](https://developer.nvidia.com/tensorrt)?",
+              "Can this model run on other frameworks?"]
+
+
+def test_issue_md_for_tensorrt_fills_every_section_and_field_of_nvidias_template(tmp_path, cache_dir, tiny_model):
+    """No TensorRT cell fails here (no GPU runs one): the record and repro.py's output are given, as
+    a GPU host would have them, and the template is filled from them."""
+    from matrix.environments.scripts import ScriptRun
+    from matrix.investigations.repro import Repro, Verification
+    from matrix.investigations.repro_issue import IssueFacts, render_issue_md
+    from matrix.plan import build_plan
+
+    model, inputs = tiny_model
+    config = matrix_file(tmp_path, cache_dir, '[profiles.fp16]\nprecision = "fp16"\n'
+                         f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["fp16"]\n',
+                         environments=("trt-rtx-1.7",))
+    plan = build_plan(config)
+    cell = plan.cells[0]
+    own = {"engine_version": "1.7.1.116", "status": "fail", "verdict": "fail", "atol": 1e-2, "rtol": 1e-2,
+           "max_abs": 0.5, "mismatch_frac": 0.25, "gpu": "NVIDIA L4", "driver_version": "580.65",
+           "cuda_version": "12.9", "python_version": "3.11.7"}
+    facts = IssueFacts.gather(plan, cell, plan.envs[cell.env], own, None)
+    output = ("TensorRT-RTX 1.7.1.116 · numpy 1.26.4 · Python 3.11.7\nplatform: Linux-6.8.0-x86_64 (x86_64)\n"
+              "engine built: 4096 bytes\ny: max_abs 5.000e-01 (run 2 of 6), 8 of 32 elements outside\n"
+              "WRONG: max_abs 5.000e-01; 8 of 32 elements outside atol 1e-02 + rtol 1e-02 * |expected|")
+    (tmp_path / "model.onnx").write_bytes(model.read_bytes())
+    repro = Repro(cell.cell_id, facts.product, facts.version, "fail", tmp_path, True, 3, 3, False,
+                  [Verification(cell.env, "1.7.1.116", "wrong", ScriptRun(cell.env, 1, output))], ["the whole model"])
+    issue = render_issue_md(facts, repro, own, ["MatMul", "Add", "Tanh"], tmp_path, "the float64 pass", "Tanh")
+    found = sections(issue)
+    assert list(found) == TRT_SECTIONS and all(text.strip() for text in found.values())
+    plain = issue.replace("**", "")
+    starts = sorted((plain.index(name), name) for name in TRT_FIELDS)  # each field once, in the template's order
+    assert [name for _, name in starts] == TRT_FIELDS
+    ends = [start for start, _ in starts[1:]] + [len(plain)]
+    fields = {name: plain[start + len(name):end].split("\n## ")[0].lstrip(":").strip()
+              for (start, name), end in zip(starts, ends)}
+    assert all(fields.values()), fields
+    assert fields["NVIDIA GPU"] == "NVIDIA L4" and fields["Operating System"] == "Linux-6.8.0-x86_64"
+    assert "POLYGRAPHY_USE_TENSORRT_RTX=1 polygraphy run model.onnx --onnxrt --trt" in issue
+    assert "pip install tensorrt-rtx-cu12==1.7.1.116 numpy==1.26.4\npython repro.py" in found["Steps To Reproduce"]
