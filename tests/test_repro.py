@@ -393,3 +393,20 @@ def test_issue_md_for_tensorrt_fills_every_section_and_field_of_nvidias_template
     assert fields["NVIDIA GPU"] == "NVIDIA L4" and fields["Operating System"] == "Linux-6.8.0-x86_64"
     assert "POLYGRAPHY_USE_TENSORRT_RTX=1 polygraphy run model.onnx --onnxrt --trt" in issue
     assert "pip install tensorrt-rtx-cu12==1.7.1.116 numpy==1.26.4\npython repro.py" in found["Steps To Reproduce"]
+
+
+def test_a_constant_that_overflows_in_the_fp16_copy_is_not_cut_out_as_if_the_engine_computed_it(tmp_path, cache_dir):
+    """y = x + 1e5: the FP16 copy holds the constant as inf (FP16 tops out at 65504), so explain's first
+    divergent node is the Constant; a subgraph of it alone would report the converter, not the engine."""
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.float32([1e5])), name="big"),
+         helper.make_node("Add", ["x", "c"], ["y"], name="add")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.float32([1, 2, 3, 4]))
+    body = (f'[profiles.fp16]\nprecision = "fp16"\n[cases.big]\nonnx = "{tmp_path / "m.onnx"}"\n'
+            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp16"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    found = json.loads(trtmatrix("repro", "big/fp16/ort-1.20", "-c", str(config), "--json", check=True).stdout)
+    assert not found["reduced"] and found["nodes"] == 2 and "is a constant" in " ".join(found["notes"])

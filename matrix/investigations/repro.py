@@ -38,7 +38,7 @@ from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import PROGRAM, PROGRAM_META
 from .explain import ExplainError, explain_cell
-from .reduce import Reducer, Subgraph, smallest_failing
+from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
 from .repro_issue import IssueFacts, render_issue_md, render_repro_script
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
@@ -227,6 +227,11 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
         return whole_model(f"explain could not observe it ({exc})")
     if first is None:
         return whole_model("explain found no node that leaves tolerance while its inputs are within it")
+    node = original.graph.node[first["order"]]
+    if all(name in constant_tensors(original) for name in node.output if name):
+        return whole_model(f"explain's first divergent node {first['node']} is a constant: its value changed before the "
+                           "engine computed anything (an FP16 copy's overflow, say), so no subgraph of it isolates an "
+                           "engine fault", first["op_type"])
     with np.load(artifacts / INPUTS) as data:
         reducer = Reducer(original, float64_values(original, dict(data)).values)
     found = _smallest_failing_subgraph(plan, cell_id, reducer, reducer.cuts(first["order"]), on_event)
