@@ -316,6 +316,20 @@ def test_an_engine_error_keeps_the_whole_model_and_repro_py_ends_with_the_engine
     assert "fails with: " in issue and "cannot be reshaped" in issue.split("### To reproduce")[0]
 
 
+def rtx_facts(tmp_path, cache_dir, tiny_model, precision: str, own: dict):
+    """(plan, cell, IssueFacts) of the tiny model on TensorRT-RTX 1.7, with the cell's record `own`."""
+    from matrix.investigations.repro_issue import IssueFacts
+    from matrix.plan import build_plan
+
+    model, inputs = tiny_model
+    config = matrix_file(tmp_path, cache_dir, f'[profiles.{precision}]\nprecision = "{precision}"\n'
+                         f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["{precision}"]\n',
+                         environments=("trt-rtx-1.7",))
+    plan = build_plan(config)
+    cell = plan.cells[0]
+    return plan, cell, IssueFacts.gather(plan, cell, plan.envs[cell.env], own, None)
+
+
 def test_the_tensorrt_script_builds_with_tensorrt_rtx_here_and_says_it_cannot_run_without_a_gpu(
         tmp_path, cache_dir, tiny_model):
     """repro.py for TensorRT-RTX as `repro` writes it, run in the real trt-rtx-1.7 venv: its build
@@ -323,17 +337,11 @@ def test_the_tensorrt_script_builds_with_tensorrt_rtx_here_and_says_it_cannot_ru
     Running it on a GPU has not been done (none TensorRT-RTX supports was lent)."""
     from matrix.environments.scripts import run_script
     from matrix.environments.staging import stage_worker
-    from matrix.investigations.repro_issue import IssueFacts, render_repro_script
-    from matrix.plan import build_plan
+    from matrix.investigations.repro_issue import render_repro_script
 
     model, inputs = tiny_model
-    config = matrix_file(tmp_path, cache_dir, '[profiles.fp32]\nprecision = "fp32"\n'
-                         f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["fp32"]\n',
-                         environments=("trt-rtx-1.7",))
-    plan = build_plan(config)
-    cell = plan.cells[0]
     own = {"engine_version": "1.7.1.116", "status": "fail", "atol": 1e-4, "rtol": 1e-3, "max_abs": 1.0}
-    facts = IssueFacts.gather(plan, cell, plan.envs[cell.env], own, None)
+    plan, cell, facts = rtx_facts(tmp_path, cache_dir, tiny_model, "fp32", own)
     folder = tmp_path / "folder"
     folder.mkdir()
     for source, name in ((model, "model.onnx"), (inputs, "inputs.npz")):
@@ -361,19 +369,13 @@ def test_issue_md_for_tensorrt_fills_every_section_and_field_of_nvidias_template
     a GPU host would have them, and the template is filled from them."""
     from matrix.environments.scripts import ScriptRun
     from matrix.investigations.repro import Repro, Verification
-    from matrix.investigations.repro_issue import IssueFacts, render_issue_md
-    from matrix.plan import build_plan
+    from matrix.investigations.repro_issue import render_issue_md
 
-    model, inputs = tiny_model
-    config = matrix_file(tmp_path, cache_dir, '[profiles.fp16]\nprecision = "fp16"\n'
-                         f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["fp16"]\n',
-                         environments=("trt-rtx-1.7",))
-    plan = build_plan(config)
-    cell = plan.cells[0]
+    model, _ = tiny_model
     own = {"engine_version": "1.7.1.116", "status": "fail", "verdict": "fail", "atol": 1e-2, "rtol": 1e-2,
            "max_abs": 0.5, "mismatch_frac": 0.25, "gpu": "NVIDIA L4", "driver_version": "580.65",
            "cuda_version": "12.9", "python_version": "3.11.7"}
-    facts = IssueFacts.gather(plan, cell, plan.envs[cell.env], own, None)
+    _, cell, facts = rtx_facts(tmp_path, cache_dir, tiny_model, "fp16", own)
     output = ("TensorRT-RTX 1.7.1.116 · numpy 1.26.4 · Python 3.11.7\nplatform: Linux-6.8.0-x86_64 (x86_64)\n"
               "engine built: 4096 bytes\ny: max_abs 5.000e-01 (run 2 of 6), 8 of 32 elements outside\n"
               "WRONG: max_abs 5.000e-01; 8 of 32 elements outside atol 1e-02 + rtol 1e-02 * |expected|")
