@@ -6,7 +6,8 @@ A map of the package (the flow of one run is plan → prepare → execute → co
     run.py            one run: each stage in order, and the records it makes
     report/           what people read: report.html, index/history pages, terminal tables, JUnit,
                       the upgrade view, re-judging a stored run
-    investigations/   commands that re-use the run machinery on one cell or row (explain, bisect, precision)
+    investigations/   commands that re-use the run machinery on one cell or row (explain, bisect, precision,
+                      repro: a verified folder to file upstream)
     executors/        where an environment's cells run: this host (threads, GPU leases) or a Ray
                       cluster (tasks placed by resources), and the unit every executor runs: one
                       environment's cells set up, looked up in the cache and run through its worker

@@ -368,6 +368,7 @@ def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     from .report.markdown_summary import summary_markdown
     from .report.upgrade import compare, default_pair
     from .store import REPORT, output_problem, read_run, read_run_meta, write_text_atomically
+    from .store.findings import read_findings
 
     if output and (problem := output_problem(output)):
         _fail(f"--output {output}: {problem}")
@@ -375,9 +376,10 @@ def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     frame = read_run(run_dir)
     # Without --from/--to and no two versions of one engine: the environments alone.
     pair = _pair(frame, from_env, to_env) if from_env or to_env else default_pair(frame)
+    repros = {finding["cell"]: finding for finding in read_findings(run_dir)["repro"]}
     text = summary_markdown(frame, read_run_meta(run_dir), pair, compare(frame, *pair) if pair else None,
                             a_vs_b(run_dir, frame, *pair) if pair else {}, _registry(config), link_base or REPORT,
-                            everything)
+                            everything, repros)
     if output:
         write_text_atomically(output, text)
     else:
@@ -445,9 +447,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the finding as JSON
 def _investigation_progress(event: dict) -> None:
     from .report.console import console, escape
 
-    if event["event"] in ("setup", "recorded", "bisect"):
+    if event["event"] in ("setup", "recorded", "bisect", "repro"):
         text = {"setup": lambda e: f"set up {e['env']}", "recorded": lambda e: f"{e['status']} {e['cell_id']}",
-                "bisect": lambda e: f"bisect: {e['version']} ({e['env']})"}[event["event"]](event)
+                "bisect": lambda e: f"bisect: {e['version']} ({e['env']})",
+                "repro": lambda e: f"repro.py on {e['version']} ({e['env']}): must {e['expect']}"}[event["event"]](event)
         console.print(escape(text), soft_wrap=True, highlight=False, style="dim")
 
 
@@ -577,6 +580,53 @@ def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: cas
         out.print(escape(fixes_to_paste(finding["profile_name"], finding["profile"])), soft_wrap=True, highlight=False)
     if target is not None:
         out.print(escape(f"written to {target}"), soft_wrap=True, highlight=False)
+
+
+@app.command()
+def repro(cell: Annotated[str, typer.Argument(help="A failing cell: case/k=v/profile/env.")],
+          output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write (default: "
+                                                         "repro/<cell> in the run folder).")] = None,
+          run_ref: Annotated[Optional[str], typer.Option("--run", help="The run it concerns (default: the newest).")] = None,
+          config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
+    """A folder to file upstream for a failing cell: the smallest model that still fails (from
+    explain's first divergent node), its inputs, the float64 expected outputs, a repro.py that
+    uses only the engine's API and numpy, and ISSUE.md (the tracker's template filled in). It is
+    verified first: repro.py must fail in the cell's environment and pass on the good versions the
+    run or a bisect knows; one that does not is kept as repro-unconfirmed (exit 1)."""
+    import json
+
+    from .investigations.repro import ReproError, check_target, make_repro
+    from .report.console import escape, out
+    from .store.findings import finding_dir
+
+    the_plan = _plan(config)
+    run_dir = _finding_run(the_plan, run_ref)
+    folder = (output or (finding_dir(run_dir, "repro", cell) if run_dir else Path("repro") / cell.replace("/", "__")))
+    if problem := check_target(folder.resolve()):
+        _fail(problem)
+    try:
+        found = make_repro(the_plan, cell, folder.resolve(), run_dir, on_event=_investigation_progress)
+    except (ReproError, ConfigError) as exc:
+        _fail(str(exc))
+    finding = found.to_json()
+    if run_dir is not None:
+        _keep_finding(run_dir, "repro", cell, {**finding, "folder": _relative(found.folder, run_dir)})
+    if as_json:
+        typer.echo(json.dumps(finding))
+    else:
+        for line in [*found.notes, found.summary(), f"written to {found.folder}"]:
+            out.print(escape(line), soft_wrap=True, highlight=False)
+    if not found.confirmed:
+        typer.echo(f"not reproduced as expected: kept as {found.folder}", err=True)
+        raise typer.Exit(EXIT_REGRESSION)
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    """A path inside the run folder relative to it (so the report links it), else absolute."""
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path.resolve())
 
 
 tolerances_app = typer.Typer(no_args_is_help=True, help="Tolerances from measurements.")

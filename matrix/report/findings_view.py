@@ -1,11 +1,14 @@
 """Investigations' findings (store/findings.py) as the report's cell details show them: a summary
-line each, the bisect steps, the precision profile, and explain's error-by-depth plot."""
+line each, the bisect steps, the precision profile, explain's error-by-depth plot, and the
+link to repro's folder."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections import defaultdict
+from pathlib import PurePosixPath
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -43,14 +46,27 @@ def _precision_view(finding: dict) -> dict:
             "profile": fixes_to_paste(finding["profile_name"], finding["profile"]) if finding.get("profile") else None}
 
 
+def repro_href(folder: str) -> str:
+    """A repro folder as a link from the run folder's pages: relative inside it, else a file URL."""
+    path = PurePosixPath(folder)
+    return path.as_uri() if path.is_absolute() else quote(folder)
+
+
+def _repro_view(finding: dict) -> dict:
+    return {"summary": finding["summary"], "folder": finding["folder"], "href": repro_href(finding["folder"]),
+            "notes": finding["notes"]}
+
+
 def findings_by_cell(findings: dict[str, list[dict]], cells_of_row: dict[str, list[str]]) -> dict[str, dict]:
-    """{cell id: {"explain": …, "bisect": …, "precision": …}} for the cells that have any."""
+    """{cell id: {"explain": …, "bisect": …, "precision": …, "repro": …}} for the cells that have any."""
     shown: dict[str, dict] = defaultdict(dict)
     for finding in findings.get("explain", []):
         shown[finding["cell"]]["explain"] = {"summary": first_divergent_line(finding), "notes": finding["notes"],
                                              "plot": explain_plot(finding)}
     for finding in findings.get("precision", []):
         shown[finding["cell"]]["precision"] = _precision_view(finding)
+    for finding in findings.get("repro", []):
+        shown[finding["cell"]]["repro"] = _repro_view(finding)
     for finding in findings.get("bisect", []):
         for cell in cells_of_row.get(finding["row"], []):
             shown[cell]["bisect"] = _bisect_view(finding)

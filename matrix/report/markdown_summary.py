@@ -2,18 +2,20 @@
 request. A line per environment (engine and version, counts per status, a verdict), then the
 upgrade from A to B: newly failing, newly passing, newly unsupported, newly supported (and
 newly building), each cell with its worst error, drift, how far B is from A, the known issue
-that covers it, and a link to the cell in the published report (its permalink, `#cell-<id>`).
+that covers it, a link to the cell in the published report (its permalink, `#cell-<id>`) and,
+where `trtmatrix repro` made one, to the failing cell's repro folder.
 Short by default (the first SHORT of each group, the rest counted); complete when asked."""
 
 from __future__ import annotations
 
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
 import pandas as pd
 
 from ..statuses import CHANGES, ORDER, REGRESSED
 from .a_vs_b import a_vs_b_text
 from .error_text import drift_text, worst_error
+from .findings_view import repro_href
 from .upgrade import declared_only, env_order, version_mismatches, version_texts
 
 SHORT = 20
@@ -70,7 +72,14 @@ def _known_issue(row: dict, registry: dict) -> str | None:
     return f"known issue [{_md(issue.id)}: {_md(issue.title)}]({url})" + (f" {_md(more)}" if more else "")
 
 
-def _cell_line(row_id: str, a: dict | None, b: dict | None, against: dict | None, registry: dict, link_base: str) -> str:
+def repro_link(finding: dict, link_base: str) -> str:
+    """The ISSUE.md of a cell's repro folder, beside the report (the run folder) or published with it."""
+    target = urljoin(link_base, repro_href(finding["folder"]) + "/ISSUE.md")
+    return f"[repro{'' if finding['confirmed'] else ' (not confirmed)'}]({target})"
+
+
+def _cell_line(row_id: str, a: dict | None, b: dict | None, against: dict | None, registry: dict, link_base: str,
+               repros: dict) -> str:
     shown = b or a
     status = " → ".join(x["status"] if x else "—" for x in (a, b))
     parts = [f"[`{row_id}`]({cell_link(shown['cell_id'], link_base)})", status]
@@ -82,12 +91,16 @@ def _cell_line(row_id: str, a: dict | None, b: dict | None, against: dict | None
         parts.append(f"B against A: {_md(against_text)}")
     if issue := _known_issue(b or {}, registry) or _known_issue(a or {}, registry):
         parts.append(issue)
+    if b and b["cell_id"] in repros:
+        parts.append(repro_link(repros[b["cell_id"]], link_base))
     return "- " + " · ".join(parts)
 
 
 def summary_markdown(frame: pd.DataFrame, run: dict, pair: tuple[str, str] | None, compared: pd.DataFrame | None,
-                     measured: dict, registry: dict, link_base: str, everything: bool = False) -> str:
-    """`compared`: upgrade.compare of the pair; `measured`: a_vs_b of the pair; `registry`: {id: KnownIssue}."""
+                     measured: dict, registry: dict, link_base: str, everything: bool = False,
+                     repros: dict | None = None) -> str:
+    """`compared`: upgrade.compare of the pair; `measured`: a_vs_b of the pair; `registry`: {id: KnownIssue};
+    `repros`: {cell id: repro finding} (a failing B cell links its folder's ISSUE.md)."""
     lines = [f"## trtmatrix run `{run.get('run_id', '?')}`", "",
              f"{len(frame)} cells · started {run.get('started', '?')} on {_md(run.get('host', '?'))} · "
              f"[full report]({link_base})", ""]
@@ -107,7 +120,7 @@ def summary_markdown(frame: pd.DataFrame, run: dict, pair: tuple[str, str] | Non
         lines += ["", f"#### {change.capitalize()} ({len(rows)})", ""]
         for row_id in rows if everything else rows[:SHORT]:
             lines.append(_cell_line(row_id, cells.get((row_id, env_a)), cells.get((row_id, env_b)),
-                                    measured.get(row_id), registry, link_base))
+                                    measured.get(row_id), registry, link_base, repros or {}))
         if not everything and len(rows) > SHORT:
             lines.append(f"- … and {len(rows) - SHORT} more (`trtmatrix summary --all` lists every one)")
     return "\n".join(lines) + "\n"

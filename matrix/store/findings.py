@@ -13,7 +13,7 @@ import pandas as pd
 
 from . import replace_atomically
 
-KINDS = ("explain", "bisect", "precision")
+KINDS = ("explain", "bisect", "precision", "repro")
 
 
 def finding_dir(run_dir: Path, kind: str, item: str) -> Path:

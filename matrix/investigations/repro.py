@@ -1,0 +1,330 @@
+"""`trtmatrix repro CELL`: a failing cell as a folder another person runs without trtmatrix —
+model.onnx (the smallest part of the model that still fails), inputs.npz, expected.npz (float64),
+repro.py (the engine's public API and numpy only) and ISSUE.md (the upstream tracker's template
+filled in), verified before it is written.
+
+1. The cell runs as an ordinary cell (cached). A cell that passes, or did not get to run, is
+   refused with the reason; so is an error that is trtmatrix's own rather than the engine's.
+2. Wrong numbers (fail, xfail): explain's first divergent node, then reduce.py grows the subgraph
+   around it, a layer of predecessors at a time, each candidate an ordinary cell of the case in
+   the cell's environment and profile (an ONNX-file trial, as explain's observed copies), until
+   one fails. Where none does (a fusion across the cut), the whole model. An engine error or
+   crash keeps the whole model (explain needs outputs). A torch cell keeps its module (program.pt2).
+3. repro.py runs in the cell's own environment (it must fail) and in the environment of every
+   good version the run or a bisect of its row knows of (it must pass): the versions next to
+   the failing one. Only then is the folder written where asked; otherwise it is kept as
+   `repro-unconfirmed`, and the command says so.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from ..environments.definitions import EnvDef
+from ..environments.scripts import ScriptRun, run_script
+from ..environments.staging import stage_worker
+from ..plan import Cell, Plan, plan_of_trials
+from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, model_for_profile
+from ..prepare.float64_graph import float64_values
+from ..run import MatrixRun
+from ..store.locks import cache_lock
+from ..worker.files import PROGRAM, PROGRAM_META
+from .explain import ExplainError, explain_cell
+from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
+from .repro_issue import IssueFacts, render_issue_md, render_repro_script
+
+# Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
+OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
+FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
+UNCONFIRMED = "-unconfirmed"
+FLOAT64_PASS = "the ONNX graph evaluated in float64, node by node (onnx.reference)"
+RESULT_LINE = re.compile(r"^(WRONG|RIGHT): max_abs ([^;\s]+)", re.M)
+
+
+class ReproError(ValueError):
+    """Not a cell repro can make a folder for (it passes, did not run, or failed in trtmatrix)."""
+
+
+# What repro.py must do where the cell failed (by its verdict: before a known issue made it xfail).
+EXPECTED = {"fail": "wrong", "error": "error", "crash": "crash"}
+MUST = {"wrong": "give wrong numbers (exit 1)", "error": "raise (exit 1)", "crash": "crash",
+        "pass": "give the right numbers (exit 0)"}
+
+
+@dataclass
+class Verification:
+    env: str
+    version: str
+    expect: str  # wrong, error or crash where the cell failed; pass on a good version
+    run: ScriptRun
+
+    @property
+    def result(self) -> str | None:
+        """repro.py's verdict line (WRONG/RIGHT: max_abs …), or None (an exception, a crash)."""
+        found = RESULT_LINE.findall(self.run.output)
+        return f"{found[-1][0]}: max_abs {found[-1][1]}" if found else None
+
+    @property
+    def max_abs(self) -> str | None:
+        found = RESULT_LINE.findall(self.run.output)
+        return found[-1][1] if found else None
+
+    @property
+    def ok(self) -> bool:
+        code, result = self.run.returncode, self.result or ""
+        return {"pass": code == 0 and result.startswith("RIGHT"), "wrong": code == 1 and result.startswith("WRONG"),
+                "error": code == 1 and not result, "crash": code is not None and code < 0}[self.expect]
+
+    @property
+    def must(self) -> str:
+        return MUST[self.expect]
+
+    def outcome(self) -> str:
+        code = self.run.returncode
+        if code is None:
+            return "did not run: " + (self.run.output.strip().splitlines() or ["no output"])[-1]
+        if code < 0:
+            return f"killed by signal {-code}"
+        return f"exit status {code}" + (f" ({self.result})" if self.result else "")
+
+    def to_json(self) -> dict:
+        return {"env": self.env, "version": self.version, "expect": self.expect, "returncode": self.run.returncode,
+                "result": self.result, "ok": self.ok}
+
+
+@dataclass
+class Repro:
+    cell: str
+    engine: str
+    version: str
+    status: str
+    folder: Path
+    confirmed: bool
+    nodes_original: int | None
+    nodes: int | None
+    reduced: bool
+    verified: list[Verification] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        size = ("" if self.nodes is None else
+                f"{self.nodes} of {self.nodes_original} nodes" if self.reduced else f"the whole model ({self.nodes} nodes)")
+        checks = "; ".join(f"{v.version}: {v.outcome()}" for v in self.verified)
+        state = "verified" if self.confirmed else "NOT reproduced as expected"
+        return f"{self.engine} {self.version} {self.status}: {size or 'the module'}; repro.py {state} ({checks})"
+
+    def to_json(self) -> dict:
+        return {"cell": self.cell, "engine": self.engine, "version": self.version, "status": self.status,
+                "folder": str(self.folder), "confirmed": self.confirmed, "nodes_original": self.nodes_original,
+                "nodes": self.nodes, "reduced": self.reduced, "notes": self.notes, "summary": self.summary(),
+                "verified": [v.to_json() for v in self.verified]}
+
+
+@dataclass
+class Model:
+    """What the folder holds and how it was found."""
+    files: dict[str, Path | onnx.ModelProto | dict]  # name in the folder → a file to copy, a model, arrays
+    nodes_original: int | None
+    nodes: int | None
+    reduced: bool
+    ops: list[str]
+    record: dict  # the judged record of what ran: the reduced trial's, or the cell's own
+    notes: list[str]
+    reference: str = FLOAT64_PASS  # where expected.npz comes from
+    focus: str | None = None  # the op type explain found going wrong first
+
+
+def unconfirmed_folder(folder: Path) -> Path:
+    """Where a repro that does not reproduce is kept: repro/<cell> → repro-unconfirmed/<cell>;
+    any other folder X → X-unconfirmed."""
+    if folder.parent.name == "repro":
+        return folder.parent.with_name("repro" + UNCONFIRMED) / folder.name
+    return folder.with_name(folder.name + UNCONFIRMED)
+
+
+def check_target(folder: Path) -> str | None:
+    """Why `folder` cannot be (re)written: it holds something that is not a repro folder."""
+    for place in (folder, unconfirmed_folder(folder)):
+        if place.exists() and (not place.is_dir() or (any(place.iterdir())
+                                                      and not any((place / f).exists() for f in (*FILES, "repro.json")))):
+            return f"{place} exists and is not a repro folder: give another -o"
+    return None
+
+
+def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
+               on_event: Callable[[dict], None] = lambda e: None) -> Repro:
+    cell = plan.cell(cell_id)
+    envdef = plan.envs[cell.env]
+    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event).judge().iloc[0].to_dict()
+    _refuse_unless_reproducible(cell_id, own)
+    if envdef.engine == "torch":
+        model = _torch_module(plan, cell, own)
+    else:
+        model = _onnx_model(plan, cell_id, own, on_event)
+    facts = IssueFacts.gather(plan, cell, envdef, own, run_dir)
+    staging = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        _write_files(staging, model.files)
+        (staging / "repro.py").write_text(render_repro_script(facts, staging, model.focus or model.ops, model.record))
+        verified = _verify(plan, facts, staging, on_event)
+        confirmed = all(v.ok for v in verified)
+        repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
+                      unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
+                      verified, model.notes + facts.notes)
+        (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging,
+                                                          model.reference, model.focus))
+        for place in (folder, unconfirmed_folder(folder)):
+            shutil.rmtree(place, ignore_errors=True)
+        repro.folder.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(repro.folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return repro
+
+
+def _refuse_unless_reproducible(cell_id: str, own: dict) -> None:
+    status, verdict, error = own["status"], own["verdict"], own.get("error")
+    if status in ("pass", "xpass"):
+        raise ReproError(f"{cell_id} passes (max_abs {own['max_abs']:.2e} within atol {own['atol']:g} + rtol "
+                         f"{own['rtol']:g}·|reference|): there is nothing wrong to reproduce")
+    if verdict not in EXPECTED:
+        raise ReproError(f"{cell_id} is {status}, not a failing cell: repro makes folders for wrong numbers (fail, "
+                         f"xfail), engine errors and crashes" + (f" ({error})" if error else ""))
+    if verdict == "error" and str(error or "").startswith(OWN_ERRORS):
+        raise ReproError(f"{cell_id}'s error is trtmatrix's own, not the engine's: {error}")
+
+
+def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
+    cell = plan.cell(cell_id)
+    cache = plan.path("cache_dir")
+    artifacts = artifact_dir(cache, cell.case, cell.artifact_key)
+    profile, envdef = plan.profile(cell.profile), plan.envs[cell.env]
+    original = onnx.load(str(artifacts / MODEL))
+    count = len(original.graph.node)
+    whole = {"model.onnx": model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile)),
+             "inputs.npz": artifacts / INPUTS, "expected.npz": artifacts / REFERENCE}
+    ops = op_counts(original)
+
+    def whole_model(why: str, focus: str | None = None) -> Model:
+        return Model(whole, count, count, False, ops, own, [f"the whole model: {why}"],
+                     case_meta(artifacts).get("reference", FLOAT64_PASS), focus)
+
+    if own["verdict"] != "fail":
+        return whole_model(f"the cell is {own['status']} (explain reduces wrong numbers, not an engine's error or crash)")
+    try:
+        first = explain_cell(plan, cell_id, on_event).first_divergent
+    except ExplainError as exc:
+        return whole_model(f"explain could not observe it ({exc})")
+    if first is None:
+        return whole_model("explain found no node that leaves tolerance while its inputs are within it")
+    node = original.graph.node[first["order"]]
+    if all(name in constant_tensors(original) for name in node.output if name):
+        return whole_model(f"explain's first divergent node {first['node']} is a constant: its value changed before the "
+                           "engine computed anything (an FP16 copy's overflow, say), so no subgraph of it isolates an "
+                           "engine fault", first["op_type"])
+    with np.load(artifacts / INPUTS) as data:
+        reducer = Reducer(original, float64_values(original, dict(data)).values)
+    found = _smallest_failing_subgraph(plan, cell_id, reducer, reducer.cuts(first["order"]), on_event)
+    start = f"explain's first divergent node {first['node']} ({first['op_type']})"
+
+    if found is None:
+        return whole_model(f"no subgraph from {start} back to the model's inputs fails on its own (the failure "
+                           "needs what comes after it, such as a fusion across the cut)", first["op_type"])
+    subgraph, record, trial = found
+    if subgraph.nodes >= count:
+        return whole_model(f"the smallest failing subgraph around {start} is all of it (a fault inside a fusion "
+                           "keeps what the fusion needs)", first["op_type"])
+    trial_artifacts = artifact_dir(cache, trial.case, trial.artifact_key)
+    ran = model_for_profile(trial_artifacts, profile, envdef.runs_fp16_copy(profile))
+    notes = [f"reduced from {count} to {subgraph.nodes} nodes: {start}, with {subgraph.depth} layer"
+             f"{'s' * (subgraph.depth != 1)} of predecessors, fails on its own (inputs from the float64 pass)"]
+    if ran.name != MODEL:
+        notes.append(f"model.onnx is the FP16 copy the engine ran ({len(onnx.load(str(ran)).graph.node)} nodes "
+                     "with its casts)")
+    return Model({"model.onnx": ran, "inputs.npz": subgraph.inputs, "expected.npz": subgraph.expected},
+                 count, subgraph.nodes, True, op_counts(subgraph.model), record, notes, focus=first["op_type"])
+
+
+def op_counts(model: onnx.ModelProto) -> list[str]:
+    """The model's op types in order of appearance, with how many of each: 'Constant ×2', 'Pad'."""
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return [op + (f" ×{n}" if n > 1 else "") for op, n in counts.items()]
+
+
+def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts, on_event
+                               ) -> tuple[Subgraph, dict, Cell] | None:
+    """Each batch of depths runs as ONNX-file trials of the cell, in one environment job."""
+    cell = plan.cell(cell_id)
+    cache = plan.path("cache_dir")
+    work = cache / "investigations" / "repro" / f"{cell.artifact_key[:16]}-{cell.profile}-{cell.env}"
+    judged: dict[int, tuple[Subgraph, dict, Cell]] = {}
+
+    def fails(indices: list[int]) -> list[bool]:
+        models, made = {}, {}
+        for index in indices:
+            subgraph = made[index] = reducer.subgraph(cuts[index])
+            target = work / f"depth{subgraph.depth}"
+            target.mkdir(parents=True, exist_ok=True)
+            onnx.save(subgraph.model, str(target / MODEL))
+            np.savez(target / INPUTS, **subgraph.inputs)
+            np.savez(target / "expected.npz", **subgraph.expected)
+            models[f"{cell.case}.repro-depth{subgraph.depth}"] = {"onnx": target / MODEL, "inputs": target / INPUTS,
+                                                                  "expected": target / "expected.npz"}
+        trials = plan_of_trials(plan, cell_id, models=models)
+        frame = MatrixRun(trials, on_event=on_event).judge()
+        for index, trial, (_, record) in zip(indices, trials.cells, frame.iterrows()):
+            judged[index] = (made[index], record.to_dict(), trial)
+        return [judged[index][1]["verdict"] == "fail" for index in indices]
+
+    with cache_lock(cache, f"repro-{cell.artifact_key[:16]}-{cell.env}"):
+        index = smallest_failing(len(cuts), fails)
+    return None if index is None else judged[index]
+
+
+def _torch_module(plan: Plan, cell: Cell, own: dict) -> Model:
+    artifacts = artifact_dir(plan.path("cache_dir"), cell.case, cell.artifact_key)
+    if not (artifacts / PROGRAM_META).is_file():
+        raise ReproError(f"{cell.case} has no PyTorch module (an ONNX-file or suite case): nothing for torch to run")
+    precision = plan.profile(cell.profile).precision
+    traced = {"tf32": "fp32"}.get(precision, precision)
+    return Model({"program.pt2": artifacts / PROGRAM.format(traced), "inputs.npz": artifacts / INPUTS,
+                  "expected.npz": artifacts / REFERENCE}, None, None, False, [], own,
+                 ["the case's PyTorch module as torch.export saved it (program.pt2): a torch cell runs the module, "
+                  "not an ONNX model, so nothing is reduced"], case_meta(artifacts).get("reference", "float64"))
+
+
+def _write_files(folder: Path, files: dict) -> None:
+    for name, content in files.items():
+        if isinstance(content, Path):
+            shutil.copyfile(content, folder / name)
+        elif isinstance(content, onnx.ModelProto):
+            onnx.save(content, str(folder / name))
+        else:
+            np.savez(folder / name, **content)
+
+
+def _verify(plan: Plan, facts: IssueFacts, folder: Path, on_event) -> list[Verification]:
+    """repro.py where the cell ran (it must fail), then in each good version's environment."""
+    cache = plan.path("cache_dir")
+    with cache_lock(cache, "worker"):
+        worker_home = stage_worker(cache)
+    checks: list[tuple[EnvDef, str, str]] = [(facts.envdef, facts.version, EXPECTED[facts.own["verdict"]])]
+    checks += [(envdef, version, "pass") for version, envdef in facts.good_envs.items()]
+    done = []
+    for envdef, version, expect in checks:
+        on_event({"event": "repro", "env": envdef.name, "version": version, "expect": expect})
+        done.append(Verification(envdef.name, version, expect,
+                                 run_script(envdef, cache, worker_home, folder, "repro.py", plan.config.run.timeout_s)))
+    return done

@@ -1,0 +1,414 @@
+"""`trtmatrix repro` on the real onnxruntime regressions of cases/ort_regressions.py and the
+known-issue registry, and on a real network exported here (not a case of this repository): the
+folder is built for real, its repro.py fails in the venv of the failing release and passes in the
+venvs of the good ones (run again here, directly with those venvs' interpreters), the model is
+reduced wherever a subgraph fails, and ISSUE.md has every section of the tracker's template.
+A failing cell whose repro does not fail outside trtmatrix is kept as repro-unconfirmed."""
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import given, strategies as st
+from markdown_it import MarkdownIt
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import REPO, matrix_file, report_details
+from test_report_browser import browser  # noqa: F401 - the fixture: Debian's chromium through playwright
+from matrix.investigations.reduce import Reducer, constant_tensors, smallest_failing
+from matrix.prepare.float64_graph import float64_values
+from matrix.store import list_runs
+
+BODY = """\
+[profiles.fp32]
+precision = "fp32"
+[profiles.fp16]
+precision = "fp16"
+[cases.ort_clip_fp16_min_only]
+profiles = ["fp32"]
+[cases.ort_pad_avgpool_fusion]
+profiles = ["fp32"]
+[cases.ort_pad_maxpool_fusion]
+profiles = ["fp32"]
+[cases.mha_transformer_block]
+profiles = ["fp16"]
+params = { batch = [1] }
+"""
+ENVS = ("ort-1.16.3", "ort-1.17", "ort-1.18.1", "ort-1.19.0", "ort-1.20")
+# (cell, the release it fails on, the good releases next to it in this run, reduced to fewer nodes)
+REGRESSIONS = [
+    ("ort_clip_fp16_min_only/fp32/ort-1.19.0", "1.19.0", ["1.18.1", "1.20.1"], True),
+    ("ort_pad_avgpool_fusion/fp32/ort-1.19.0", "1.19.0", ["1.18.1"], False),  # the fused pair is the model
+    ("ort_pad_maxpool_fusion/fp32/ort-1.17", "1.17.3", ["1.16.3"], False),
+    ("mha_transformer_block/batch=1/fp16/ort-1.17", "1.17.3", ["1.19.0"], True),  # ort-layernorm-fp16-mem-pattern
+]
+# The sections of microsoft/onnxruntime's "General" issue form (.github/ISSUE_TEMPLATE/08-general.yml).
+ORT_FORM = ["Describe the issue", "To reproduce", "Urgency", "Platform", "OS Version", "ONNX Runtime Installation",
+            "ONNX Runtime Version or Commit ID", "ONNX Runtime API", "Architecture", "Execution Provider",
+            "Execution Provider Library Version"]
+
+
+def trtmatrix(*args, check=False):
+    result = subprocess.run([sys.executable, "-m", "matrix.cli", *args], cwd=REPO, capture_output=True, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    assert not check or result.returncode == 0, result.stderr
+    return result
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, cache_dir):
+    home = tmp_path_factory.mktemp("repro")
+    config = matrix_file(home, cache_dir, BODY, environments=ENVS)
+    ran = trtmatrix("run", "-c", str(config))
+    assert ran.returncode in (0, 1), ran.stderr  # 1: newly failing cells, the news of a first run
+    return config, list_runs(home / "reports")[-1], cache_dir
+
+
+def venv_python(cache_dir: Path, env: str) -> str:
+    """The interpreter of the venv trtmatrix made for an environment (reused, not made again)."""
+    return next(p for p in glob.glob(str(cache_dir / "venvs" / f"{env}-*" / "bin" / "python")))
+
+
+def env_of(version: str) -> str:
+    return {"1.16.3": "ort-1.16.3", "1.17.3": "ort-1.17", "1.18.1": "ort-1.18.1", "1.19.0": "ort-1.19.0",
+            "1.20.1": "ort-1.20"}[version]
+
+
+def run_repro(python: str, folder: Path) -> subprocess.CompletedProcess:
+    """repro.py as a person runs it: its own folder, nothing of trtmatrix on the path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([python, str(folder / "repro.py")], cwd="/", capture_output=True, text=True, env=env)
+
+
+def sections(markdown: str) -> dict[str, str]:
+    """{heading: the text under it} of GitHub-flavoured Markdown, as rendered."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+    found, current, heading = {}, None, False
+    for index, token in enumerate(tokens):
+        if token.type in ("heading_open", "heading_close"):
+            heading = token.type == "heading_open"
+            if heading:
+                current = tokens[index + 1].content
+                found[current] = ""
+        elif current is not None and not heading and token.type == "inline":
+            found[current] += token.content
+        elif current is not None and token.type in ("fence", "code_block", "html_block"):
+            found[current] += token.content
+    return found
+
+
+@pytest.mark.parametrize("cell, bad, goods, reduced", REGRESSIONS, ids=[r[0].split("/")[0] for r in REGRESSIONS])
+def test_each_onnxruntime_regression_gets_a_folder_that_fails_on_the_bad_release_and_passes_on_the_good(
+        project, cell, bad, goods, reduced):
+    config, run_dir, cache_dir = project
+    result = trtmatrix("repro", cell, "-c", str(config), "--json", check=True)
+    found = json.loads(result.stdout)
+    folder = run_dir / "repro" / cell.replace("/", "__")
+    assert found["confirmed"] and Path(found["folder"]) == folder
+    assert {"model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md"} <= {p.name for p in folder.iterdir()}
+    model = onnx.load(str(folder / "model.onnx"))
+    onnx.checker.check_model(model, full_check=True)
+    assert found["reduced"] is reduced
+    if reduced:  # a subgraph fails on its own: fewer nodes than the case's model
+        assert found["nodes"] < found["nodes_original"]
+    else:  # the fault is in a fusion: the whole model, said so
+        assert found["nodes"] == found["nodes_original"] and "whole model" in " ".join(found["notes"])
+    assert [(v["version"], v["expect"], v["ok"]) for v in found["verified"]] == \
+        [(bad, "wrong", True)] + [(g, "pass", True) for g in goods]
+    # Run again here, directly with the venvs trtmatrix made: exit 1 on the bad release, 0 on the good.
+    failing = run_repro(venv_python(cache_dir, env_of(bad)), folder)
+    assert failing.returncode == 1 and "WRONG: max_abs" in failing.stdout, failing.stdout + failing.stderr
+    for good in goods:
+        passing = run_repro(venv_python(cache_dir, env_of(good)), folder)
+        assert passing.returncode == 0 and "RIGHT: max_abs" in passing.stdout, passing.stdout + passing.stderr
+    # repro.py needs nothing but onnxruntime and numpy.
+    imports = set(re.findall(r"^import (\S+)", (folder / "repro.py").read_text(), re.M))
+    assert imports <= {"os", "platform", "sys", "numpy", "onnxruntime"}
+    issue = (folder / "ISSUE.md").read_text()
+    assert f"pip install onnxruntime=={bad}" in issue and f"onnxruntime {bad} (environment" in issue
+    assert all(f"onnxruntime {g} (environment" in issue for g in goods)
+
+
+def test_issue_md_fills_every_section_of_onnxruntimes_issue_form(project):
+    config, run_dir, _ = project
+    cell = REGRESSIONS[0][0]
+    trtmatrix("repro", cell, "-c", str(config), check=True)
+    issue = (run_dir / "repro" / cell.replace("/", "__") / "ISSUE.md").read_text()
+    found = sections(issue)
+    assert list(found) == ORT_FORM
+    assert all(text.strip() for text in found.values()), found
+    described = found["Describe the issue"]
+    assert re.search(r"outputs up to \d\.\d+e[+-]\d+ away from the float64 reference", described)
+    assert "1.18.1" in described and "right numbers" in described  # the good version's own run of repro.py
+    assert "ort-clip-fp16-missing-bound" in described  # the known issue that covers it, with its source
+    assert found["ONNX Runtime Version or Commit ID"].strip() == "1.19.0"
+    assert found["Execution Provider"].strip() == "Default CPU"
+    # The model's size before and after, and the exact commands.
+    assert "2 nodes (Constant, Clip), reduced from the 4-node model" in found["To reproduce"]
+    assert "pip install onnxruntime==1.19.0 numpy==1.26.4\npython repro.py" in found["To reproduce"]
+
+
+def test_the_report_and_the_summary_link_the_folder(project):
+    config, run_dir, _ = project
+    cell = REGRESSIONS[0][0]
+    trtmatrix("repro", cell, "-c", str(config), check=True)
+    details = next(c for c in report_details(run_dir) if c["cell_id"] == cell)
+    repro = details["findings"]["repro"]
+    assert repro["href"] == "repro/ort_clip_fp16_min_only__fp32__ort-1.19.0"
+    assert (run_dir / repro["href"] / "ISSUE.md").is_file() and "verified" in repro["summary"]
+    summary = trtmatrix("summary", "-c", str(config), "--from", "ort-1.18.1", "--to", "ort-1.19.0", check=True).stdout
+    newly = summary.split("#### Newly failing")[1].split("####")[0]
+    line = next(line for line in newly.splitlines() if "ort_clip_fp16_min_only/fp32" in line)
+    assert "[repro](repro/ort_clip_fp16_min_only__fp32__ort-1.19.0/ISSUE.md)" in line
+
+
+def test_the_cells_details_in_the_report_link_its_issue_md(browser, project):  # noqa: F811 - the fixture
+    config, run_dir, _ = project
+    cell = REGRESSIONS[0][0]
+    trtmatrix("repro", cell, "-c", str(config), check=True)
+    page = browser.new_page(viewport={"width": 1300, "height": 800})
+    page.goto((run_dir / "report.html").as_uri() + "#cell-" + cell)
+    details = page.locator("#details")
+    details.locator("h3", has_text="Repro: a folder to file upstream").wait_for()
+    href = details.locator("a", has_text="ISSUE.md").evaluate("a => a.href")
+    assert href.startswith("file://") and Path(unquote(urlparse(href).path)).read_text().startswith("<!-- Written by")
+    assert "repro.py verified" in details.inner_text()
+    page.close()
+
+
+def test_a_passing_cell_is_refused_with_the_reason(project):
+    config, run_dir, _ = project
+    result = trtmatrix("repro", "ort_clip_fp16_min_only/fp32/ort-1.18.1", "-c", str(config))
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and len(errors) == 1 and "Traceback" not in result.stderr
+    assert "passes (max_abs" in errors[0] and "nothing wrong to reproduce" in errors[0]
+    assert not (run_dir / "repro" / "ort_clip_fp16_min_only__fp32__ort-1.18.1").exists()
+
+
+def bert_sentence_embedder(directory: Path) -> tuple[Path, Path, Path]:
+    """A real network from outside this repository: a sentence-embedding model as
+    sentence-transformers builds it (transformers' BertModel, mean pooling, L2 normalisation, whose
+    clamp_min exports as a Clip with only `min`), random weights (no hub here), exported to ONNX
+    with a float64 reference of the exported graph."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=128, max_position_embeddings=64, attn_implementation="sdpa")
+    bert = transformers.BertModel(config).eval()
+
+    class Embedder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids):
+            hidden = self.bert(input_ids=input_ids).last_hidden_state
+            return torch.nn.functional.normalize(hidden.mean(dim=1), dim=-1)
+
+    ids = torch.randint(0, 1000, (1, 16))
+    model = directory / "embedder.onnx"
+    torch.onnx.export(Embedder(), (ids,), str(model), input_names=["input_ids"], output_names=["embedding"],
+                      opset_version=17, dynamo=False)
+    np.savez(directory / "inputs.npz", input_ids=ids.numpy())
+    reference = float64_values(onnx.load(str(model)), {"input_ids": ids.numpy()}).values["embedding"]
+    np.savez(directory / "expected.npz", embedding=reference)
+    return model, directory / "inputs.npz", directory / "expected.npz"
+
+
+def test_a_real_network_from_outside_is_cut_down_to_the_failing_op(tmp_path, cache_dir):
+    model, inputs, expected = bert_sentence_embedder(tmp_path)
+    body = (f'[profiles.fp16]\nprecision = "fp16"\n[cases.embedder]\nonnx = "{model}"\ninputs = "{inputs}"\n'
+            f'expected = "{expected}"\nprofiles = ["fp16"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.18.1", "ort-1.19.0", "ort-1.20"))
+    trtmatrix("run", "-c", str(config))
+    result = trtmatrix("repro", "embedder/fp16/ort-1.19.0", "-c", str(config), "--json", check=True)
+    found = json.loads(result.stdout)
+    assert found["confirmed"] and found["reduced"]
+    original = len(onnx.load(str(model)).graph.node)
+    assert found["nodes_original"] == original and found["nodes"] < 5 < original  # the Clip, not the network
+    folder = Path(found["folder"])
+    assert "Clip" in {node.op_type for node in onnx.load(str(folder / "model.onnx")).graph.node}
+    assert run_repro(venv_python(cache_dir, "ort-1.19.0"), folder).returncode == 1
+    assert run_repro(venv_python(cache_dir, "ort-1.18.1"), folder).returncode == 0
+    assert run_repro(venv_python(cache_dir, "ort-1.20"), folder).returncode == 0
+
+
+def test_a_failure_that_does_not_reproduce_outside_trtmatrix_is_kept_unconfirmed(tmp_path, cache_dir, tiny_model):
+    model, inputs = tiny_model
+    body = (f'[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'
+            f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["nan"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    out = tmp_path / "tiny-repro"
+    result = trtmatrix("repro", "tiny/nan/ort-1.20", "-c", str(config), "-o", str(out))
+    assert result.returncode == 1 and "not reproduced as expected" in result.stderr
+    assert not out.exists() and (tmp_path / "tiny-repro-unconfirmed" / "repro.py").is_file()
+    issue = (tmp_path / "tiny-repro-unconfirmed" / "ISSUE.md").read_text()
+    assert "exit status 0 (RIGHT: max_abs" in issue and "NOT as expected" in issue
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    kept = json.loads((run_dir / "repro" / "tiny__nan__ort-1.20" / "repro.json").read_text())
+    assert kept["confirmed"] is False and kept["folder"] == str(tmp_path / "tiny-repro-unconfirmed")
+
+
+@given(st.integers(0, 40), st.data())
+def test_smallest_failing_finds_the_first_failing_depth_in_few_batches(count, data):
+    first = data.draw(st.integers(0, count))  # count: none fails
+    batches = []
+
+    def fails(indices):
+        batches.append(indices)
+        assert len(indices) <= 6 and all(0 <= i < count for i in indices)
+        return [i >= first for i in indices]
+
+    assert smallest_failing(count, fails) == (first if first < count else None)
+    assert len(batches) <= 3  # six at a time: 40 depths in three environment jobs
+
+
+def test_cuts_keep_constants_inside_and_grow_by_a_layer_of_predecessors():
+    """x → Relu → a; a + C (a Constant) → b; b * a (a residual) → y: the Mul's cut takes b and a;
+    one layer more takes the Add and the Relu, with the Constant inside, and x as the only input."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.float32([2.0]))),
+             helper.make_node("Add", ["a", "c"], ["b"]),
+             helper.make_node("Mul", ["b", "a"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.float32([-1.0, 0.5, 2.0])
+    reducer = Reducer(model, float64_values(model, {"x": x}).values)
+    assert constant_tensors(model) == {"c"}
+    cuts = reducer.cuts(3)
+    assert [(c.depth, c.inputs) for c in cuts] == [(0, ("a", "b")), (1, ("x",))]
+    deepest = reducer.subgraph(cuts[1])
+    assert [n.op_type for n in deepest.model.graph.node] == ["Relu", "Constant", "Add", "Mul"]
+    assert deepest.inputs["x"].dtype == np.float32 and np.allclose(deepest.expected["y"], (np.maximum(x, 0) + 2) * np.maximum(x, 0))
+
+
+def test_an_engine_error_keeps_the_whole_model_and_repro_py_ends_with_the_engines_message(tmp_path, cache_dir):
+    """A Reshape to a shape its input cannot take: onnxruntime raises while running it."""
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.ones((4, 16), np.float32), shape=np.int64([3, 7]))
+    np.savez(tmp_path / "expected.npz", y=np.ones((3, 7)))
+    body = (f'[profiles.fp32]\nprecision = "fp32"\n[cases.reshape]\nonnx = "{tmp_path / "m.onnx"}"\n'
+            f'inputs = "{tmp_path / "in.npz"}"\nexpected = "{tmp_path / "expected.npz"}"\nprofiles = ["fp32"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    found = json.loads(trtmatrix("repro", "reshape/fp32/ort-1.20", "-c", str(config), "--json", check=True).stdout)
+    assert found["status"] == "error" and found["confirmed"] and not found["reduced"]
+    failing = run_repro(venv_python(cache_dir, "ort-1.20"), Path(found["folder"]))
+    assert failing.returncode == 1 and "cannot be reshaped to the requested shape" in failing.stderr
+    issue = (Path(found["folder"]) / "ISSUE.md").read_text()
+    assert "fails with: " in issue and "cannot be reshaped" in issue.split("### To reproduce")[0]
+
+
+def rtx_facts(tmp_path, cache_dir, tiny_model, precision: str, own: dict):
+    """(plan, cell, IssueFacts) of the tiny model on TensorRT-RTX 1.7, with the cell's record `own`."""
+    from matrix.investigations.repro_issue import IssueFacts
+    from matrix.plan import build_plan
+
+    model, inputs = tiny_model
+    config = matrix_file(tmp_path, cache_dir, f'[profiles.{precision}]\nprecision = "{precision}"\n'
+                         f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["{precision}"]\n',
+                         environments=("trt-rtx-1.7",))
+    plan = build_plan(config)
+    cell = plan.cells[0]
+    return plan, cell, IssueFacts.gather(plan, cell, plan.envs[cell.env], own, None)
+
+
+def test_the_tensorrt_script_builds_with_tensorrt_rtx_here_and_says_it_cannot_run_without_a_gpu(
+        tmp_path, cache_dir, tiny_model):
+    """repro.py for TensorRT-RTX as `repro` writes it, run in the real trt-rtx-1.7 venv: its build
+    half runs on this CPU (the API calls, the strongly typed network); with no GPU it exits 2.
+    Running it on a GPU has not been done (none TensorRT-RTX supports was lent)."""
+    from matrix.environments.scripts import run_script
+    from matrix.environments.staging import stage_worker
+    from matrix.investigations.repro_issue import render_repro_script
+
+    model, inputs = tiny_model
+    own = {"engine_version": "1.7.1.116", "status": "fail", "atol": 1e-4, "rtol": 1e-3, "max_abs": 1.0}
+    plan, cell, facts = rtx_facts(tmp_path, cache_dir, tiny_model, "fp32", own)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for source, name in ((model, "model.onnx"), (inputs, "inputs.npz")):
+        (folder / name).write_bytes(source.read_bytes())
+    np.savez(folder / "expected.npz", y=np.zeros((4, 8)))
+    (folder / "repro.py").write_text(render_repro_script(facts, folder, "Tanh", own))
+    assert "import tensorrt_rtx as trt" in (folder / "repro.py").read_text()
+    assert facts.commands == ["pip install tensorrt-rtx-cu12==1.7.1.116 numpy==1.26.4", "python repro.py"]
+    done = run_script(plan.envs[cell.env], cache_dir, stage_worker(cache_dir), folder, "repro.py", 600)
+    assert done.returncode == 2, done.output
+    assert re.search(r"engine built: \d+ bytes\nCANNOT RUN HERE: ", done.output)
+
+
+# NVIDIA/TensorRT's bug report template (.github/ISSUE_TEMPLATE/bug_report.md, as its issues show it).
+TRT_SECTIONS = ["Description", "Environment", "Relevant Files", "Steps To Reproduce"]
+TRT_FIELDS = ["TensorRT-RTX Version", "NVIDIA GPU", "NVIDIA Driver Version", "CUDA Version", "CUDNN Version",
+              "Operating System", "Python Version (if applicable)", "Tensorflow Version (if applicable)",
+              "PyTorch Version (if applicable)", "Baremetal or Container (if so, version)", "Model link",
+              "Commands or scripts", "Have you tried [the latest release](https://developer.nvidia.com/tensorrt)?",
+              "Can this model run on other frameworks?"]
+
+
+def test_issue_md_for_tensorrt_fills_every_section_and_field_of_nvidias_template(tmp_path, cache_dir, tiny_model):
+    """No TensorRT cell fails here (no GPU runs one): the record and repro.py's output are given, as
+    a GPU host would have them, and the template is filled from them."""
+    from matrix.environments.scripts import ScriptRun
+    from matrix.investigations.repro import Repro, Verification
+    from matrix.investigations.repro_issue import render_issue_md
+
+    model, _ = tiny_model
+    own = {"engine_version": "1.7.1.116", "status": "fail", "verdict": "fail", "atol": 1e-2, "rtol": 1e-2,
+           "max_abs": 0.5, "mismatch_frac": 0.25, "gpu": "NVIDIA L4", "driver_version": "580.65",
+           "cuda_version": "12.9", "python_version": "3.11.7"}
+    _, cell, facts = rtx_facts(tmp_path, cache_dir, tiny_model, "fp16", own)
+    output = ("TensorRT-RTX 1.7.1.116 · numpy 1.26.4 · Python 3.11.7\nplatform: Linux-6.8.0-x86_64 (x86_64)\n"
+              "engine built: 4096 bytes\ny: max_abs 5.000e-01 (run 2 of 6), 8 of 32 elements outside\n"
+              "WRONG: max_abs 5.000e-01; 8 of 32 elements outside atol 1e-02 + rtol 1e-02 * |expected|")
+    (tmp_path / "model.onnx").write_bytes(model.read_bytes())
+    repro = Repro(cell.cell_id, facts.product, facts.version, "fail", tmp_path, True, 3, 3, False,
+                  [Verification(cell.env, "1.7.1.116", "wrong", ScriptRun(cell.env, 1, output))], ["the whole model"])
+    issue = render_issue_md(facts, repro, own, ["MatMul", "Add", "Tanh"], tmp_path, "the float64 pass", "Tanh")
+    found = sections(issue)
+    assert list(found) == TRT_SECTIONS and all(text.strip() for text in found.values())
+    plain = issue.replace("**", "")
+    starts = sorted((plain.index(name), name) for name in TRT_FIELDS)  # each field once, in the template's order
+    assert [name for _, name in starts] == TRT_FIELDS
+    ends = [start for start, _ in starts[1:]] + [len(plain)]
+    fields = {name: plain[start + len(name):end].split("\n## ")[0].lstrip(":").strip()
+              for (start, name), end in zip(starts, ends)}
+    assert all(fields.values()), fields
+    assert fields["NVIDIA GPU"] == "NVIDIA L4" and fields["Operating System"] == "Linux-6.8.0-x86_64"
+    assert "POLYGRAPHY_USE_TENSORRT_RTX=1 polygraphy run model.onnx --onnxrt --trt" in issue
+    assert "pip install tensorrt-rtx-cu12==1.7.1.116 numpy==1.26.4\npython repro.py" in found["Steps To Reproduce"]
+
+
+def test_a_constant_that_overflows_in_the_fp16_copy_is_not_cut_out_as_if_the_engine_computed_it(tmp_path, cache_dir):
+    """y = x + 1e5: the FP16 copy holds the constant as inf (FP16 tops out at 65504), so explain's first
+    divergent node is the Constant; a subgraph of it alone would report the converter, not the engine."""
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.float32([1e5])), name="big"),
+         helper.make_node("Add", ["x", "c"], ["y"], name="add")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.float32([1, 2, 3, 4]))
+    body = (f'[profiles.fp16]\nprecision = "fp16"\n[cases.big]\nonnx = "{tmp_path / "m.onnx"}"\n'
+            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp16"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    found = json.loads(trtmatrix("repro", "big/fp16/ort-1.20", "-c", str(config), "--json", check=True).stdout)
+    assert not found["reduced"] and found["nodes"] == 2 and "is a constant" in " ".join(found["notes"])
