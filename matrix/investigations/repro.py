@@ -36,7 +36,7 @@ from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, model_f
 from ..prepare.float64_graph import float64_values
 from ..run import MatrixRun
 from ..store.locks import cache_lock
-from ..worker.files import PROGRAM, PROGRAM_META
+from ..worker.files import PROGRAM, PROGRAM_META, save_arrays
 from .explain import ExplainError, explain_cell
 from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
 from .repro_issue import IssueFacts, render_issue_md, render_repro_script
@@ -278,8 +278,8 @@ def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts,
             target = work / f"depth{subgraph.depth}"
             target.mkdir(parents=True, exist_ok=True)
             onnx.save(subgraph.model, str(target / MODEL))
-            np.savez(target / INPUTS, **subgraph.inputs)
-            np.savez(target / "expected.npz", **subgraph.expected)
+            save_arrays(target / INPUTS, subgraph.inputs)
+            save_arrays(target / "expected.npz", subgraph.expected)
             models[f"{cell.case}.repro-depth{subgraph.depth}"] = {"onnx": target / MODEL, "inputs": target / INPUTS,
                                                                   "expected": target / "expected.npz"}
         trials = plan_of_trials(plan, cell_id, models=models)
@@ -312,7 +312,7 @@ def _write_files(folder: Path, files: dict) -> None:
         elif isinstance(content, onnx.ModelProto):
             onnx.save(content, str(folder / name))
         else:
-            np.savez(folder / name, **content)
+            save_arrays(folder / name, content)
 
 
 def _verify(plan: Plan, facts: IssueFacts, folder: Path, on_event) -> list[Verification]:

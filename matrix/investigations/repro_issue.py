@@ -163,7 +163,7 @@ def _headline(facts: IssueFacts, what: str | list[str], record: dict) -> str:
     worst = worst_error(record, 2)
     if not isinstance(what, str):
         what = ", ".join(what[:4]) + (", …" if len(what) > 4 else "") if what else "the module"
-    result = {"error": "raises", "crash": "crashes"}.get(facts.own["status"], f"max_abs {worst} against float64")
+    result = {"error": "raises", "crash": "crashes"}.get(facts.own["status"], f"max_abs {worst} against the reference")
     return f"{facts.product} {facts.version} ({facts.record_where}): {what}: {result}"
 
 
@@ -232,7 +232,7 @@ def _description(facts: IssueFacts, repro: Repro, record: dict, ops: list[str]) 
     elif status == "crash":
         first = f"{where} crashes the process ({str(facts.own.get('error') or 'killed by a signal').splitlines()[0]})."
     else:
-        first = (f"{where} gives outputs up to {worst_error(record, 3)} away from the float64 reference: "
+        first = (f"{where} gives outputs up to {worst_error(record, 3)} away from the reference: "
                  f"{_percent(record.get('mismatch_frac'))} of the elements are outside atol "
                  f"{float(facts.own['atol']):g} + rtol {float(facts.own['rtol']):g}·|reference|.")
     goods = [v for v in repro.verified if v.expect == "pass"]
