@@ -456,6 +456,7 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
            good: Annotated[str, typer.Option(help="A release where the row has its good verdict.")],
            bad: Annotated[str, typer.Option(help="A release where it has the other verdict (later or earlier).")],
            engine: Annotated[str, typer.Option(help="onnxruntime (releases on PyPI) or tensorrt (images/).")] = "onnxruntime",
+           pre: Annotated[bool, typer.Option("--pre", help="Include pre-releases and nightly builds (as pip --pre).")] = False,
            config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Since which release does a row fail (or pass)? A binary search over the engine's releases
     from --good to --bad, each step an ordinary, cached cell run; the finding is also written
@@ -468,13 +469,13 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
     the_plan = _plan(config)
     run_dir = _finding_run(the_plan)
     try:
-        found = bisect_row(the_plan, row, engine, good, bad, on_event=_investigation_progress)
+        found = bisect_row(the_plan, row, engine, good, bad, pre, on_event=_investigation_progress)
     except BisectError as exc:
         _fail(str(exc))
     finding = found.to_json()
     target = _keep_finding(run_dir, "bisect", row, finding)
     if as_json:
-        typer.echo(json.dumps({k: finding[k] for k in ("row", "first_bad", "last_good", "tested")}))
+        typer.echo(json.dumps({k: finding[k] for k in ("row", "direction", *found.found(), "tested")}))
         return
     for step in sorted(found.tested, key=lambda s: found.versions.index(s.version)):
         worst = "" if step.max_abs is None else f"  max_abs {step.max_abs:.2e}"
