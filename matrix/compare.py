@@ -130,9 +130,22 @@ def _compare_integers(name: str, actual: np.ndarray, reference: np.ndarray) -> O
                          atol_needed=worst, rtol_needed=INF if diffs else 0.0)
 
 
+def _compare_strings(name: str, actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
+    """Strings (a string tensor's elements) match exactly; no tolerance makes two texts equal. Each
+    element's error is 0 (equal) or 1 (not): max_abs 1 and mismatch_frac the share that differ."""
+    bad = actual.astype(str).ravel() != reference.astype(str).ravel()
+    share = float(bad.mean()) if bad.size else 0.0
+    worst = float(bad.any())
+    return OutputMetrics(name, tuple(actual.shape), max_abs=worst, max_rel=worst, mean_abs=share, rmse=math.sqrt(share),
+                         cosine=1.0 - share, mismatch_frac=share, nan_count=0, inf_count=0,
+                         atol_needed=INF if worst else 0.0, rtol_needed=INF if worst else 0.0)
+
+
 def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: float, rtol: float) -> OutputMetrics:
     if actual.shape != reference.shape:
         raise ValueError(f"output {name!r} has shape {actual.shape}, reference has {reference.shape}")
+    if reference.dtype.kind in "USO" or actual.dtype.kind in "USO":
+        return _compare_strings(name, actual, reference)
     if _integers(actual, reference):
         return _compare_integers(name, actual, reference)
     out = actual.astype(np.float64).ravel()

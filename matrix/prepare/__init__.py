@@ -20,10 +20,11 @@ import onnx
 
 from ..config import Profile
 from ..sources import CaseSpec, Params
-from ..sources.onnx_suites import suite_label
+from ..sources.onnx_suites import suite_label, typed_tensors
 from ..store.cache import artifacts_folder
 from ..store.hashing import hash_files
 from ..worker.files import PROGRAM, PROGRAM_META
+from ..worker.values import save_values
 from .fingerprint import variant_key
 from .fp16_forecast import fp16_forecast
 from .fp16_variant import write_fp16_variant
@@ -72,8 +73,7 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     model = onnx.load(str(tmp / MODEL))
     meta["graph_warnings"] = graph_warnings(model)
     meta["operators"] = list(dict.fromkeys(node.op_type for node in model.graph.node))
-    with np.load(tmp / INPUTS) as data:
-        meta["fp16_forecast"] = fp16_forecast(model, dict(data))
+    meta["fp16_forecast"] = fp16_forecast(model, typed_tensors(tmp / INPUTS))
     meta["digests"] = _digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
@@ -172,8 +172,8 @@ def _prepare_onnx_file(spec: CaseSpec, out: Path) -> dict:
 def _prepare_suite_test(spec: CaseSpec, params: Params, out: Path) -> dict:
     test = spec.suite_test(params)
     (out / MODEL).write_bytes(test.model)
-    np.savez(out / INPUTS, **test.inputs)
-    np.savez(out / REFERENCE, **{n: a.astype(np.float64) for n, a in test.outputs.items()})
+    save_values(out / INPUTS, test.inputs, test.kinds)
+    np.savez(out / REFERENCE, **test.reference())
     source = suite_label(spec.entry.suite, spec.entry.suite_dir)
     return {"kind": "suite", "source": source, "description": test.name,
             "reference": f"the suite's expected outputs ({source})"}

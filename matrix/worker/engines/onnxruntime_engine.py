@@ -89,6 +89,8 @@ def run(spec, inputs, log):
     log("session created in {:.3f}s with providers {}".format(build_s, session.get_providers()))
     feeds = {i.name: inputs[i.name] for i in session.get_inputs()}
     names = [o.name for o in session.get_outputs()]
+    # A sequence output comes back as a list of arrays and is kept so (worker/values.py).
     runs, times = timed_runs(lambda: session.run(names, feeds),
-                             lambda outputs: dict(zip(names, (np.asarray(o) for o in outputs))))
+                             lambda outputs: dict(zip(names, (o if isinstance(o, list) else np.asarray(o)
+                                                              for o in outputs))))
     return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": {}}

@@ -31,6 +31,7 @@ from ..trt_dtypes import fit_inputs, floating_outputs
 from ..trt_inspection import check_fp32_layers, check_network_types
 from ..trt_runnable import not_runnable_reason, rtx_capabilities
 from ..trt_settings import builder_settings
+from ..values import NO_NUMPY_TYPE, category
 
 # Polygraphy staged beside the worker; used only when the image has none of its own.
 sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "_fallback"))
@@ -219,8 +220,17 @@ def _build(spec, inputs, log, can_run):
     return serialized, facts
 
 
+def _unfed(spec):
+    """Why the engine cannot run on these values though it builds: a type numpy lacks (bfloat16,
+    float8, …) cannot be fed or read back as an array here. None where it can."""
+    lacking = [kind for kind in spec.get("value_kinds", ()) if category(kind) == NO_NUMPY_TYPE]
+    return "its inputs or outputs are {}, which numpy has no type for: not run".format(
+        " and ".join(lacking)) if lacking else None
+
+
 def run(spec, inputs, log):
-    reason = not_runnable_reason(PRODUCT, trt.__version__, spec.get("device_facts") or {}, CAPABILITIES)
+    reason = (not_runnable_reason(PRODUCT, trt.__version__, spec.get("device_facts") or {}, CAPABILITIES)
+              or _unfed(spec))
     serialized, facts = _build(spec, inputs, log, can_run=reason is None)
     info = {key: facts[key] for key in ("engine_bytes", "network_layers", "build_log", "settings", "fp32_layers",
                                         "fp32_origins")}
