@@ -313,21 +313,29 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
 def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
          from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: second newest).")] = None,
          to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: newest).")] = None,
-         timing: Annotated[bool, typer.Option("--timing", help="Speed across every version instead: build time and "
-                                                                 "median latency per row, with each change.")] = False,
+         timing: Annotated[bool, typer.Option("--timing", help="Speed instead: build time and median latency per row, "
+                                                                 "with each change; across every version, or B against A "
+                                                                 "with --from and --to.")] = False,
+         factor: Annotated[Optional[float], typer.Option(
+             min=1.0, help="--timing: the smallest ratio of median latencies flagged, as well as a Mann-Whitney U "
+                           "p < 0.002 (default: report/timing.py's FACTOR; the output says which).")] = None,
          ) -> None:
     """The upgrade view in the terminal: what newly fails, newly passes or stays the same from A to B,
     and how far B's outputs are from A's; with --timing, speed across versions."""
     from .report.a_vs_b import a_vs_b, a_vs_b_text
     from .report.console import print_timing, print_upgrade
-    from .report.timing import timing_view
+    from .report.timing import FACTOR, place_names, timing_view
     from .store import read_run
     from .report.upgrade import compare
 
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
     if timing:
-        print_timing(*timing_view(frame))
+        pair = _pair(frame, from_env, to_env) if from_env or to_env else None
+        if pair and (places := place_names(frame))[pair[0]] != places[pair[1]]:
+            _fail(f"{pair[0]} runs on {places[pair[0]]}, {pair[1]} on {places[pair[1]]}: timings of different places "
+                  "are not compared")
+        print_timing(*timing_view(frame, pair, factor or FACTOR), factor or FACTOR)
         return
     env_a, env_b = _pair(frame, from_env, to_env)
     compared = compare(frame, env_a, env_b)

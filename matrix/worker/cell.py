@@ -70,11 +70,11 @@ def execute(spec):
     engine = load_engine(spec["engine"])
     profile = spec["profile"]
     check_profile(spec["engine"], profile)
-    inputs, _, kinds = load_values(spec["inputs"])
+    inputs, types, kinds = load_values(spec["inputs"])
     why = refusal(spec["engine"], kinds)
     if why:
         raise Unsupported(why)
-    spec = dict(spec, value_kinds=sorted(kinds))
+    spec = dict(spec, value_kinds=sorted(kinds), value_types=types)
     inject_fault(profile.get("inject"))
     runs, build_s, times, info = [], [], [], {}
     for build in range(profile.get("builds", 1)):  # builds > 1: tactic choices may differ per build
