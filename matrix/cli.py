@@ -699,6 +699,10 @@ def main() -> None:
         sys.argv.remove("--debug")
     for signum in (signal.SIGTERM, signal.SIGHUP):  # as early as can be: stopped runs end cleanly
         signal.signal(signum, _raise_stopped)
+    # Ctrl-C as Python's own KeyboardInterrupt (which Ray's waits pass on as such), installed
+    # explicitly: a background job (`cmd &` in a script, a CI step) inherits SIGINT ignored, and
+    # Python installs its handler only where it is not; a run would then ignore Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         app()
     except Stopped as exc:  # before a run had started anything
