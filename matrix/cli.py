@@ -392,6 +392,22 @@ def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
         typer.echo(text, nl=False)
 
 
+@app.command()
+def support(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml")) -> None:
+    """A suite run as a support matrix in Markdown, for docs/: per release what its tests came to and
+    what each upgrade gained, per ONNX operator built (or passed) / refused (the causes) / broke,
+    and every test behind each. Printed; the page names the command that remakes it."""
+    from .report.support_page import COLUMNS, support_markdown
+    from .store import read_run, read_run_meta
+
+    run_dir = _run_dir(config, run_ref)
+    frame = read_run(run_dir, COLUMNS)
+    if frame["suite"].isna().all():
+        _fail(f"run {run_dir.name} has no suite rows (suite = or suite_dir = cases): nothing to tell per operator")
+    command = f"trtmatrix support -c {config} > docs/{config.stem}-support.md"
+    typer.echo(support_markdown(frame, read_run_meta(run_dir), command), nl=False)
+
+
 def _registry(config: Path) -> dict:
     """{id: known issue} of the matrix file's registry (none without a matrix file)."""
     from .config import load_config
