@@ -13,6 +13,11 @@ matrices/ort-regressions.toml runs the cases on the versions around each boundar
 - ort_pad_avgpool_fusion: Pad (constant 0) → AveragePool(count_include_pad=0). 1.19.0 to 1.20.1
   fold the Pad into the pool without setting count_include_pad, so the padded zeros drop out of
   the border averages. Optimisations off: right.
+- ort_avgpool_count_include_pad_end: AveragePool (opset 19) with a 5x1 kernel, pads 2 above and
+  below, count_include_pad=1. 1.21.0 to 1.24.4 leave the end padding out of the last two rows'
+  windows (their averages too large by up to 0.89 here); a kernel bug: optimisations off, too.
+  onnxruntime issue #24681 (reproduced there on a 1.22.0 nightly); first good again 1.25.0 (its
+  nightly 1.25.0.dev20260417008 already good: bisect names releases only, unless --pre).
 
 The Pad is written with its own ONNX symbolic (one Pad node with constant pads and value), as
 models exported by other tools have it; torch's own export of F.pad computes the pads with a
@@ -50,6 +55,11 @@ class PadMaxPool(nn.Module):
         return F.max_pool2d(_ZeroPad2d.apply(x, 1), kernel_size=3, stride=2)
 
 
+class AvgPoolIncludePad(nn.Module):
+    def forward(self, x):
+        return F.avg_pool2d(x, kernel_size=(5, 1), stride=1, padding=(2, 0), count_include_pad=True)
+
+
 class PadAvgPool(nn.Module):
     def forward(self, x):
         return F.avg_pool2d(_ZeroPad2d.apply(x, 1), kernel_size=3, stride=1, count_include_pad=False)
@@ -72,3 +82,9 @@ def ort_pad_maxpool_fusion():
 def ort_pad_avgpool_fusion():
     """Pad(constant 0) → AveragePool 3x3/1, count_include_pad=0; onnxruntime 1.19.0-1.20.1 drop the zeros."""
     return PadAvgPool(), {"x": torch.randn(1, 4, 8, 8) + 1}
+
+
+@case(export=Export(opset=19, output_names=("y",)))
+def ort_avgpool_count_include_pad_end():
+    """AveragePool-19 5x1, pads (2, 0), count_include_pad=1; onnxruntime 1.21.0-1.24.4 drop the end padding."""
+    return AvgPoolIncludePad(), {"x": torch.randn(1, 4, 8, 8) + 1}

@@ -5,7 +5,7 @@ A map of the package (the flow of one run is plan → prepare → execute → co
     cli.py            the `trtmatrix` command: a thin layer over everything below
     run.py            one run: each stage in order, and the records it makes
     report/           what people read: report.html, index/history pages, terminal tables, JUnit,
-                      the upgrade view, re-judging a stored run
+                      the upgrade view, the support matrix page, re-judging a stored run
     investigations/   commands that re-use the run machinery on one cell or row (explain, bisect, precision,
                       repro: a verified folder to file upstream)
     executors/        where an environment's cells run: this host (threads, GPU leases) or a Ray

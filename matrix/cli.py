@@ -313,21 +313,29 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
 def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
          from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: second newest).")] = None,
          to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: newest).")] = None,
-         timing: Annotated[bool, typer.Option("--timing", help="Speed across every version instead: build time and "
-                                                                 "median latency per row, with each change.")] = False,
+         timing: Annotated[bool, typer.Option("--timing", help="Speed instead: build time and median latency per row, "
+                                                                 "with each change; across every version, or B against A "
+                                                                 "with --from and --to.")] = False,
+         factor: Annotated[Optional[float], typer.Option(
+             min=1.0, help="--timing: the smallest ratio of median latencies flagged, as well as a Mann-Whitney U "
+                           "p < 0.002 (default: report/timing.py's FACTOR; the output says which).")] = None,
          ) -> None:
     """The upgrade view in the terminal: what newly fails, newly passes or stays the same from A to B,
     and how far B's outputs are from A's; with --timing, speed across versions."""
     from .report.a_vs_b import a_vs_b, a_vs_b_text
     from .report.console import print_timing, print_upgrade
-    from .report.timing import timing_view
+    from .report.timing import FACTOR, place_names, timing_view
     from .store import read_run
     from .report.upgrade import compare
 
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
     if timing:
-        print_timing(*timing_view(frame))
+        pair = _pair(frame, from_env, to_env) if from_env or to_env else None
+        if pair and (places := place_names(frame))[pair[0]] != places[pair[1]]:
+            _fail(f"{pair[0]} runs on {places[pair[0]]}, {pair[1]} on {places[pair[1]]}: timings of different places "
+                  "are not compared")
+        print_timing(*timing_view(frame, pair, factor or FACTOR), factor or FACTOR)
         return
     env_a, env_b = _pair(frame, from_env, to_env)
     compared = compare(frame, env_a, env_b)
@@ -384,6 +392,22 @@ def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
         write_text_atomically(output, text)
     else:
         typer.echo(text, nl=False)
+
+
+@app.command()
+def support(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml")) -> None:
+    """A suite run as a support matrix in Markdown, for docs/: per release what its tests came to and
+    what each upgrade gained, per ONNX operator built (or passed) / refused (the causes) / broke,
+    and every test behind each. Printed; the page names the command that remakes it."""
+    from .report.support_page import COLUMNS, support_markdown
+    from .store import read_run, read_run_meta
+
+    run_dir = _run_dir(config, run_ref)
+    frame = read_run(run_dir, COLUMNS)
+    if frame["suite"].isna().all():
+        _fail(f"run {run_dir.name} has no suite rows (suite = or suite_dir = cases): nothing to tell per operator")
+    command = f"trtmatrix support -c {config} > docs/{config.stem}-support.md"
+    typer.echo(support_markdown(frame, read_run_meta(run_dir), command), nl=False)
 
 
 def _registry(config: Path) -> dict:
@@ -459,6 +483,7 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
            good: Annotated[str, typer.Option(help="A release where the row has its good verdict.")],
            bad: Annotated[str, typer.Option(help="A release where it has the other verdict (later or earlier).")],
            engine: Annotated[str, typer.Option(help="onnxruntime (releases on PyPI) or tensorrt (images/).")] = "onnxruntime",
+           pre: Annotated[bool, typer.Option("--pre", help="Include pre-releases and nightly builds (as pip --pre).")] = False,
            config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Since which release does a row fail (or pass)? A binary search over the engine's releases
     from --good to --bad, each step an ordinary, cached cell run; the finding is also written
@@ -471,13 +496,13 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
     the_plan = _plan(config)
     run_dir = _finding_run(the_plan)
     try:
-        found = bisect_row(the_plan, row, engine, good, bad, on_event=_investigation_progress)
+        found = bisect_row(the_plan, row, engine, good, bad, pre, on_event=_investigation_progress)
     except BisectError as exc:
         _fail(str(exc))
     finding = found.to_json()
     target = _keep_finding(run_dir, "bisect", row, finding)
     if as_json:
-        typer.echo(json.dumps({k: finding[k] for k in ("row", "first_bad", "last_good", "tested")}))
+        typer.echo(json.dumps({k: finding[k] for k in ("row", "direction", *found.found(), "tested")}))
         return
     for step in sorted(found.tested, key=lambda s: found.versions.index(s.version)):
         worst = "" if step.max_abs is None else f"  max_abs {step.max_abs:.2e}"
@@ -751,6 +776,10 @@ def main() -> None:
         sys.argv.remove("--debug")
     for signum in (signal.SIGTERM, signal.SIGHUP):  # as early as can be: stopped runs end cleanly
         signal.signal(signum, _raise_stopped)
+    # Ctrl-C as Python's own KeyboardInterrupt (which Ray's waits pass on as such), installed
+    # explicitly: a background job (`cmd &` in a script, a CI step) inherits SIGINT ignored, and
+    # Python installs its handler only where it is not; a run would then ignore Ctrl-C.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         app()
     except Stopped as exc:  # before a run had started anything

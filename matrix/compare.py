@@ -123,12 +123,25 @@ def _compare_integers(name: str, shape: tuple[int, ...], out: np.ndarray, ref: n
                          atol_needed=worst, rtol_needed=INF if diffs else 0.0, left_out=left_out)
 
 
+def _compare_strings(name: str, actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
+    """Strings (a string tensor's elements) match exactly; no tolerance makes two texts equal. Each
+    element's error is 0 (equal) or 1 (not): max_abs 1 and mismatch_frac the share that differ."""
+    bad = actual.astype(str).ravel() != reference.astype(str).ravel()
+    share = float(bad.mean()) if bad.size else 0.0
+    worst = float(bad.any())
+    return OutputMetrics(name, tuple(actual.shape), max_abs=worst, max_rel=worst, mean_abs=share, rmse=math.sqrt(share),
+                         cosine=1.0 - share, mismatch_frac=share, nan_count=0, inf_count=0,
+                         atol_needed=INF if worst else 0.0, rtol_needed=INF if worst else 0.0)
+
+
 def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: float, rtol: float,
                    mask: np.ndarray | None = None) -> OutputMetrics:
     """`mask`: the case's mask input; where it is 0 this output's elements are left out (when
     its leading dimensions are the mask's shape: acceptance.judged_positions)."""
     if actual.shape != reference.shape:
         raise ValueError(f"output {name!r} has shape {actual.shape}, reference has {reference.shape}")
+    if reference.dtype.kind in "USO" or actual.dtype.kind in "USO":
+        return _compare_strings(name, actual, reference)
     shape = tuple(reference.shape)
     kept = judged_positions(mask, shape)
     left_out = 0 if kept is None else int(kept.size - kept.sum())

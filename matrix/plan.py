@@ -218,7 +218,7 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
                 raise ConfigError(config_path, flag, f"{name!r} is not in the matrix")
     envs = {e.name: e for e in load_envdefs(config_path.parent / config.run.images_dir,
                                             config.run.environments, config_path)}
-    cases = case_specs(config, config_path, only_cases)
+    cases = case_specs(config, config_path, {e.engine for e in envs.values()}, only_cases)
     code = worker_hash()
     cells = []
     for name, spec in cases.items():

@@ -33,9 +33,15 @@ TERMINAL = {"pass": ("pass", "green"), "built": ("built", "cyan"), "fail": ("FAI
             "xpass": ("XPASS", "bold cyan")}
 
 
-# The upgrade view's groups, in the order it lists them.
+# The upgrade view's groups, in the order it lists them. Two builds compared nothing: "built in
+# both; not run" is not "unchanged", which reads as "the same numbers".
+BUILT_BOTH = "built in both; not run"
 CHANGES = ["newly failing", "newly supported, failing", "newly passing", "newly building", "newly supported",
-           "newly unsupported", "other changes", "unchanged", "not comparable"]
+           "newly unsupported", "other changes", BUILT_BOTH, "unchanged", "not comparable"]
+# What a release gained and lost: each a sum of groups, said with its parts. A parser refusal that
+# now builds is newly supported, not newly building: both are gains.
+GAINED = ("newly passing", "newly building", "newly supported")
+LOST = ("newly failing", "newly unsupported")
 
 
 def change(before, after) -> str:
@@ -44,7 +50,7 @@ def change(before, after) -> str:
     if not isinstance(before, str) or not isinstance(after, str) or {before, after} & NOT_COMPARABLE:
         return "not comparable"
     if before == after:
-        return "unchanged"
+        return BUILT_BOTH if before == "built" else "unchanged"
     if after == "unsupported":
         return "newly unsupported"
     if before == "unsupported" and after in GOOD:
@@ -56,3 +62,13 @@ def change(before, after) -> str:
     if before not in GOOD and after in GOOD:
         return "newly building" if after == "built" else "newly passing"
     return "other changes"
+
+
+def gained_and_lost(counts: dict[str, int]) -> str:
+    """'gained 25 (newly supported 8, newly building 17); lost 1 (newly unsupported 1)' from the
+    rows per change: a release's gain is one number with its parts."""
+    said = []
+    for word, groups in (("gained", GAINED), ("lost", LOST)):
+        parts = [f"{group} {counts[group]}" for group in groups if counts.get(group)]
+        said.append(f"{word} {sum(counts.get(g, 0) for g in groups)}" + (f" ({', '.join(parts)})" if parts else ""))
+    return "; ".join(said)

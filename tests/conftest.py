@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,34 @@ def docker_client():
         if os.environ.get("TRTMATRIX_REQUIRE_DOCKER") == "1":
             pytest.fail(f"TRTMATRIX_REQUIRE_DOCKER=1 but {exc}")
         pytest.skip(f"needs a Docker engine (run scripts/setup-docker.sh): {exc}")
+
+
+def hanging(cache: Path, since: float = 0.0) -> set[str]:
+    """Ids of the cells of this cache that are in their injected hang now (their log says so),
+    started after `since`: the event a test waits for before it stops a run, on any machine load."""
+    found = set()
+    for log in cache.glob("results/*/*/cell.log"):
+        try:
+            if log.stat().st_mtime > since and "injected hang" in log.read_text(errors="replace"):
+                found.add(json.loads((log.parent / "cell.json").read_text())["cell_id"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return found
+
+
+def containers_of_cache(docker_client, cache: Path) -> list[str]:
+    """Ids of the trtmatrix worker containers that mount this cache: this test's, never those of
+    another test session on the same Docker engine (several people's tests run on one machine)."""
+    return [c.id for c in docker_client.containers.list(all=True, filters={"label": "trtmatrix=worker"})
+            if any(str(m.get("Source", "")).startswith(str(cache)) for m in c.attrs.get("Mounts", []))]
+
+
+def wait_for(check, seconds: float = 180.0):
+    """`check()`'s value once it is true, or its last value after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not (value := check()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return value
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,11 @@ import sys
 
 import pytest
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from conftest import REPO, matrix_file
 from matrix.environments.gpus import gpu_missing_reason
-from matrix.investigations.bisect import Bisection, BisectError, Step, between, search
+from matrix.investigations.bisect import Bisection, BisectError, Step, between, released_versions, search
 from matrix.sources.known_issues import load_registry
 from matrix.store import list_runs
 
@@ -31,7 +32,8 @@ def documented_boundary(case: str, versions: list[str]) -> str:
 def project(tmp_path_factory, cache_dir):
     home = tmp_path_factory.mktemp("bisect")
     body = '[profiles.fp32]\nprecision = "fp32"\n'
-    body += "".join(f'[cases.{case}]\nprofiles = ["fp32"]\n' for case in ("ort_pad_avgpool_fusion", "ort_pad_maxpool_fusion"))
+    body += "".join(f'[cases.{case}]\nprofiles = ["fp32"]\n'
+                    for case in ("ort_pad_avgpool_fusion", "ort_pad_maxpool_fusion", "ort_avgpool_count_include_pad_end"))
     return matrix_file(home, cache_dir, body, environments=("ort-1.32",)), home
 
 
@@ -51,8 +53,12 @@ def test_the_search_runs_about_log2_n_cells_and_finds_the_boundary():
             return Step(version, "fail" if versions.index(version) >= boundary else "pass", None, "env")
 
         found = search(Bisection("r", "onnxruntime", versions[0], versions[-1], versions, "test"), run)
-        assert (found.first_bad, found.last_good) == (versions[boundary], versions[boundary - 1])
+        assert found.found() == {"last_good": versions[boundary - 1], "first_bad": versions[boundary]}
         assert len(runs) <= math.ceil(math.log2(len(versions))) + 2
+        # The other way (A later than B): a fix, read forwards all the same.
+        fixed = search(Bisection("r", "onnxruntime", versions[-1], versions[0], versions[::-1], "test"),
+                       lambda v: Step(v, "pass" if versions.index(v) >= boundary else "fail", None, "env"))
+        assert fixed.found() == {"last_bad": versions[boundary - 1], "first_good": versions[boundary]}
     with pytest.raises(BisectError, match="nothing to bisect"):
         search(Bisection("r", "onnxruntime", "1.0.0", "1.1.0", ["1.0.0", "1.1.0"], "test"),
                lambda v: Step(v, "pass", None, "env"))
@@ -66,7 +72,7 @@ def test_bisect_finds_the_documented_first_bad_release(project):
     result, found = bisect(config, "ort_pad_avgpool_fusion/fp32", "--good", "1.18.1", "--bad", "1.20.1")
     assert result.returncode == 0, result.stderr
     assert found["first_bad"] == documented_boundary("ort_pad_avgpool_fusion", RELEASES) == "1.19.0"
-    assert found["last_good"] == "1.18.1"
+    assert found["last_good"] == "1.18.1" and found["direction"] == "regression"
     assert {step["status"] for step in found["tested"] if step["version"] >= "1.19.0"} == {"fail"}
     written = json.loads((list_runs(home / "reports")[-1] / "bisect" / "ort_pad_avgpool_fusion__fp32" / "bisect.json").read_text())
     assert written["first_bad"] == "1.19.0" and written["tested"] == found["tested"]
@@ -77,10 +83,29 @@ def test_bisect_the_other_way_finds_the_fix_with_environments_made_on_the_fly(pr
     result, found = bisect(config, "ort_pad_maxpool_fusion/fp32", "--good", "1.32.0", "--bad", "1.29.0")
     assert result.returncode == 0, result.stderr
     spec = SpecifierSet(REGISTRY["ort_pad_maxpool_fusion"].versions)
-    assert found["first_bad"] == "1.31.1" and found["first_bad"] in spec  # the last bad release before the fix
-    assert found["last_good"] == "1.32.0" and found["last_good"] not in spec
+    assert found["direction"] == "fix" and "first_bad" not in found and "last_good" not in found
+    assert found["last_bad"] == "1.31.1" and found["last_bad"] in spec  # read forwards: the last bad release
+    assert found["first_good"] == "1.32.0" and found["first_good"] not in spec
     made = [step["environment"] for step in found["tested"] if step["environment"].startswith("onnxruntime-")]
     assert made, found["tested"]  # 1.29.0 and others have no definition in images/
+
+
+def test_bisect_names_releases_not_nightly_builds_unless_asked(project):
+    """onnxruntime's index holds nightlies (1.25.0.dev20260417008) between releases; pip installs
+    them only with --pre, and bisect names them only with --pre."""
+    config, _ = project
+    result, found = bisect(config, "ort_avgpool_count_include_pad_end/fp32", "--bad", "1.22.0", "--good", "1.31.1")
+    assert result.returncode == 0, result.stderr
+    assert (found["direction"], found["last_bad"], found["first_good"]) == ("fix", "1.24.4", "1.25.0")
+    assert all(not Version(step["version"]).is_prerelease for step in found["tested"])
+    spec = SpecifierSet(REGISTRY["ort_avgpool_count_include_pad_end"].versions)
+    assert found["last_bad"] in spec and found["first_good"] not in spec
+    # The nightlies are there all the same: --pre searches them too (released_versions lists what
+    # the index holds; the search itself is the one above, so its list is what is checked here).
+    index = released_versions("onnxruntime", [], pre=True)[0]
+    assert "1.25.0.dev20260417008" in index and "1.25.0.dev20260417008" not in released_versions("onnxruntime", [])[0]
+    with pytest.raises(BisectError, match="a pre-release: --pre takes them in"):
+        between(released_versions("onnxruntime", [])[0], "1.25.0.dev20260417008", "1.22.0")
 
 
 def test_a_question_bisect_cannot_answer_is_one_line_and_status_2(project):

@@ -190,3 +190,37 @@ def test_the_tolerance_needed_is_the_smallest_that_passes(pairs, atol, rtol):
 def test_no_tolerance_is_needed_that_a_nan_would_pass():
     m = compare_output("y", np.array([1.0, np.nan]), np.array([1.0, 2.0]), 1e-4, 1e-3)
     assert math.isinf(m.atol_needed) and math.isinf(m.rtol_needed)
+
+
+def test_strings_match_exactly_whatever_the_tolerance():
+    """A string tensor (onnxruntime's StringNormalizer, RegexFullMatch's inputs) is text: one changed
+    character fails however wide the tolerance, and the error says how many elements differ."""
+    reference = np.array(["monday", "tuesday", "wednesday", "thursday"])
+    same = compare_output("y", np.array(["monday", "tuesday", "wednesday", "thursday"], dtype=object), reference, 1e9, 1e9)
+    assert (same.mismatch_frac, same.max_abs, same.atol_needed) == (0.0, 0.0, 0.0)
+    verdict, worst, _ = compare_outputs({"y": np.array(["monday", "Tuesday", "wednesday", "thursday"])},
+                                        {"y": reference}, atol=1e9, rtol=1e9)
+    assert verdict == "fail" and worst["mismatch_frac"] == 0.25 and math.isinf(worst["atol_needed"])
+
+
+def test_a_sequence_is_judged_item_by_item_and_by_its_length(tmp_path):
+    """The worker keeps a sequence output as its items and its length; a missing item, or one more
+    than the reference has, is not a pass."""
+    from matrix.worker.values import flatten
+
+    reference = flatten({"s": [np.zeros(2), np.ones(3)]})
+    assert sorted(reference) == ["s[0]", "s[1]", "s[]"]
+    save_runs(str(tmp_path), [{"s": [np.zeros(2, np.float32), np.ones(3, np.float32)]}])
+    assert compare_files(tmp_path / OUTPUTS, _saved(tmp_path, reference), 1e-7, 1e-3)[0] == "pass"
+    save_runs(str(tmp_path), [{"s": [np.zeros(2, np.float32), np.ones(3, np.float32), np.ones(1, np.float32)]}])
+    verdict, fields = compare_files(tmp_path / OUTPUTS, _saved(tmp_path, reference), 1e-7, 1e-3)
+    assert verdict == "fail" and "s[2]" in fields["extra_outputs"]
+    save_runs(str(tmp_path), [{"s": [np.zeros(2, np.float32)]}])
+    with pytest.raises(ValueError, match=r"no value for outputs \['s\[1\]'\]"):
+        compare_files(tmp_path / OUTPUTS, _saved(tmp_path, reference), 1e-7, 1e-3)
+
+
+def _saved(folder, arrays):
+    path = folder / "reference.npz"
+    np.savez(path, **arrays)
+    return path

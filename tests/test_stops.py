@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import PROFILES, REPO, make_tiny_model, matrix_file, tiny_case
+from conftest import PROFILES, REPO, hanging, make_tiny_model, matrix_file, tiny_case, wait_for
 from matrix.store import list_runs, read_run
 
 ENVS = ("ort-1.32", "ort-1.32-docker")
@@ -206,3 +206,26 @@ def test_a_supervisor_killed_outright_takes_its_hung_cell_down_and_the_run_says_
     assert run.returncode == 0, stderr
     hung = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id").loc["tiny/hang/ort-1.32"]
     assert hung["status"] == "error" and "worker exited -9" in hung["error"]
+
+
+def test_ctrl_c_stops_a_run_started_as_a_background_job(tmp_path, tiny_model):
+    """`trtmatrix run &` in a script or a CI step inherits SIGINT ignored (POSIX shells do that to
+    background jobs), and Python then installs no Ctrl-C handler: trtmatrix installs its own, so the
+    run still stops at once, leaving no worker, instead of hanging its cell out."""
+    cache = tmp_path / "cache"
+    config = matrix_file(tmp_path, cache, BODY + tiny_case(*tiny_model, ("hang",)), environments=("ort-1.32",),
+                         timeout_s=600)
+    run = subprocess.Popen([sys.executable, "-m", "matrix.cli", "run", "-c", str(config)], cwd=REPO,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert wait_for(lambda: hanging(cache)) == {"tiny/hang/ort-1.32"}
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 128 + signal.SIGINT and "stopped by SIGINT" in stderr and "Traceback" not in stderr
+    assert eventually(lambda: workers_of(cache)) == []
+
+
+def test_ci_prints_the_slowest_tests():
+    """A CI run that fails on a loaded machine shows where its time went."""
+    pytest_line = next(line for line in (REPO / ".ci" / "run").read_text().splitlines() if "-m pytest" in line)
+    assert "--durations=15" in pytest_line.split()

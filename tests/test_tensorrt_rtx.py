@@ -23,6 +23,7 @@ from conftest import NO_REAL_GPU, PROFILES, REPO, SMALL, fake_nvidia_smi
 from matrix.environments import open_backend
 from matrix.environments.staging import stage_worker
 from matrix.plan import build_plan
+from matrix.prepare import artifact_dir
 from matrix.report.junit import write_junit
 from matrix.report.upgrade import regressions
 from matrix.run import MatrixRun
@@ -121,15 +122,17 @@ def test_the_parsers_refusal_is_unsupported_in_its_own_words(write_matrix, tmp_p
     assert "operator: Det" in refused["error"] and "UNSUPPORTED_NODE" in refused["error"]
 
 
-def _cell_in_venv(tmp_path, cache_dir, facts: dict) -> dict:
-    """One layernorm cell run by the worker's own cell code, in the TensorRT-RTX venv, told that
-    it sees the GPU `facts` describes (what probe.describe would find on such a host)."""
+def _cell_in_venv(tmp_path, cache_dir, facts: dict, body: str = BODY,
+                  cell: str = f"layernorm_block/batch=2/fp32/{RTX}") -> dict:
+    """One cell (a layernorm one by default) run by the worker's own cell code, in the TensorRT-RTX
+    venv, told that it sees the GPU `facts` describes (what probe.describe would find on such a host)."""
     from conftest import matrix_file
 
-    config = matrix_file(tmp_path, cache_dir, BODY, environments=(RTX,))
+    config = matrix_file(tmp_path, cache_dir, body, environments=(RTX,))
     plan = build_plan(config)
-    MatrixRun(build_plan(config, only_cells=[f"layernorm_block/batch=2/fp32/{RTX}"])).execute()  # prepares the artifacts
-    artifacts = next((cache_dir / "artifacts").glob("layernorm_block-*"))
+    one = build_plan(config, only_cells=[cell])
+    MatrixRun(one).execute()  # prepares the artifacts
+    artifacts = artifact_dir(cache_dir, one.cells[0].case, one.cells[0].artifact_key)
     envdef = plan.envs[RTX]
     backend = open_backend(envdef, cache_dir, stage_worker(cache_dir), "test")
     backend.prepare()
@@ -161,6 +164,44 @@ def test_a_supported_gpu_is_built_for_and_here_the_builder_says_why_it_cannot(tm
     result = _cell_in_venv(tmp_path, cache_dir, {"gpu": "NVIDIA L4", "compute_capability": "8.9"})
     assert "RuntimeError: TensorRT-RTX 1.7.1.116 did not build the engine" in result["stderr"]
     assert "CUDA driver version is insufficient" in result["stderr"]
+
+
+SUITE = """
+    [profiles.fp32]
+    precision = "fp32"
+    [cases.node]
+    suite = "onnx-backend-node"
+    profiles = ["fp32"]
+    include = {}
+    """
+
+
+def test_types_numpy_lacks_are_built_and_strings_run_where_onnxruntime_runs(tmp_path, cache_dir):
+    """A build feeds no data, only shapes: suite tests of bfloat16 and float8 tensors are rows that
+    TensorRT-RTX builds (they were left out as having no numpy type). onnxruntime's cells of them are
+    skipped, saying why; a string test is onnxruntime's, skipped on TensorRT-RTX."""
+    from conftest import matrix_file
+
+    tests = ["test_cast_FLOAT_to_BFLOAT16", "test_dequantizelinear_e4m3fn", "test_strnormalizer_export_monday_casesensintive_nochangecase"]
+    config = matrix_file(tmp_path, cache_dir, SUITE.format(json.dumps(tests)), environments=(RTX, "ort-1.32"))
+    cells = read_run(MatrixRun(build_plan(config)).execute()).set_index("cell_id")["status"].to_dict()
+    assert cells == {f"node/test={tests[0]}/fp32/{RTX}": "built", f"node/test={tests[0]}/fp32/ort-1.32": "skipped",
+                     f"node/test={tests[1]}/fp32/{RTX}": "built", f"node/test={tests[1]}/fp32/ort-1.32": "skipped",
+                     f"node/test={tests[2]}/fp32/{RTX}": "skipped", f"node/test={tests[2]}/fp32/ort-1.32": "pass"}
+    # A matrix of TensorRT-RTX alone has no row of strings: left out, saying who takes them.
+    alone = build_plan(matrix_file(tmp_path, cache_dir, SUITE.format(json.dumps(tests)), environments=(RTX,), name="alone.toml"))
+    assert alone.left_out == {"node": {tests[2]: "string tensor (taken by onnxruntime; no such environment in this matrix)"}}
+
+
+def test_on_a_gpu_it_supports_a_type_numpy_lacks_is_built_and_not_run(tmp_path, cache_dir):
+    """Told it sees an L4 (which it supports), the worker still cannot feed or read a bfloat16
+    array: the engine is built for the release's targets and the cell says why it did not run."""
+    cell = f"node/test=test_cast_FLOAT_to_BFLOAT16/fp32/{RTX}"
+    result = _cell_in_venv(tmp_path, cache_dir, {"gpu": "NVIDIA L4", "compute_capability": "8.9"},
+                           SUITE.format('["test_cast_FLOAT_to_BFLOAT16"]'), cell)
+    assert result["status"] == "built" and result["info"]["engine_bytes"] > 0, result
+    assert result["error"] == ("built with TensorRT-RTX 1.7.1.116; its inputs or outputs are bfloat16 tensor, which "
+                               "numpy has no type for: not run")
 
 
 def test_which_gpus_a_release_runs_on_comes_from_its_own_enum():

@@ -17,6 +17,7 @@ from conftest import PROFILES, REPO, report_details, tiny_case
 from matrix.store.records import empty_record
 from matrix.store import REPORT, list_runs, read_run, to_frame
 from matrix.report.upgrade import default_pair
+from matrix.worker.engines import REPEATS, WARMUP
 
 SKIPPED_ENVS = ("trt-8.6", "trt-9.3", "trt-10.0.1.6", "trt-10.8")  # skipped here: they only widen the table
 
@@ -59,9 +60,9 @@ def test_a_cell_right_once_then_wrong_is_judged_on_its_worst_run_with_its_drift(
         drifted, steady = frame.loc[f"tiny/drift/{env}"], frame.loc[f"tiny/fp32/{env}"]
         assert drifted["status"] == "fail"
         assert drifted["drift_max_abs"] == pytest.approx(1.0, abs=1e-6)
-        assert (drifted["drift_run"], drifted["runs"]) == (2, 6)  # run 1 is the warm-up, and it was right
+        assert (drifted["drift_run"], drifted["runs"]) == (2, WARMUP + REPEATS)  # run 1 is the warm-up, and it was right
         assert drifted["max_abs"] == pytest.approx(1.0, abs=1e-6)
-        assert (steady["drift_max_abs"], steady["runs"]) == (0.0, 6) and pd.isna(steady["drift_run"])
+        assert (steady["drift_max_abs"], steady["runs"]) == (0.0, WARMUP + REPEATS) and pd.isna(steady["drift_run"])
 
 
 def test_an_80_column_log_names_every_failing_cell_in_full(faulty_run):

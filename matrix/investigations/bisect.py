@@ -2,8 +2,12 @@
 
 A binary search over the engine's releases between A and B, each step an ordinary cell run of the
 row in that release's environment (isolated, cached, judged like any cell): about log2(n) runs.
-It finds the first version whose verdict equals B's and the last one before it that still has A's.
-A later than B searches the other way: the first release that fixed a failing row.
+The finding reads forwards, in release order: A older than B is a regression (`last_good`,
+`first_bad`), A later than B a fix (`last_bad`, `first_good`).
+
+Releases are final releases only, as pip installs them: a nightly or release candidate
+(`1.25.0.dev20260417008`) is a build nobody upgrades to, and naming it as the first good
+"release" misleads. `--pre` takes them in, as pip's own `--pre` does.
 
 Where the versions come from (`--engine`):
 - onnxruntime: every release on the package index that has a wheel for this Python (its Simple
@@ -59,20 +63,26 @@ class Bisection:
     versions: list[str]
     source: str
     tested: list[Step] = field(default_factory=list)
-    first_bad: str | None = None
-    last_good: str | None = None
+    boundary: tuple[str, str] | None = None  # (the older, the newer) release where the verdict changes
+
+    @property
+    def direction(self) -> str:
+        return "regression" if Version(self.good) < Version(self.bad) else "fix"
+
+    def found(self) -> dict[str, str | None]:
+        """The boundary in release order, named for what happened there."""
+        older, newer = self.boundary or (None, None)
+        if self.direction == "regression":
+            return {"last_good": older, "first_bad": newer}
+        return {"last_bad": older, "first_good": newer}
 
     def summary(self) -> str:
-        """The finding in release order: forwards a regression, backwards (A later than B) a fix."""
-        if Version(self.good) < Version(self.bad):
-            found = f"last with the --good verdict: {self.last_good}; first with the --bad verdict: {self.first_bad}"
-        else:
-            found = f"last with the --bad verdict: {self.first_bad}; first with the --good verdict again: {self.last_good}"
-        return (f"{found} ({len(self.tested)} of {len(self.versions)} releases run; versions from {self.source})")
+        found = "; ".join(f"{name.replace('_', ' ')}: {version}" for name, version in self.found().items())
+        return f"{self.direction}: {found} ({len(self.tested)} of {len(self.versions)} releases run; versions from {self.source})"
 
     def to_json(self) -> dict:
-        return {"row": self.row, "engine": self.engine, "good": self.good, "bad": self.bad, "summary": self.summary(),
-                "first_bad": self.first_bad, "last_good": self.last_good, "source": self.source,
+        return {"row": self.row, "engine": self.engine, "good": self.good, "bad": self.bad,
+                "direction": self.direction, **self.found(), "summary": self.summary(), "source": self.source,
                 "versions": self.versions,
                 "tested": [{"version": s.version, "status": s.status, "max_abs": s.max_abs,
                             "environment": s.environment} for s in self.tested]}
@@ -111,20 +121,25 @@ def index_versions(package: str) -> list[str]:
     return sorted(versions, key=Version)
 
 
-def released_versions(engine: str, envdefs: list[EnvDef]) -> tuple[list[str], str]:
-    """(every release of the engine, oldest first; where the list comes from)."""
+def released_versions(engine: str, envdefs: list[EnvDef], pre: bool = False) -> tuple[list[str], str]:
+    """(every release of the engine, oldest first, pre-releases only with `pre`; where the list comes from)."""
     if engine in PYPI_PACKAGE:
         package = PYPI_PACKAGE[engine]
-        return index_versions(package), f"the package index: releases of {package} with a wheel for this Python"
-    versions = sorted({e.version for e in envdefs if e.engine == engine and e.version}, key=Version)
-    return versions, f"the {engine} definitions in images/ (their NGC tags or pinned wheels)"
+        versions, source = index_versions(package), f"the package index: releases of {package} with a wheel for this Python"
+    else:
+        versions = sorted({e.version for e in envdefs if e.engine == engine and e.version}, key=Version)
+        source = f"the {engine} definitions in images/ (their NGC tags or pinned wheels)"
+    if pre:
+        return versions, source + ", pre-releases included"
+    return [v for v in versions if not Version(v).is_prerelease], source + ", final releases only"
 
 
 def between(versions: list[str], good: str, bad: str) -> list[str]:
     """The versions from A to B inclusive, in search order (A first), whichever is older."""
     for name, version in (("--good", good), ("--bad", bad)):
         if version not in versions:
-            raise BisectError(f"{name} {version} is not a known release ({', '.join(versions[-8:])}, …)")
+            hint = " (a pre-release: --pre takes them in)" if Version(version).is_prerelease else ""
+            raise BisectError(f"{name} {version} is not a known release{hint} ({', '.join(versions[-8:])}, …)")
     low, high = sorted((Version(good), Version(bad)))
     span = [v for v in versions if low <= Version(v) <= high]
     return span if Version(good) < Version(bad) else span[::-1]
@@ -164,17 +179,17 @@ def search(bisection: Bisection, run: Callable[[str], Step]) -> Bisection:
             high = middle
         else:
             low = middle
-    bisection.first_bad, bisection.last_good = order[high], order[low]
+    bisection.boundary = tuple(sorted((order[low], order[high]), key=Version))
     return bisection
 
 
-def bisect_row(plan: Plan, row: str, engine: str, good: str, bad: str,
+def bisect_row(plan: Plan, row: str, engine: str, good: str, bad: str, pre: bool = False,
                on_event: Callable[[dict], None] = lambda e: None) -> Bisection:
     """Bisect one row of the plan's matrix; each step runs the row in one environment."""
     if row not in plan.rows:
         raise BisectError(f"{row!r} is not a row of the matrix (rows look like {plan.rows[0]!r})")
     known = available_envdefs(plan.path("images_dir"))
-    versions, source = released_versions(engine, known)
+    versions, source = released_versions(engine, known, pre)
     bisection = Bisection(row, engine, good, bad, between(versions, good, bad), source)
 
     def run(version: str) -> Step:

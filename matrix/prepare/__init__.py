@@ -20,10 +20,11 @@ import onnx
 
 from ..config import Profile
 from ..sources import CaseSpec, Params
-from ..sources.onnx_suites import suite_label
+from ..sources.onnx_suites import suite_label, typed_tensors
 from ..store.cache import artifacts_folder
 from ..store.hashing import hash_files
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
+from ..worker.values import save_values
 from .fingerprint import variant_key
 from .fp16_forecast import fp16_forecast
 from .float64_graph import float64_values
@@ -73,8 +74,7 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     model = onnx.load(str(tmp / MODEL))
     meta["graph_warnings"] = graph_warnings(model)
     meta["operators"] = list(dict.fromkeys(node.op_type for node in model.graph.node))
-    with np.load(tmp / INPUTS) as data:
-        inputs = dict(data)
+    inputs = typed_tensors(tmp / INPUTS)
     if spec.entry.mask is not None and spec.entry.mask not in inputs:
         raise ValueError(f"the case's mask {spec.entry.mask!r} is not one of its inputs ({', '.join(inputs)})")
     meta["fp16_forecast"] = fp16_forecast(model, inputs)
@@ -201,11 +201,12 @@ def _onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
 def _prepare_suite_test(spec: CaseSpec, params: Params, out: Path) -> dict:
     test = spec.suite_test(params)
     (out / MODEL).write_bytes(test.model)
-    save_arrays(out / INPUTS, test.inputs)
-    save_arrays(out / REFERENCE, test.outputs)
+    save_values(out / INPUTS, test.inputs, test.kinds)
+    reference = test.reference()
+    save_arrays(out / REFERENCE, reference)
     source = suite_label(spec.entry.suite, spec.entry.suite_dir)
     return {"kind": "suite", "source": source, "description": test.name,
-            "reference": reference_text(f"the suite's expected outputs ({source})", test.outputs)}
+            "reference": reference_text(f"the suite's expected outputs ({source})", reference)}
 
 
 def mask_array(inputs: Path, name: str | None) -> np.ndarray | None:

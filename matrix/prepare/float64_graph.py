@@ -82,7 +82,8 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
             except Exception as exc:  # noqa: BLE001 - any failure: this node has no float64 reference
                 yield order, node, given, f"no float64 reference for {node.op_type}: {type(exc).__name__}: {exc}"[:300]
             else:
-                produced = {name: np.asarray(out) for name, out in zip(node.output, results) if name}
+                # A sequence (a list) has no float64 tensor: the nodes that read it have no value either.
+                produced = {name: np.asarray(out) for name, out in zip(node.output, results) if name and not isinstance(out, list)}
                 values.update(produced)
                 yield order, node, given, produced
         if not keep:

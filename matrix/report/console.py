@@ -16,9 +16,9 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, TERMINAL as SHORT
+from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, TERMINAL as SHORT, gained_and_lost
 from .causes import cause, left_out_kind, not_run_reason
-from .timing import timing_text
+from .timing import P_THRESHOLD, timing_text
 from .error_text import drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import env_order, records_by_row, version_mismatches
 
@@ -248,12 +248,13 @@ def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Consol
     colour = {"newly failing": "bold red", "newly supported, failing": "red", "newly passing": "green", "newly building": "cyan",
               "newly unsupported": "yellow", "newly supported": "green", "other changes": "magenta"}
     rows = _upgrade_rows(compared)
+    target.print(escape(f"{env_a} → {env_b}: {gained_and_lost(compared['change'].value_counts().to_dict())}"),
+                 soft_wrap=True)
     for change, *rest in rows:
         table.add_row(f"[{colour[change]}]{change}[/]" if change in colour else change, *(escape(x) for x in rest))
     if fits(table, target):
         target.print(table)
         return
-    target.print(escape(f"{env_a} → {env_b}"), soft_wrap=True)
     for change in CHANGES:
         group = [row for row in rows if row[0] == change]
         target.print(f"{change} ({len(group)}):", soft_wrap=True)
@@ -263,12 +264,12 @@ def print_upgrade(compared: pd.DataFrame, env_a: str, env_b: str, target: Consol
             target.print(escape(f"  {row_id}: {status_a} → {status_b}{numbers}{against}"), soft_wrap=True)
 
 
-def print_timing(envs: list[str], rows: list[dict], target: Console = out) -> None:
+def print_timing(envs: list[str], rows: list[dict], factor: float, target: Console = out) -> None:
     """Speed across versions (report/timing.py): a table where it fits, else a line per row."""
     flagged = [c["flag"] for row in rows for c in row["cells"] if c and c["flag"]]
-    target.print(escape(f"{len(rows)} rows timed; latency changes beyond the repeats' spread: "
-                        f"{flagged.count('slower')} slower, {flagged.count('faster')} faster "
-                        "(B's fastest inference slower than A's slowest, or the reverse; their rows first)"),
+    target.print(escape(f"{len(rows)} rows timed; latency changes flagged: {flagged.count('slower')} slower, "
+                        f"{flagged.count('faster')} faster (Mann-Whitney U over the timed inferences, p < "
+                        f"{P_THRESHOLD}, and medians more than ×{factor:g} apart; their rows first)"),
                  soft_wrap=True)
     rows = sorted(rows, key=lambda row: not any(c and c["flag"] for c in row["cells"]))  # the flagged rows first
     table = Table(header_style="bold", pad_edge=False)

@@ -37,7 +37,7 @@ def explain_plot(finding: dict) -> dict | None:
 
 def _bisect_view(finding: dict) -> dict:
     return {"summary": f"{finding['engine']} releases {finding['good']} (--good) → {finding['bad']} (--bad): "
-                       + finding.get("summary", f"first_bad {finding['first_bad']}, last_good {finding['last_good']}"),
+                       + finding["summary"],
             "tested": sorted(finding["tested"], key=lambda step: finding["versions"].index(step["version"]))}
 
 

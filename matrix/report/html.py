@@ -28,7 +28,7 @@ from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
 from .a_vs_b import a_vs_b_text
 from .causes import left_out_kind, not_run_reason
-from .timing import timing_text, timing_view
+from .timing import FACTOR, P_THRESHOLD, place_names, timing_text, timing_view
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import declared_only, default_pair, env_order, records_by_row, version_mismatches, version_texts
 
@@ -110,10 +110,11 @@ def layer_summary(network_layers) -> str | None:
 
 
 def case_plot(frame: pd.DataFrame, case: str, envs: list[str], column: str = "max_abs", per_env: str = "max",
-              line: str | None = "atol") -> dict:
+              line: str | None = "atol", places: dict[str, str] | None = None) -> dict:
     """A case's `column` per environment (its rows' `per_env`: the worst max_abs, the median
     latency) for each profile, on a log scale (exact zeros on a "0" row, NaN/Inf on a top row),
-    with each profile's `line` (atol) dashed: geometry for a small inline SVG."""
+    with each profile's `line` (atol) dashed: geometry for a small inline SVG. `places` ({env:
+    where it runs}): a line per profile and place, never one joining a venv's point to a container's."""
     width, height, left, top, bottom = 560, 180, 46, 10, 40
     sub = frame[(frame["case"] == case) & frame[column].notna()]
     plotted = [e for e in envs if e in set(sub["env"])]
@@ -122,7 +123,8 @@ def case_plot(frame: pd.DataFrame, case: str, envs: list[str], column: str = "ma
     y, ticks = error_axis(list(sub[column]) + (list(sub[line]) if line else []), top, height - top - bottom)
     step = (width - left - 70) / max(len(plotted) - 1, 1)  # room for the last rotated label
     series = []
-    for index, (profile, group) in enumerate(sub.groupby("profile", sort=False)):
+    sub = sub.assign(_line=sub["profile"] + (" · " + sub["env"].map(places) if places else ""))
+    for index, (profile, group) in enumerate(sub.groupby("_line", sort=False)):
         worst = group.groupby("env")[column].agg(per_env)
         # A NaN/Inf output (max_abs inf) sits on the top row, drawn and labelled apart.
         points = sorted((round(left + plotted.index(e) * step, 1), y(v), "" if np.isfinite(v) else "NaN/Inf")
@@ -199,6 +201,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
                      "cells": [by_env.get(e) for e in envs]})
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))
+    places = place_names(frame)
     left_out = [(case, test, why) for case, tests in (run.get("left_out") or {}).items() for test, why in tests.items()]
     page = TEMPLATES.get_template("report.html.j2").render(
         left_out=left_out, left_out_reasons=Counter(left_out_kind(why) for _, _, why in left_out).most_common(),
@@ -206,7 +209,8 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         model_checks=model_checks(frame),
-        speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None)) for case in cases],
+        speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None, places)) for case in cases],
+        timing_p=P_THRESHOLD, timing_factor=f"{FACTOR:g}",
         operators=operator_counts(frame, tested), mismatches=version_mismatches(frame),
         data={"cells": lines, "rows": [row["row_id"] for row in rows], "envs": envs, "pair": default_pair(frame),
               "against": {row: a_vs_b_text(m) for row, m in (against or {}).items()},

@@ -12,15 +12,17 @@ from urllib.parse import quote, urljoin
 
 import pandas as pd
 
-from ..statuses import CHANGES, ORDER, REGRESSED
+from ..statuses import BUILT_BOTH, CHANGES, ORDER, REGRESSED, gained_and_lost
 from .a_vs_b import a_vs_b_text
 from .error_text import drift_text, worst_error
 from .findings_view import repro_href
 from .upgrade import declared_only, env_order, version_mismatches, version_texts
 
 SHORT = 20
-# The upgrade's groups a release note lists, in the order of every view (unchanged rows are counted only).
-LISTED = [c for c in CHANGES if c not in ("unchanged", "not comparable")]
+# The upgrade's groups a release note lists, in the order of every view (rows whose status did not
+# change are counted only).
+COUNTED_ONLY = (BUILT_BOTH, "unchanged", "not comparable")
+LISTED = [c for c in CHANGES if c not in COUNTED_ONLY]
 
 
 def _md(text) -> str:
@@ -112,7 +114,8 @@ def summary_markdown(frame: pd.DataFrame, run: dict, pair: tuple[str, str] | Non
     lines += [f"### Upgrade {_md(env_a)} → {_md(env_b)}", ""]
     cells = {(r["row_id"], r["env"]): r for r in frame[frame["env"].isin(pair)].to_dict("records")}
     counted = compared["change"].value_counts()
-    lines.append(", ".join(f"{int(counted.get(c, 0))} {c}" for c in [*LISTED, "unchanged", "not comparable"]) + ".")
+    lines.append(gained_and_lost(counted.to_dict()).capitalize() + ".")
+    lines += ["", ", ".join(f"{int(counted.get(c, 0))} {c}" for c in [*LISTED, *COUNTED_ONLY]) + "."]
     for change in LISTED:
         rows = list(compared.loc[compared["change"] == change, "row_id"])
         if not rows:

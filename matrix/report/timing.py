@@ -4,39 +4,62 @@ same kind of environment (a container against a container, a venv or host interp
 one of those) on the same GPU model (or both on the CPU). A container against a venv of the same
 version, or a CPU against a GPU, is not a change of version and is never compared.
 
-A latency change is flagged when it is larger than the run-to-run spread of the timed
-inferences: B's fastest inference slower than A's slowest (slower), or B's slowest faster than
-A's fastest (faster) — the two ranges of repeats do not overlap. Build times are shown with their
-change and never flagged: each cell builds once, so there is no spread to judge them by. A slower
-engine is a finding, never a failure: nothing here changes a cell's status or the exit status.
+A latency change is flagged only where both hold (asv's rule for `asv compare`):
+- a statistical test over the timed inferences says the two differ: Mann-Whitney U (scipy's),
+  two-sided, p < 0.002 — which needs at least 7 inferences a side (with 6, the smallest p it can
+  give is 0.0022); the worker times 10 (engines.REPEATS), older results with fewer are not tested;
+- the medians, and the fastest inferences too, differ by more than a stated factor (FACTOR,
+  `diff --timing --factor`), the same way: on a shared machine load alone moves a cell's times
+  between environments that run minutes apart (two definitions of one onnxruntime: medians up to
+  2.5× apart here, tests/test_timing.py), and a test over the repeats of each cannot tell that
+  from a slower engine; load slows some inferences, a slower engine all of them, its fastest too.
+Build times are shown with their change and never flagged: each cell builds once, so there is no
+sample to test. A slower engine is a finding, never a failure: nothing here changes a cell's
+status or the exit status.
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 
 import pandas as pd
 
 from .upgrade import env_versions, env_order
 
 FIELDS = ["row_id", "case", "env", "build_s", "infer_ms", "infer_ms_runs"]
+P_THRESHOLD = 0.002  # asv's statistics.is_different
+MIN_RUNS = 7  # the fewest timed inferences a side with which a two-sided U test can reach P_THRESHOLD
+FACTOR = 1.5  # the smallest ratio of medians flagged (README, "Speed across versions": measured here)
 
 
-def _spread(runs) -> tuple[float, float] | None:
-    times = json.loads(runs) if isinstance(runs, str) else None
-    return (min(times), max(times)) if times else None
+def _times(runs) -> list[float]:
+    return json.loads(runs) if isinstance(runs, str) else []
 
 
-def flag(before: dict, after: dict) -> str | None:
-    """'slower' / 'faster' where the repeats' ranges do not overlap, else None."""
-    a, b = _spread(before.get("infer_ms_runs")), _spread(after.get("infer_ms_runs"))
-    if a is None or b is None:
+def significance(before: dict, after: dict) -> float | None:
+    """The two-sided Mann-Whitney U p-value of the two cells' timed inferences; None with too few."""
+    from scipy.stats import mannwhitneyu
+
+    a, b = _times(before.get("infer_ms_runs")), _times(after.get("infer_ms_runs"))
+    if min(len(a), len(b)) < MIN_RUNS:
         return None
-    if b[0] > a[1]:
-        return "slower"
-    if b[1] < a[0]:
-        return "faster"
-    return None
+    return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def flag(before: dict, after: dict, factor: float = FACTOR) -> str | None:
+    """'slower' / 'faster' where the U test says the repeats differ and both the medians and the
+    fastest inferences differ by more than `factor` the same way, else None."""
+    a, b = _times(before.get("infer_ms_runs")), _times(after.get("infer_ms_runs"))
+    if not a or not b or min(a) <= 0:
+        return None
+    ratios = (statistics.median(b) / statistics.median(a), min(b) / min(a))
+    if not (all(r > factor for r in ratios) or all(r < 1 / factor for r in ratios)):
+        return None
+    p = significance(before, after)
+    if p is None or p >= P_THRESHOLD:
+        return None
+    return "slower" if ratios[0] > 1 else "faster"
 
 
 def _change(before, after) -> float | None:
@@ -55,12 +78,22 @@ def _places(frame: pd.DataFrame) -> dict[str, tuple]:
     return places
 
 
-def timing_view(frame: pd.DataFrame) -> tuple[list[str], list[dict]]:
+def place_names(frame: pd.DataFrame) -> dict[str, str]:
+    """{env: where it runs, in words ('onnxruntime, venv or host, CPU')}: one line of a speed plot each."""
+    return {env: f"{engine}, {'container' if container else 'venv or host'}, {gpu or 'CPU'}"
+            for env, (engine, container, gpu) in _places(frame).items()}
+
+
+def timing_view(frame: pd.DataFrame, pair: tuple[str, str] | None = None,
+                factor: float = FACTOR) -> tuple[list[str], list[dict]]:
     """(environments in order, one dict per row: {"row_id", "case", "cells": [per environment:
     {"build_s", "infer_ms", "build_change", "infer_change", "flag"} or None]}). A change is against
-    the nearest lower version that timed this row in the same place (_places)."""
-    envs = env_order(frame)
+    the nearest lower version that timed this row in the same place (_places); with `pair` (A, B),
+    B against A only, whatever their versions (two definitions of one version: a null check)."""
+    envs = list(pair) if pair else env_order(frame)
     versions = {env: version for env, (_, version) in env_versions(frame).items()}
+    if pair:
+        versions = {pair[0]: 0, pair[1]: 1}
     places = _places(frame)
     cells = {(r["row_id"], r["env"]): r for r in frame[[c for c in FIELDS if c in frame]].to_dict("records")}
     rows = []
@@ -76,7 +109,7 @@ def timing_view(frame: pd.DataFrame) -> tuple[list[str], list[dict]]:
             shown.append({"build_s": cell.get("build_s"), "infer_ms": cell.get("infer_ms"),
                           "build_change": _change(before["build_s"], cell["build_s"]) if before else None,
                           "infer_change": _change(before["infer_ms"], cell["infer_ms"]) if before else None,
-                          "flag": flag(before, cell) if before else None})
+                          "flag": flag(before, cell, factor) if before else None})
             earlier.append((versions[env], cell))
         if any(shown):
             rows.append({"row_id": row_id, "case": cells[next((row_id, e) for e in envs if (row_id, e) in cells)]["case"],

@@ -74,9 +74,11 @@ class CaseSpec:
         return [tuple(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
 
 
-def case_specs(config: MatrixConfig, config_path: Path, only: list[str] | None = None) -> dict[str, CaseSpec]:
+def case_specs(config: MatrixConfig, config_path: Path, engines: set[str],
+               only: list[str] | None = None) -> dict[str, CaseSpec]:
     """The cases of the matrix file (`only`: those of them; a case file is imported only for a case
-    that is used: the BGE reranker's imports transformers, seconds on a GPU host)."""
+    that is used: the BGE reranker's imports transformers, seconds on a GPU host). `engines`: those
+    of the matrix's environments, which decide the suite tests that are rows."""
     root = config_path.parent
     chosen = {name: entry for name, entry in config.cases.items() if not only or name in only}
     wanted = {name for name, entry in chosen.items() if not (entry.onnx or entry.is_suite)}
@@ -84,7 +86,7 @@ def case_specs(config: MatrixConfig, config_path: Path, only: list[str] | None =
     specs = {}
     for name, entry in chosen.items():
         if entry.is_suite:
-            tests, left_out = _suite(name, entry, root / config.run.cache_dir, config_path)
+            tests, left_out = _suite(name, entry, root / config.run.cache_dir, config_path, engines)
             spec = CaseSpec(name, entry, root, suite=tests, left_out=left_out)
         elif entry.onnx:
             spec = CaseSpec(name, entry, root)
@@ -107,12 +109,12 @@ def case_specs(config: MatrixConfig, config_path: Path, only: list[str] | None =
     return specs
 
 
-def _suite(name: str, entry: CaseEntry, cache_dir: Path,
-           config_path: Path) -> tuple[dict[str, SuiteTest], tuple[tuple[str, str], ...]]:
+def _suite(name: str, entry: CaseEntry, cache_dir: Path, config_path: Path,
+           engines: set[str]) -> tuple[dict[str, SuiteTest], tuple[tuple[str, str], ...]]:
     folder = (config_path.parent / entry.suite_dir).resolve() if entry.suite_dir else None
     if folder is not None and not folder.is_dir():
         raise ConfigError(config_path, f"cases.{name}.suite_dir", f"not a folder: {folder}")
-    suite = suite_tests(entry.suite, folder, entry.include, entry.exclude, cache_dir)
+    suite = suite_tests(entry.suite, folder, entry.include, entry.exclude, cache_dir, engines)
     left_out = dict(suite.left_out)
     # A test's name goes into cell ids like a parameter value: the same rule, or it is left out.
     for test in suite.tests:

@@ -10,11 +10,14 @@
   `<test>/test_data_set_0/input_K.pb`, `output_K.pb`), as model zoos and regression collections
   are kept (also the onnx package's own `backend/test/data/{simple,pytorch-converted,...}`).
 
-Tests whose inputs and outputs are numeric tensors become rows, scalars and standard dtypes held
-in a TensorProto included; `include`/`exclude` globs pick among them. The others (bfloat16, float8,
-int4 and other types without a numpy dtype the engines take; strings, sequences, optionals; more
-than one data set) are left out, each with its reason, and every run lists them (run.json,
-terminal, report).
+Every test whose values an engine of the matrix takes is a row (worker/values.py): numeric tensors
+(scalars and standard dtypes held in a TensorProto included) everywhere; string tensors and
+sequences where onnxruntime runs (its Python API takes them); tensors of types numpy lacks
+(bfloat16, float8, int4, …) where TensorRT builds (a build feeds no data, only shapes). In an
+environment that cannot take a row's values its cell is `skipped`, saying why. The others (those
+no environment of the matrix takes, empty optionals, more than one data set) are left out, each
+with its reason, and every run lists them (run.json, terminal, report); `include`/`exclude`
+globs pick among them all.
 """
 
 from __future__ import annotations
@@ -32,29 +35,53 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from ..worker.values import STRING, TAKES, category, flatten, kinds_of, load_values
+
 NODE_SUITE = "onnx-backend-node"
 LIGHT_SUITE = "onnx-backend-light"
-SUITE_FORMAT = 3  # bumped when what node_suite() stores changes (3: scalars and TensorProtos fed; reasons kept)
+SUITE_FORMAT = 4  # bumped when what node_suite() stores changes (4: strings, sequences, ml_dtypes' types kept)
+
+
+Value = np.ndarray | list  # a tensor, or a sequence of them
 
 
 @dataclass(frozen=True)
 class SuiteTest:
     name: str
     model: bytes  # the serialized ModelProto
-    inputs: dict[str, np.ndarray]
-    outputs: dict[str, np.ndarray]
+    inputs: dict[str, Value]
+    outputs: dict[str, Value]
     rtol: float | None = None  # the suite's own tolerance, where it gives one
     atol: float | None = None
 
     @functools.cached_property
     def digest(self) -> str:
-        """What decides this test's artifacts: its model, inputs, outputs and tolerances."""
+        """What decides this test's artifacts: its model, inputs, outputs and tolerances (strings
+        by their text, sequences by their items: never an object array's pointers)."""
         h = hashlib.sha256(self.model)
-        for arrays in (self.inputs, self.outputs):
-            for name, array in arrays.items():
+        for values in (self.inputs, self.outputs):
+            types: dict[str, str] = {}
+            for name, array in flatten(values, types).items():
                 h.update(f"{name}:{array.dtype}:{array.shape}".encode() + np.ascontiguousarray(array).tobytes())
+            h.update(repr(sorted(types.items())).encode())
         h.update(repr((self.rtol, self.atol)).encode())
         return h.hexdigest()
+
+    @functools.cached_property
+    def kinds(self) -> frozenset[str]:
+        """What its values are beyond numeric tensors of numpy's types ('sequence', 'bfloat16 tensor')."""
+        return frozenset().union(*[kinds_of(v) for v in [*self.inputs.values(), *self.outputs.values()]])
+
+    def reference(self) -> dict[str, np.ndarray]:
+        """The expected outputs as reference.npz holds them: in their own dtype (integers are
+        compared exactly), types numpy lacks in float64 (ml_dtypes converts them), strings as
+        text, a sequence as its items and length."""
+        def as_reference(value):
+            if isinstance(value, list):
+                return [as_reference(item) for item in value]
+            kinds = kinds_of(value)
+            return value if not kinds or STRING in kinds else value.astype(np.float64)
+        return flatten({name: as_reference(value) for name, value in self.outputs.items()})
 
 
 @dataclass(frozen=True)
@@ -63,8 +90,8 @@ class Suite:
     left_out: dict[str, str]  # {test name: why it is not a row}
 
 
-def _array(value) -> np.ndarray | str:
-    """A suite value as an array an engine takes, or why it cannot be one."""
+def _value(value) -> Value | str:
+    """A suite value as a tensor or a sequence of them, or why it cannot be one."""
     if isinstance(value, onnx.TensorProto):
         value = numpy_helper.to_array(value)
     if isinstance(value, np.generic):  # a scalar input (Clip's min, a window's size): a 0-d array
@@ -72,19 +99,16 @@ def _array(value) -> np.ndarray | str:
     if value is None:
         return "empty optional"
     if isinstance(value, list):
-        return "sequence"
+        items = [_value(item) for item in value]
+        return next((f"sequence of {item}" for item in items if isinstance(item, str)), items)
     if not isinstance(value, np.ndarray):
         return f"{type(value).__name__} value"
-    if value.dtype == object or value.dtype.kind in "SU":
-        return "string tensor"
-    if not (np.issubdtype(value.dtype, np.number) or value.dtype == bool):  # ml_dtypes' bfloat16, float8, int4
-        return f"{value.dtype.name} tensor (no numpy type the engines take)"
     return value
 
 
 def _test(name: str, model: onnx.ModelProto, inputs: list, outputs: list, rtol=None, atol=None) -> SuiteTest | str:
     """The test as a row, or why it is left out."""
-    arrays = [_array(v) for v in [*inputs, *outputs]]
+    arrays = [_value(v) for v in [*inputs, *outputs]]
     if reasons := sorted({a for a in arrays if isinstance(a, str)}):
         return " and ".join(reasons)
     initialized = {t.name for t in model.graph.initializer}
@@ -93,6 +117,16 @@ def _test(name: str, model: onnx.ModelProto, inputs: list, outputs: list, rtol=N
         return f"{len(inputs)} inputs and {len(outputs)} outputs for a graph of {len(names)} and {len(model.graph.output)}"
     return SuiteTest(name, model.SerializeToString(), dict(zip(names, arrays)),
                      {o.name: a for o, a in zip(model.graph.output, arrays[len(inputs):])}, rtol, atol)
+
+
+def typed_tensors(path: Path) -> dict[str, np.ndarray]:
+    """An inputs file's tensors in their own types (ml_dtypes' for those kept as bits), sequences
+    left out: what the host's float64 evaluation of the graph takes."""
+    import ml_dtypes
+
+    values, types, _ = load_values(path)
+    return {name: value.view(getattr(ml_dtypes, types[name])) if name in types else value
+            for name, value in values.items() if not isinstance(value, list)}
 
 
 def _suite(made: dict[str, SuiteTest | str]) -> Suite:
@@ -162,9 +196,19 @@ def light_suite() -> Suite:
     return Suite(tests, {})
 
 
+def taken_by(kinds: frozenset[str], engines: set[str]) -> str | None:
+    """None where one of `engines` takes values of these kinds; else why the test is no row."""
+    takers = sorted(e for e, taken in TAKES.items() if {category(k) for k in kinds} <= taken)
+    if any(engine in takers for engine in engines):
+        return None
+    return " and ".join(sorted(kinds)) + (f" (taken by {' and '.join(takers)}; no such environment in this matrix)"
+                                         if takers else " (no engine takes it)")
+
+
 def suite_tests(suite: str | None, suite_dir: Path | None, include: tuple[str, ...], exclude: tuple[str, ...],
-                cache_dir: Path) -> Suite:
-    """The tests include/exclude pick, and those of them left out, with why."""
+                cache_dir: Path, engines: set[str]) -> Suite:
+    """The tests include/exclude pick that an engine of the matrix takes, and those of them left
+    out, with why."""
     if suite == NODE_SUITE:
         whole = node_suite(cache_dir)
     elif suite == LIGHT_SUITE:
@@ -175,8 +219,9 @@ def suite_tests(suite: str | None, suite_dir: Path | None, include: tuple[str, .
     def picked(name):
         return (not include or any(fnmatchcase(name, g) for g in include)) and not any(fnmatchcase(name, g) for g in exclude)
 
-    return Suite({n: t for n, t in whole.tests.items() if picked(n)},
-                 {n: why for n, why in whole.left_out.items() if picked(n)})
+    untaken = {n: why for n, t in whole.tests.items() if picked(n) and (why := taken_by(t.kinds, engines))}
+    return Suite({n: t for n, t in whole.tests.items() if picked(n) and n not in untaken},
+                 {**{n: why for n, why in whole.left_out.items() if picked(n)}, **untaken})
 
 
 def suite_label(suite: str | None, suite_dir: Path | None) -> str:

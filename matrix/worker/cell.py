@@ -16,6 +16,7 @@ import numpy as np
 from .engines import Refused, Unsupported, check_profile, load_engine
 from .files import OUTPUTS, REPEATS, RESULT, save_arrays
 from .probe import describe
+from .values import flatten, load_values, refusal
 
 
 def log(message):
@@ -50,7 +51,9 @@ def _identical(a, b):
 def save_runs(out_dir, runs):
     """outputs.npz: the first run (warm-up included). repeats.npz: each later run whose outputs
     differ from every run kept so far, as "<run index>/<output name>", so the host can judge the
-    worst run and measure run-to-run drift. Nothing more is written when all runs agree."""
+    worst run and measure run-to-run drift. Nothing more is written when all runs agree. A
+    sequence is kept as its items and its length, a string tensor as numpy's unicode (values.py)."""
+    runs = [flatten(outputs) for outputs in runs]
     save_arrays(os.path.join(out_dir, OUTPUTS), runs[0])
     kept, repeats = [runs[0]], {}
     for index, outputs in enumerate(runs[1:], start=1):
@@ -67,8 +70,11 @@ def execute(spec):
     engine = load_engine(spec["engine"])
     profile = spec["profile"]
     check_profile(spec["engine"], profile)
-    with np.load(spec["inputs"]) as data:
-        inputs = {name: data[name] for name in data.files}
+    inputs, types, kinds = load_values(spec["inputs"])
+    why = refusal(spec["engine"], kinds)
+    if why:
+        raise Unsupported(why)
+    spec = dict(spec, value_kinds=sorted(kinds), value_types=types)
     inject_fault(profile.get("inject"))
     runs, build_s, times, info = [], [], [], {}
     for build in range(profile.get("builds", 1)):  # builds > 1: tactic choices may differ per build

@@ -7,7 +7,9 @@ import os
 import time
 
 WARMUP = 1   # inferences before the timed ones; their outputs are kept and judged like the rest
-REPEATS = 5  # timed inferences: infer_ms is their median
+# Timed inferences: infer_ms is their median. Enough for a speed change to be tested (a two-sided
+# Mann-Whitney U test needs 7 a side to reach p < 0.002: report/timing.py).
+REPEATS = 10
 
 MODULES = {"onnxruntime": "onnxruntime_engine", "tensorrt": "tensorrt_engine", "torch": "torch_engine"}
 # Whether a cell (or a warm worker) may be a fork of a supervisor that imported the engine

@@ -5,8 +5,10 @@ an FP16 copy of the model made on the host (keep_fp32 ops left in FP32).
 
 When onnxruntime refuses the model while creating its session (an IR version or opset it does not
 read, an operator it does not register, no CPU kernel for an operator in these types, an attribute
-value it does not support) the cell is `unsupported`: what is unsupported first, its own words
-after. Anything else it raises is an `error`: something broke.
+or an attribute value it does not support), or a kernel says at the first inference that it does
+not support what it was given ("Non per-tensor quantization is not supported"), the cell is
+`unsupported`: what is unsupported first, its own words after. Anything else it raises is an
+`error`: something broke.
 """
 
 import json
@@ -32,6 +34,15 @@ REFUSALS = [
      lambda m, types: "no CPU kernel for {}({}){}".format(m.group(1), m.group(2), _typed(types.get(m.group(1))))),
     (r"Exception during initialization: .*? ([^.]*?\bnot supported)\.",
      lambda m, _: m.group(1)),
+    # An attribute of a newer opset than the runtime knows (Attention's left_window_size): named,
+    # not cut off in "This is an invalid model. In Node, (...) : (...) -> (...), Error ...".
+    (r"Unrecognized attribute: (\w+) for operator (\w+)",
+     lambda m, _: "attribute {} of {} not recognised".format(*m.groups())),
+]
+# ... and when it refuses at the first inference (a kernel that checks its inputs then).
+RUN_REFUSALS = [
+    (r"while running (\w+) node\..*? ([^.]*?\bnot (?:yet )?supported)",
+     lambda m, _: "{}: {}".format(*m.groups())),
 ]
 
 
@@ -39,13 +50,20 @@ def _typed(types):
     return " with {} inputs".format("/".join(types)) if types else ""
 
 
-def refusal(message, input_types):
+def refusal(message, input_types, patterns=REFUSALS):
     """The cause of a refusal ('IR version 11 (reads up to 9)'), or None for anything else."""
-    for pattern, cause in REFUSALS:
+    for pattern, cause in patterns:
         found = re.search(pattern, message, re.S)
         if found:
             return cause(found, input_types)
     return None
+
+
+def _refused(exc, patterns, input_types):
+    """Refused (the cell is `unsupported`) where `exc` is a refusal, else None."""
+    words = str(exc).strip()
+    cause = refusal(words, input_types, patterns)
+    return Refused("{} — onnxruntime {}: {}".format(cause, ort.__version__, words)) if cause else None
 
 
 def version():
@@ -73,11 +91,10 @@ def _session(spec):
     try:
         return ort.InferenceSession(spec["model"], options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        words = str(exc).strip()
-        cause = refusal(words, _input_types(spec))
-        if cause is None:
+        refused = _refused(exc, REFUSALS, _input_types(spec))
+        if refused is None:
             raise
-        raise Refused("{} — onnxruntime {}: {}".format(cause, ort.__version__, words)) from None
+        raise refused from None
 
 
 def run(spec, inputs, log):
@@ -89,6 +106,14 @@ def run(spec, inputs, log):
     log("session created in {:.3f}s with providers {}".format(build_s, session.get_providers()))
     feeds = {i.name: inputs[i.name] for i in session.get_inputs()}
     names = [o.name for o in session.get_outputs()]
-    runs, times = timed_runs(lambda: session.run(names, feeds),
-                             lambda outputs: dict(zip(names, (np.asarray(o) for o in outputs))))
+    # A sequence output comes back as a list of arrays and is kept so (worker/values.py).
+    try:
+        runs, times = timed_runs(lambda: session.run(names, feeds),
+                                 lambda outputs: dict(zip(names, (o if isinstance(o, list) else np.asarray(o)
+                                                                  for o in outputs))))
+    except Exception as exc:
+        refused = _refused(exc, RUN_REFUSALS, {})
+        if refused is None:
+            raise
+        raise refused from None
     return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": {}}

@@ -20,7 +20,6 @@ TensorRT 8.6, 9.x, 10.x and TensorRT-RTX; what this file touches directly exists
 import fcntl
 import json
 import os
-import re
 import sys
 import time
 
@@ -28,10 +27,12 @@ import numpy as np
 
 from . import REPEATS, WARMUP, Refused, Unsupported
 from ..layer_select import layer_origins, select_layers
+from ..trt_causes import builder_refusal, errors_text, refusal_cause
 from ..trt_dtypes import fit_inputs, floating_outputs
 from ..trt_inspection import check_fp32_layers, check_network_types
 from ..trt_runnable import not_runnable_reason, rtx_capabilities
 from ..trt_settings import builder_settings
+from ..values import NO_NUMPY_TYPE, category
 
 # Polygraphy staged beside the worker; used only when the image has none of its own.
 sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "_fallback"))
@@ -109,13 +110,6 @@ def _messages(path):
     return [line for line in kept if "'colored' module is not installed" not in line][-LOG_LINES:]
 
 
-def _errors(lines):
-    """The errors, in TensorRT's words; of a parser failure, the parser's own one line per node
-    ("In node 0 ... operator: Det (checkDet): UNSUPPORTED_NODE ...") without its framing lines."""
-    errors = [line[4:] for line in lines if line[:3] in ("[E]", "[!]")]
-    return "; ".join([e for e in errors if e.startswith("In node")] or errors) or "no message from TensorRT"
-
-
 def _apply_layer_settings(network, settings):
     for layer in network:
         if layer.name in settings["layer_precisions"]:
@@ -177,22 +171,19 @@ def _check_typing(profile):
     return RTX or typing == "strong"
 
 
-def refusal_cause(errors):
-    """What the parser refuses, from its first error ("... and operator: Det (checkDet):
-    UNSUPPORTED_NODE: ..." → "Det (UNSUPPORTED_NODE)"): what a long list is grouped by."""
-    found = re.search(r"operator: (\w*) \(\w+\): (\w+)", errors)
-    if not found:
-        return "the ONNX parser refuses the model"
-    return "{} ({})".format(found.group(1) or "an input", found.group(2))
+def _input_types(spec, inputs):
+    """The numpy type names of the model's inputs (a type numpy lacks by its own name)."""
+    named = spec.get("value_types") or {}
+    return {named.get(name, str(array.dtype)) for name, array in inputs.items() if hasattr(array, "dtype")}
 
 
-def _parse(spec, strongly_typed, log_path):
+def _parse(spec, inputs, strongly_typed, log_path):
     try:  # TensorRT-RTX networks are strongly typed without being asked
         return network_from_onnx_path(spec["model"], strongly_typed=True if strongly_typed and not RTX else None)
     except PolygraphyException:
-        errors = _errors(_messages(log_path))
-        raise Refused("{} — {} {}'s ONNX parser: {}".format(refusal_cause(errors), PRODUCT, trt.__version__,
-                                                            errors)) from None
+        errors = errors_text(_messages(log_path))
+        raise Refused("{} — {} {}'s ONNX parser: {}".format(refusal_cause(errors, _input_types(spec, inputs)), PRODUCT,
+                                                            trt.__version__, errors)) from None
 
 
 def _build(spec, inputs, log, can_run):
@@ -202,7 +193,7 @@ def _build(spec, inputs, log, can_run):
     log_path = os.path.join(spec["out_dir"], BUILD_LOG)
     G_LOGGER.log_file = log_path
     start = time.perf_counter()
-    builder, network, parser = _parse(spec, strongly_typed, log_path)
+    builder, network, parser = _parse(spec, inputs, strongly_typed, log_path)
     layers = [(layer.name, getattr(layer, "metadata", ""), _output_dtypes(layer)) for layer in network]
     network_layers = [{"name": layer.name, "type": layer.type.name, "onnx": layer_origins(layer.name, metadata),
                        "dtypes": dtypes} for layer, (_, metadata, dtypes) in zip(network, layers)]
@@ -225,8 +216,11 @@ def _build(spec, inputs, log, can_run):
     try:
         serialized = engine_bytes_from_network((builder, network, parser), config=config, save_timing_cache=timing_cache)
     except PolygraphyException:
-        raise RuntimeError("{} {} did not build the engine: {}".format(
-            PRODUCT, trt.__version__, _errors(_messages(log_path)))) from None
+        errors = errors_text(_messages(log_path))
+        refused = builder_refusal(errors)
+        if refused:
+            raise Refused("{} — {} {}'s builder: {}".format(refused, PRODUCT, trt.__version__, errors)) from None
+        raise RuntimeError("{} {} did not build the engine: {}".format(PRODUCT, trt.__version__, errors)) from None
     build_s = time.perf_counter() - start
     log("engine built in {:.2f}s, {} bytes".format(build_s, serialized.nbytes))
     typing_check = check_network_types(network_layers, fp32_layers) if strongly_typed and fp32_layers else None
@@ -264,8 +258,17 @@ def _shared_build(spec, inputs, log, can_run):
         return serialized, facts
 
 
+def _unfed(spec):
+    """Why the engine cannot run on these values though it builds: a type numpy lacks (bfloat16,
+    float8, …) cannot be fed or read back as an array here. None where it can."""
+    lacking = [kind for kind in spec.get("value_kinds", ()) if category(kind) == NO_NUMPY_TYPE]
+    return "its inputs or outputs are {}, which numpy has no type for: not run".format(
+        " and ".join(lacking)) if lacking else None
+
+
 def run(spec, inputs, log):
-    reason = not_runnable_reason(PRODUCT, trt.__version__, spec.get("device_facts") or {}, CAPABILITIES)
+    reason = (not_runnable_reason(PRODUCT, trt.__version__, spec.get("device_facts") or {}, CAPABILITIES)
+              or _unfed(spec))
     serialized, facts = _shared_build(spec, inputs, log, can_run=reason is None)
     info = {key: facts[key] for key in ("engine_bytes", "network_layers", "build_log", "settings", "fp32_layers",
                                         "fp32_origins", "shape_profile", "built_by")}

@@ -1,0 +1,99 @@
+"""Speed flags only where they are true: a change is flagged where a Mann-Whitney U test over the
+timed inferences says the two samples differ AND the medians differ by more than a stated factor;
+two environments that install the same onnxruntime, run one after the other on this loaded
+machine, never differ by a flag; a plot line never joins two places (a venv and a container)."""
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, matrix_file
+from matrix.report.html import case_plot
+from matrix.report.timing import FACTOR, P_THRESHOLD, flag, place_names, significance
+
+BASE = [1.00, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07, 1.08, 1.09]
+
+
+def cell(times):
+    return {"infer_ms_runs": json.dumps(times), "infer_ms": statistics.median(times)}
+
+
+def test_a_flag_needs_the_u_test_and_a_change_beyond_the_factor():
+    # Ranges that do not overlap (the old rule flagged this), by 10%: within the factor, no flag.
+    assert flag(cell(BASE), cell([t + 0.1 for t in BASE])) is None
+    assert significance(cell(BASE), cell([t + 0.1 for t in BASE])) < P_THRESHOLD  # the test alone would say so
+    # Three times slower, every repeat: flagged; the same the other way is faster.
+    assert flag(cell(BASE), cell([3 * t for t in BASE])) == "slower"
+    assert flag(cell([3 * t for t in BASE]), cell(BASE)) == "faster"
+    # Medians twice apart but samples that overlap (load bursts on both sides): the test says no.
+    noisy_a = [1.0, 1.1, 1.0, 5.0, 1.2, 4.0, 1.1, 6.0, 1.0, 5.5]
+    noisy_b = [2.0, 2.2, 6.0, 2.1, 5.0, 2.3, 7.0, 2.0, 1.0, 2.4]
+    assert statistics.median(noisy_b) / statistics.median(noisy_a) > FACTOR
+    assert flag(cell(noisy_a), cell(noisy_b)) is None
+    # Most inferences slowed down twice, the fastest by 30%: load on most of them, not a slower engine.
+    loaded = [2 * t for t in BASE[2:]] + [1.3, 1.35]
+    assert significance(cell(BASE), cell(loaded)) < P_THRESHOLD and flag(cell(BASE), cell(loaded)) is None
+    # Five repeats a side cannot reach p < 0.002 (2 / C(10, 5) = 0.008): not tested, never flagged.
+    assert significance(cell(BASE[:5]), cell([3 * t for t in BASE[:5]])) is None
+    assert flag(cell(BASE[:5]), cell([3 * t for t in BASE[:5]])) is None
+
+
+def test_a_speed_plot_draws_a_line_per_place():
+    """A venv and a container of the same versions are two lines, not one zigzag between them."""
+    envs = [("ort-1.17", None, 2.0), ("ort-1.17-docker", "img", 1.0), ("ort-1.20", None, 3.0), ("ort-1.20-docker", "img", 1.5)]
+    frame = pd.DataFrame([{"row_id": "case/fp32", "case": "case", "profile": "fp32", "env": env, "engine": "onnxruntime",
+                           "engine_version": env.split("-")[1], "image": image, "gpu": None, "infer_ms": ms}
+                          for env, image, ms in envs])
+    plot = case_plot(frame, "case", [e for e, _, _ in envs], "infer_ms", "median", None, place_names(frame))
+    lines = {s["profile"]: len(s["points"]) for s in plot["series"]}
+    assert lines == {"fp32 · onnxruntime, venv or host, CPU": 2, "fp32 · onnxruntime, container, CPU": 2}
+
+
+def test_two_environments_of_one_onnxruntime_never_differ_by_a_flag(tmp_path, cache_dir):
+    """The null experiment: ort-1.32 and a second definition installing the very same onnxruntime,
+    run three times with nothing reused, on this shared 2-core machine; B against A flags nothing.
+    A pair of different places (a venv against a container) is refused, saying why."""
+    images = tmp_path / "images"
+    shutil.copytree(REPO / "images", images)
+    (images / "ort-1.32-again.toml").write_text((images / "ort-1.32.toml").read_text())
+    body = '[profiles.fp32]\nprecision = "fp32"\n' + "".join(
+        f'[cases.{case}]\nprofiles = ["fp32"]\n' for case in ("ort_pad_avgpool_fusion", "ort_pad_maxpool_fusion",
+                                                              "ort_clip_fp16_min_only", "layernorm_block"))
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32", "ort-1.32-again"), images_dir=images)
+    env = {**os.environ, "COLUMNS": "250"}
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--no-reuse"], cwd=REPO,
+                              capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        shown = subprocess.run([sys.executable, "-m", "matrix.cli", "diff", "-c", str(config), "--timing",
+                                "--from", "ort-1.32", "--to", "ort-1.32-again"], cwd=REPO, capture_output=True,
+                               text=True, env=env)
+        assert shown.returncode == 0, shown.stderr
+        header = shown.stdout.splitlines()[0]
+        assert re.match(r"\d+ rows timed; latency changes flagged: 0 slower, 0 faster", header), shown.stdout
+        assert "%" in shown.stdout  # B was compared with A, row by row
+
+
+def test_timings_of_two_places_are_not_compared_even_when_asked(tmp_path):
+    from matrix.store import to_frame, write_tables
+    from matrix.store.records import empty_record
+
+    frame = to_frame([empty_record(cell_id=f"r/fp32/{env}", row_id="r/fp32", case="r", params={}, profile="fp32",
+                                   env=env, engine="onnxruntime", engine_version="1.32.0", status="pass", image=image,
+                                   infer_ms=statistics.median(BASE), infer_ms_runs=json.dumps(BASE))
+                      for env, image in (("ort-1.32", None), ("ort-1.32-docker", "sha256:0123"))])
+    run_dir = tmp_path / "runs" / "20260101T000000.000Z-0000"
+    run_dir.mkdir(parents=True)
+    write_tables(run_dir, frame)
+    refused = subprocess.run([sys.executable, "-m", "matrix.cli", "diff", str(run_dir), "--timing", "--from", "ort-1.32",
+                              "--to", "ort-1.32-docker"], cwd=REPO, capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
+        "error: ort-1.32 runs on onnxruntime, venv or host, CPU, ort-1.32-docker on onnxruntime, container, CPU: "
+        "timings of different places are not compared")
