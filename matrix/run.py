@@ -37,6 +37,7 @@ from .store.hashing import hash_files, hash_json
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail
+from .stops import STOPPING, removed_at_end
 from .worker.files import LOG, OUTPUTS
 
 Events = Callable[[dict], None]
@@ -76,7 +77,9 @@ def trtmatrix_version() -> str:
 class MatrixRun:
     def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None):
         """`executor`: where environments run (executors.open_executor); default this host."""
-        self.plan, self.reuse, self.on_event = plan, reuse, on_event
+        self.plan, self.reuse = plan, reuse
+        # Once a stop begins, nothing more is reported: cells its stop broke are no finding.
+        self.on_event = lambda event: None if STOPPING.is_set() else on_event(event)
         self.cache = plan.path("cache_dir")
         self.run_id, self.started = new_run_id(), utc_now()
         self.records: dict[str, dict] = {}
@@ -196,15 +199,14 @@ class MatrixRun:
 
     def execute(self) -> Path:
         """Run every cell and store the run; returns its folder. Holds the run's lock throughout,
-        so a later run can tell this one's leftovers from a live run's."""
+        so a later run can tell this one's leftovers from a live run's; its file is removed however
+        the run ends (a stop, a full disk)."""
         reports_dir = self.plan.path("reports_dir")
         lock = run_lock(reports_dir / RUNS, self.run_id)
-        with lock:
+        with removed_at_end(Path(lock.lock_file)), lock:
             remove_dead_partials(reports_dir)
             remove_left_behind(list(self.plan.envs.values()))
-            run_dir = self._store(reports_dir, self.judge())
-        Path(lock.lock_file).unlink(missing_ok=True)
-        return run_dir
+            return self._store(reports_dir, self.judge())
 
     def judge(self) -> pd.DataFrame:
         """Run every cell (stored results reused) and return the judged records, known issues
