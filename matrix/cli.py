@@ -261,9 +261,10 @@ def _stop(exc: Stopped) -> None:
     stop_all()
     remove_temporaries()
     end_descendants()
-    typer.echo(f"stopped by {signal.Signals(exc.signum).name}: finished cells are kept in the cache; "
-               "run again to resume", err=True)
     _flush()
+    # The process's own stderr: the stop may come while a case file's output is being captured.
+    print(f"stopped by {signal.Signals(exc.signum).name}: finished cells are kept in the cache; run again to resume",
+          file=sys.__stderr__, flush=True)
     os._exit(128 + exc.signum)
 
 
@@ -811,7 +812,7 @@ def _leave(code: int) -> None:
 
 def _flush() -> None:
     """What is buffered, written before os._exit (a reader that went away takes nothing)."""
-    for stream in (sys.stdout, sys.stderr):
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
         except (OSError, ValueError):
