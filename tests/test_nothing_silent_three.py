@@ -29,7 +29,8 @@ from onnx import TensorProto, helper
 from conftest import PROFILES, make_tiny_model, tiny_case
 from matrix.store import cell_file, list_runs, read_run, run_reference
 from matrix.worker.files import OUTPUTS
-from test_bad_values import CASE_FILE, TOY, TRTMATRIX, refused
+from test_bad_values import CASE_FILE, TRTMATRIX, refused
+from test_nothing_silent import toy  # noqa: F401 - the fixture: case file `toy` (batch = [1]; its build raises)
 
 ENV, OLD = "ort-1.32", "ort-1.17"
 FP16 = "tiny/fp16/ort-1.32"
@@ -97,15 +98,6 @@ def tiny(tmp_path, write_matrix):
     done = trtmatrix("run", "-c", str(config))
     assert done.returncode == 0, done.stderr
     return config, list_runs(tmp_path / "reports")[-1]
-
-
-@pytest.fixture
-def toy(tmp_path, write_matrix):
-    """A matrix of case file `toy` (parameter batch = [1]; its build raises), planned without torch."""
-    cases = tmp_path / "cases"
-    cases.mkdir()
-    (cases / "toy.py").write_text(CASE_FILE % ("[1]", "toy"))
-    return cases, write_matrix(TOY, cases_dir=cases, environments=(ENV,))
 
 
 # --- 4, 9: report never keeps a verdict it could not re-judge in silence; damaged cells named ----
