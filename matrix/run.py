@@ -32,6 +32,7 @@ from .prepare import REFERENCE, case_meta, prepare, prepared
 from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
+from .statuses import ORDER
 from .store import RUNS, remove_dead_partials, stage_run, to_frame
 from .store.hashing import hash_files, hash_json
 from .store.judgements import store_judgement, stored_judgement
@@ -164,7 +165,10 @@ class MatrixRun:
         directory = self.result_dirs[cell.cell_id]
         fields = {name: raw.get(name) for name in REPORTED}
         info, meta = raw.get("info") or {}, case_meta(artifacts)
-        fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
+        status = raw.get("status", "error")
+        if status != "ok" and status not in ORDER:  # a result file no worker of this trtmatrix wrote
+            status, fields["error"] = "error", f"its result says status {status!r}, which trtmatrix does not know"
+        fields.update(status=status, log_tail=log_tail(directory / LOG),
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
                       # each timed inference's milliseconds: the spread a change between versions must exceed

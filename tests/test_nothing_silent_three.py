@@ -14,7 +14,6 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -26,7 +25,7 @@ import pandas as pd
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import PROFILES, make_tiny_model, tiny_case
+from conftest import PROFILES, make_tiny_model, matrix_file, tiny_case
 from matrix.store import cell_file, list_runs, read_run, run_reference
 from matrix.worker.files import OUTPUTS
 from test_bad_values import CASE_FILE, TRTMATRIX, refused
@@ -379,6 +378,26 @@ def test_summaries_whose_content_is_wrong_under_a_kept_stamp_are_made_again(tiny
     assert f"warning: {run_dir / 'history.json'}: not what trtmatrix writes there; made again" in done.stderr
     index = (run_dir.parent.parent / "index.html").read_text()
     assert all(f"runs/{r.name}/report.html" in index for r in list_runs(run_dir.parent.parent))
+
+
+def test_a_cached_result_or_judgement_trtmatrix_did_not_write_never_reaches_a_run(tmp_path):
+    model, inputs = make_tiny_model(tmp_path)
+    cache = tmp_path / "cache"  # its own: the session's cache is shared by the other tests
+    config = matrix_file(tmp_path, cache, PROFILES + tiny_case(model, inputs, ("fp32", "fp16")) + TIGHT_FP16,
+                         environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    first = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id")
+    results = cache / "results" / ENV
+    fp32 = next(results.glob(f"{first.loc['tiny/fp32/ort-1.32', 'content_key'][:24]}*/result.json"))
+    fp32.write_text(json.dumps({**json.loads(fp32.read_text()), "status": "weird"}))
+    fp16 = next(results.glob(f"{first.loc[FP16, 'content_key'][:24]}*/judgement-*.json"))
+    fp16.write_text(json.dumps({"verdict": "pass", "fields": []}))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr  # read back: never exit 2 or 3
+    again = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id")
+    assert again.loc["tiny/fp32/ort-1.32", "status"] == "error"
+    assert again.loc["tiny/fp32/ort-1.32", "error"] == "its result says status 'weird', which trtmatrix does not know"
+    assert again.loc[FP16, "status"] == "fail" and again.loc[FP16, "max_abs"] == first.loc[FP16, "max_abs"]  # judged again
 
 
 def test_a_shard_whose_run_json_is_damaged_is_named_by_merge(tmp_path, write_matrix):

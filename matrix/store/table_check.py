@@ -14,7 +14,7 @@ from ..statuses import ORDER
 TEXT = ["cell_id", "row_id", "case", "profile", "env", "engine", "status", "verdict"]
 # What each JSON column must decode to, and the type of an array's items (None: anything JSON).
 JSON = {"params": (dict, None), "outputs": (list, dict), "infer_ms_runs": (list, (int, float)),
-        "network_layers": (None, None), "layer_precisions": (None, None), "fp16_forecast": (None, None)}
+        "network_layers": (None, None), "layer_precisions": (None, None), "fp16_forecast": ((dict, type(None)), None)}
 NUMBERS = ["max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "atol", "rtol", "atol_needed",
            "rtol_needed", "build_s", "infer_ms", "drift_max_abs"]
 REQUIRED = [*TEXT, "params"]  # in every table trtmatrix ever wrote
@@ -26,7 +26,7 @@ def _json_problem(text, kind, items) -> str | None:
     except (TypeError, ValueError):
         return "not JSON"
     if kind is not None and not isinstance(value, kind):
-        return f"not a JSON {'object' if kind is dict else 'array'}"
+        return f"not a JSON {'array' if kind is list else 'object'}"
     if items is not None and not all(isinstance(item, items) and not isinstance(item, bool) for item in value):
         return f"not an array of {'objects' if items is dict else 'numbers'}"
     return None
