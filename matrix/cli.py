@@ -19,7 +19,8 @@ from typing import Annotated, Optional
 import typer
 
 from .config import ConfigError
-from .stops import STOPPING, Stopped, adopt_orphans, end_descendants, remove_temporaries
+from .stops import (STOPPING, Stopped, adopt_orphans, end_descendants, remove_temporaries, stop_requested,
+                    stop_signal)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run numeric test cases across inference-runtime versions and report a pass/fail matrix. "
@@ -44,7 +45,7 @@ MAX_SHARDS = 1000  # more CI jobs than any CI system runs at once; a typo's 10**
 
 
 def _raise_stopped(signum, frame):
-    STOPPING.set()  # before anything else: no thread reports a cell this stop breaks
+    stop_requested(signum)  # before anything else: no thread reports a cell this stop breaks
     if _importing(frame):  # an exception raised inside an extension module's init aborts the process
         _stop(Stopped(signum))
     raise Stopped(signum)
@@ -787,6 +788,8 @@ def _command(debug: bool) -> int:
     except SystemExit as exc:  # typer ends every command with one (usage errors: 2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:  # typer has handled usage errors (2) and Exit already
+        if (signum := stop_signal()) is not None:  # Ray's Cython turns the Stopped raised in its wait into a SystemError
+            raise Stopped(signum) from exc
         bad = _bad_input(exc)
         if bad and not debug:
             _say_error(bad)

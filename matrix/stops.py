@@ -20,6 +20,7 @@ from typing import Iterator
 
 # Set when a stop begins: workers no longer start, and progress is no longer reported.
 STOPPING = threading.Event()
+_signals: list[int] = []  # the stop signals that came, first first
 _temporary: set[Path] = set()
 _lock = threading.Lock()
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -33,6 +34,18 @@ class Stopped(BaseException):
     def __init__(self, signum: int):
         self.signum = signum
         super().__init__(signal.Signals(signum).name)
+
+
+def stop_requested(signum: int) -> None:
+    """A stop signal came (the CLI's handler, first thing): said before anything reacts to it."""
+    _signals.append(signum)
+    STOPPING.set()
+
+
+def stop_signal() -> int | None:
+    """The stop signal that came, if one did: whatever fails after it is the stop's doing (a library
+    that turns the Stopped raised inside it into an error of its own, say)."""
+    return _signals[0] if _signals else None
 
 
 @contextmanager
