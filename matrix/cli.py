@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import atexit
 import errno
+import math
 import os
+import re
 import signal
 import sys
 import tempfile
 import traceback
 from datetime import datetime
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from .config import ConfigError
+from .stops import (STOPPING, Stopped, adopt_orphans, end_descendants, remove_temporaries, stop_requested,
+                    stop_signal)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Run numeric test cases across inference-runtime versions and report a pass/fail matrix. "
                        "--debug (before or after the command) prints the full traceback if trtmatrix itself fails.")
 
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="The matrix file.")]
+# Commands over stored runs: a matrix file names the reports folder; without one they read ./reports.
+RunsConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--config", "-c", help="The matrix file (default: matrix.toml where there is one; else runs are read from ./reports).")]
 CasesOpt = Annotated[Optional[list[str]], typer.Option("--case", help="Only this case (repeatable).")]
 EnvsOpt = Annotated[Optional[list[str]], typer.Option("--env", help="Only this environment (repeatable).")]
 CellsOpt = Annotated[Optional[list[str]], typer.Option("--cell", help="Only this cell id (repeatable).")]
@@ -31,19 +40,12 @@ RunArg = Annotated[Optional[str], typer.Argument(help="Run id, id prefix or run 
 
 # Exit statuses (README, "Exit status"); a run stopped by a signal exits 128 + its number.
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 MAX_SHARDS = 1000  # more CI jobs than any CI system runs at once; a typo's 10**9 would take the plan's memory
 
 
-class Stopped(BaseException):
-    """SIGTERM or SIGHUP (what CI runners and systemd send), raised in the main thread like Ctrl-C
-    (a BaseException like KeyboardInterrupt, so no `except Exception` swallows it)."""
-
-    def __init__(self, signum: int):
-        self.signum = signum
-        super().__init__(signal.Signals(signum).name)
-
-
 def _raise_stopped(signum, frame):
+    stop_requested(signum)  # before anything else: no thread reports a cell this stop breaks
     if _importing(frame):  # an exception raised inside an extension module's init aborts the process
         _stop(Stopped(signum))
     raise Stopped(signum)
@@ -57,8 +59,14 @@ def _importing(frame) -> bool:
     return False
 
 
+def _say_error(message: str) -> None:
+    """`error: …` as one line: a control character in it (an ESC from a model's op type, a line
+    break from an engine's message) is written out as its escape, never sent to the terminal."""
+    typer.echo("error: " + CONTROL.sub(lambda m: repr(m[0])[1:-1], message), err=True)
+
+
 def _fail(message: str, code: int = EXIT_USAGE):
-    typer.echo(f"error: {message}", err=True)
+    _say_error(message)
     raise typer.Exit(code)
 
 
@@ -70,8 +78,7 @@ def _plan(config: Path, cases=None, envs=None, cells=None):
     try:
         return build_plan(config, cases, envs, cells)
     except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        _fail(str(exc))
 
 
 @app.command()
@@ -133,16 +140,14 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
             return
     _check_outputs(the_plan, junit_xml)
     executor = _executor(the_plan, ray)
-    try:
-        with RunProgress(len(the_plan.cells)) as progress:
-            run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress, executor=executor).execute()
-    except (KeyboardInterrupt, Stopped) as exc:
-        _stop(exc)
+    with RunProgress(len(the_plan.cells)) as progress:  # a stop: main() ends it
+        run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress, executor=executor).execute()
     frame = read_run(run_dir)
     print_results(frame, full_list=run_dir / LOOK_AT)
     if dropped := left_out_line(read_run_meta(run_dir).get("left_out", {}), run_dir / RUN_META):
         console.print(dropped, soft_wrap=True)
     console.print(totals_line(frame))
+    _warn_several_issues(frame, the_plan.known_issues)
     console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
     before = previous_results(the_plan.path("reports_dir"), run_dir)
     newly_failing = regressions(before[1], frame) if before else []
@@ -165,15 +170,25 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         raise typer.Exit(EXIT_INTERNAL)
 
 
+def _warn_several_issues(frame, issues) -> None:
+    """Cells more than one known issue matches: each took the one whose expected verdict it met."""
+    from .sources.known_issues import several_matches
+
+    if said := several_matches(frame, issues):
+        typer.echo(f"warning: {len(said)} cells match more than one known issue (each takes the one whose "
+                   f"`expected` it met, else the first): {'; '.join(said[:3])}{'; …' if len(said) > 3 else ''}",
+                   err=True)
+
+
 def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     """Every place a run writes, checked before anything runs: a bad one must never cost a run,
     nor turn a regression's exit 1 into an exit 3 after it."""
     from .report.publish import HISTORY, INDEX
-    from .store import RUNS, folder_problem, output_problem
+    from .store import RUNS, folder_problem
+    from .store.outputs import output_problem
 
     reports = the_plan.path("reports_dir")
-    if junit_xml and (problem := output_problem(junit_xml)):  # first: it creates no folder
-        _fail(f"--junit-xml {junit_xml}: {problem}")
+    _check_output("--junit-xml", junit_xml)  # first: it creates no folder
     for setting in ("reports_dir", "cache_dir"):
         problem = folder_problem(the_plan.path(setting))
         if problem:
@@ -183,11 +198,30 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
         _fail(f"{the_plan.config_path}: run.reports_dir: {problem}")
 
 
+def _check_output(flag: str, path: Path | None) -> None:
+    """A file the user names, checked before the work that makes it: a bad one costs nothing."""
+    from .store.outputs import output_problem
+
+    if path is not None and (problem := output_problem(path)):
+        _fail(f"{flag} {path}: {problem}")
+
+
+def _write_output(flag: str, path: Path, write) -> None:
+    """`write(p)` makes the output at p (store/outputs.py: links followed, FIFOs written into)."""
+    from .store.outputs import write_output
+
+    try:
+        write_output(path, write)
+    except OSError as exc:
+        _fail(f"{flag} {path}: {exc.strerror or exc}")
+
+
 def _shard(the_plan, text: str):
     from .plan import shard_plan
 
-    index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count) <= MAX_SHARDS):
+    found = re.fullmatch(r"([0-9]+)/([0-9]+)", text)  # ASCII digits: '¹/²' is no shard
+    index, count = found.groups() if found else ("0", "0")
+    if not (found and 1 <= int(index) <= int(count) <= MAX_SHARDS):
         _fail(f"--shard {text}: expected I/N with 1 <= I <= N <= {MAX_SHARDS}, e.g. 2/4")
     return shard_plan(the_plan, int(index), int(count))
 
@@ -196,6 +230,8 @@ def _executor(the_plan, ray_address: str | None):
     """Where the environments run; a missing Ray or an unreachable cluster is one line, exit 2."""
     from .executors import open_executor
 
+    if ray_address is not None and not ray_address.strip():
+        _fail("--ray: empty; give the cluster's address ('auto', host:port or ray://host:10001)")
     try:
         return open_executor(the_plan.config.run, ray_address)
     except ImportError as exc:
@@ -205,13 +241,16 @@ def _executor(the_plan, ray_address: str | None):
         _fail(f"no Ray cluster answers at {address}: {str(exc).splitlines()[0] if str(exc) else exc}")
 
 
-def _stop(exc: BaseException) -> None:
-    """End a stopped run at once: every worker and container stopped, one line, exit 128 + signal.
-    Environment threads still setting up are not waited for (os._exit): what they finished is in
-    the result cache, and the next run resumes from there."""
+def _stop(exc: Stopped) -> None:
+    """End a stopped command at once: every worker and container stopped, what it was making
+    removed, the processes it started ended, one line, exit 128 + signal. Environment threads
+    still setting up are not waited for (os._exit): what they finished is in the result cache, and
+    the next run resumes from there."""
     from .environments.backend import stop_all
 
-    stop_all()
+    STOPPING.set()
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # a second stop does not break this one
+        signal.signal(signum, signal.SIG_IGN)
     # Environment threads may still turn a finished cell into a progress line: none may follow
     # the stop line, which must be the last thing the run says. rich checks `quiet` where it
     # writes, under this lock: no line is half-written when it flips. Not imported yet (the
@@ -220,18 +259,33 @@ def _stop(exc: BaseException) -> None:
     if progress is not None:
         with progress._lock:
             progress.quiet = True
-    signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
-    typer.echo(f"stopped by {signal.Signals(signum).name}: finished cells are kept in the cache; "
-               "run again to resume", err=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(128 + signum)
+    stop_all()
+    remove_temporaries()
+    end_descendants()
+    _flush()
+    # The process's own stderr: the stop may come while a case file's output is being captured.
+    print(f"stopped by {signal.Signals(exc.signum).name}: finished cells are kept in the cache; run again to resume",
+          file=sys.__stderr__, flush=True)
+    os._exit(128 + exc.signum)
 
 
-def _reports_dir(config: Path) -> Path:
+def _matrix_file(config: Path | None) -> Path | None:
+    """The matrix file of a command over stored runs: the one given, which must be there (a typo
+    must not read ./reports instead), else ./matrix.toml where there is one, else none."""
+    if config is None:
+        return Path("matrix.toml") if Path("matrix.toml").is_file() else None
+    if not config.is_file():
+        _fail(f"{config}: not a matrix file (a folder?)" if config.exists() else f"{config}: file not found")
+    return config
+
+
+def _reports_dir(config: Path | None) -> Path:
+    """The matrix file's reports folder; ./reports without a matrix file (a copy of the reports,
+    read alone)."""
     from .config import load_config
 
-    if not config.is_file():
+    config = _matrix_file(config)
+    if config is None:
         return Path("reports")
     try:
         return config.resolve().parent / load_config(config).run.reports_dir
@@ -239,7 +293,7 @@ def _reports_dir(config: Path) -> Path:
         _fail(str(exc))
 
 
-def _run_dir(config: Path, run_ref: str | None) -> Path:
+def _run_dir(config: Path | None, run_ref: str | None) -> Path:
     from .store import find_run
 
     try:
@@ -249,7 +303,7 @@ def _run_dir(config: Path, run_ref: str | None) -> Path:
 
 
 @app.command()
-def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
+def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
            tolerances: Annotated[Optional[Path], typer.Option(
                help="A tolerance file (`tolerances suggest` writes one): its entries replace the matrix file's.")] = None,
            ) -> None:
@@ -261,6 +315,9 @@ def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     from .report.rejudge import rejudge
     from .store import REPORT, read_run, write_tables
 
+    config = _matrix_file(config)
+    if config is None:
+        _fail("no matrix.toml here: give the matrix file whose tolerances and known issues re-judge the run (-c FILE)")
     run_dir = _run_dir(config, run_ref)
     try:
         matrix = load_config(config)
@@ -269,15 +326,19 @@ def report(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
         issues = load_registry(registry_path(config, matrix))
     except ConfigError as exc:
         _fail(str(exc))
-    frame = rejudge(run_dir, read_run(run_dir), matrix, issues)
+    frame, problems = rejudge(run_dir, read_run(run_dir), matrix, issues)
+    _warn_several_issues(frame, issues)
     write_tables(run_dir, frame)
     render_run(run_dir, frame)
     typer.echo(str(run_dir / REPORT))
+    if problems:  # the report is written, those cells marked; the verdicts it kept are said here
+        _fail(f"{sum(problems.values())} cells not re-judged (their verdicts are the run's, marked in the report): "
+              + "; ".join(problems))
 
 
 @app.command()
 def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids, id prefixes or run folders.")],
-          config: ConfigOpt = Path("matrix.toml"),
+          config: RunsConfigOpt = None,
           junit_xml: Annotated[Optional[Path], typer.Option(help="Also write the merged cells as JUnit XML here.")] = None,
           ) -> None:
     """Put the N shards of a sharded run (`run --shard I/N`) together as one new run in the matrix
@@ -288,13 +349,11 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
     from .store import REPORT
     from .store.merge import MergeError, stage_merged
 
-    from .store import output_problem
-
     reports_dir = _reports_dir(config)
-    if junit_xml and (problem := output_problem(junit_xml)):
-        _fail(f"--junit-xml {junit_xml}: {problem}")
+    _check_output("--junit-xml", junit_xml)
     run_dirs = [_run_dir(config, ref) for ref in runs]
-    order = [c.cell_id for c in _plan(config).cells] if config.is_file() else []
+    config = _matrix_file(config)
+    order = [c.cell_id for c in _plan(config).cells] if config else []
     try:
         staged, frame = stage_merged(reports_dir, new_run_id(), run_dirs, order)
     except MergeError as exc:
@@ -303,14 +362,17 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
     if junit_xml:
         from .report.junit import write_junit
 
-        write_junit(frame, junit_xml, run_dir.name)
+        try:
+            write_junit(frame, junit_xml, run_dir.name)
+        except OSError as exc:
+            _fail(f"--junit-xml {junit_xml}: {exc.strerror or exc}")
     typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards", err=True)
     typer.echo(f"report: {run_dir / REPORT}", err=True)
     typer.echo(str(run_dir))  # the last line, as `run` prints it
 
 
 @app.command()
-def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
+def diff(run_ref: RunArg = None, config: RunsConfigOpt = None,
          from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: second newest).")] = None,
          to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: newest).")] = None,
          timing: Annotated[bool, typer.Option("--timing", help="Speed instead: build time and median latency per row, "
@@ -328,6 +390,8 @@ def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     from .store import read_run
     from .report.upgrade import compare
 
+    if timing and (from_env or to_env):
+        _fail("--timing shows every version of each engine: --from and --to do not apply to it")
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
     if timing:
@@ -345,22 +409,37 @@ def diff(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
 
 
 def _pair(frame, from_env: str | None, to_env: str | None) -> tuple[str, str]:
-    """The upgrade to show: the given environments, else the run's default pair."""
-    from .report.upgrade import default_pair
+    """The upgrade to show: the environments given (one alone: the other end is the nearest other
+    version of its engine), else the run's default pair."""
+    from .report.upgrade import default_pair, nearest_version
 
-    pair = default_pair(frame) or (None, None)
-    env_a, env_b = from_env or pair[0], to_env or pair[1]
-    if env_a is None or env_b is None:
-        _fail(f"this run has no two versions of one engine to compare by default: give --from and --to "
-              f"({', '.join(sorted(set(frame['env'])))})")
-    for name in (env_a, env_b):
-        if name not in set(frame["env"]):
-            _fail(f"environment {name!r} is not in this run ({', '.join(sorted(set(frame['env'])))})")
+    envs = sorted(set(frame["env"]))
+    for flag, name in (("--from", from_env), ("--to", to_env)):
+        if name is not None and name not in envs:
+            _fail(f"{flag} {name!r} is not an environment of this run ({', '.join(envs)})")
+    if from_env and to_env:
+        env_a, env_b = from_env, to_env
+    elif from_env or to_env:
+        given = from_env or to_env
+        other = nearest_version(frame, given, later=bool(from_env))
+        if other is None:
+            _fail(f"{'--from' if from_env else '--to'} {given}: no other version of its engine "
+                  f"{'after' if from_env else 'before'} it in this run; give {'--to' if from_env else '--from'} too "
+                  f"({', '.join(envs)})")
+        env_a, env_b = (given, other) if from_env else (other, given)
+    else:
+        pair = default_pair(frame)
+        if pair is None:
+            _fail(f"this run has no two versions of one engine to compare by default: give --from and --to "
+                  f"({', '.join(envs)})")
+        env_a, env_b = pair
+    if env_a == env_b:
+        _fail(f"--from and --to are both {env_a!r}: an upgrade needs two environments ({', '.join(envs)})")
     return env_a, env_b
 
 
 @app.command()
-def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
+def summary(run_ref: RunArg = None, config: RunsConfigOpt = None,
             from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: as diff).")] = None,
             to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: as diff).")] = None,
             link_base: Annotated[Optional[str], typer.Option(
@@ -375,11 +454,10 @@ def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
     from .report.a_vs_b import a_vs_b
     from .report.markdown_summary import summary_markdown
     from .report.upgrade import compare, default_pair
-    from .store import REPORT, output_problem, read_run, read_run_meta, write_text_atomically
+    from .store import REPORT, read_run, read_run_meta
     from .store.findings import read_findings
 
-    if output and (problem := output_problem(output)):
-        _fail(f"--output {output}: {problem}")
+    _check_output("--output", output)
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
     # Without --from/--to and no two versions of one engine: the environments alone.
@@ -389,7 +467,7 @@ def summary(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
                             a_vs_b(run_dir, frame, *pair) if pair else {}, _registry(config), link_base or REPORT,
                             everything, repros)
     if output:
-        write_text_atomically(output, text)
+        _write_output("--output", output, lambda target: target.write_text(text))
     else:
         typer.echo(text, nl=False)
 
@@ -410,18 +488,18 @@ def support(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml")) -> 
     typer.echo(support_markdown(frame, read_run_meta(run_dir), command), nl=False)
 
 
-def _registry(config: Path) -> dict:
+def _registry(config: Path | None) -> dict:
     """{id: known issue} of the matrix file's registry (none without a matrix file)."""
     from .config import load_config
     from .sources.known_issues import load_registry, registry_path
 
-    if not config.is_file():
+    if (config := _matrix_file(config)) is None:
         return {}
     return {issue.id: issue for issue in load_registry(registry_path(config, load_config(config)))}
 
 
 @app.command()
-def history(config: ConfigOpt = Path("matrix.toml"),
+def history(config: RunsConfigOpt = None,
             last: Annotated[int, typer.Option(min=1, help="How many of the newest runs.")] = 10,
             cell: Annotated[Optional[str], typer.Option(help="Only cell ids matching this glob.")] = None) -> None:
     """Each cell's status over the newest runs (newest first): the nightly trend."""
@@ -437,11 +515,14 @@ def history(config: ConfigOpt = Path("matrix.toml"),
             readable.append((run_dir.name, read_run(run_dir)))
         except DamagedRun as exc:
             left_out(exc)
+    if cell and not any(fnmatchcase(c, cell) for _, frame in readable for c in frame["cell_id"]):
+        _fail(f"--cell {cell}: matches no cell of the last {len(runs)} runs (cell ids look like "
+              f"{readable[0][1]['cell_id'].iloc[0] if readable and len(readable[0][1]) else 'case/profile/env'!r})")
     print_history(readable, cell)
 
 
 @app.command("export")
-def export_cmd(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
+def export_cmd(run_ref: RunArg = None, config: RunsConfigOpt = None,
                fmt: Annotated[str, typer.Option("--format", help="csv, json, jsonl or parquet.")] = "csv",
                output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File (default: stdout for text formats).")] = None) -> None:
     """Write a run's results as CSV, JSON, JSON lines or parquet."""
@@ -449,6 +530,7 @@ def export_cmd(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
 
     if fmt not in EXPORTS:
         _fail(f"unknown format {fmt!r}; one of {', '.join(EXPORTS)}")
+    _check_output("-o", output)
     frame = read_run(_run_dir(config, run_ref))
     if output is None:
         if fmt == "parquet":
@@ -459,10 +541,7 @@ def export_cmd(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
         except BrokenPipeError:  # a reader that stopped reading (`| head`): no failure, nothing more to write
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return
-    try:
-        export(frame, output, fmt)
-    except OSError as exc:
-        _fail(f"-o {output}: {exc.strerror or exc}")
+    _write_output("-o", output, lambda target: export(frame, target, fmt))
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the finding as JSON.")]
@@ -490,9 +569,12 @@ def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, a
     into the newest run folder (bisect/<row>/bisect.json) and shown in the report."""
     import json
 
+    from .environments.definitions import ENGINES
     from .investigations.bisect import BisectError, bisect_row
     from .report.console import escape, out
 
+    if engine not in ENGINES:
+        _fail(f"--engine {engine!r}: one of {', '.join(ENGINES)}")
     the_plan = _plan(config)
     run_dir = _finding_run(the_plan)
     try:
@@ -660,7 +742,7 @@ app.add_typer(tolerances_app, name="tolerances")
 
 @tolerances_app.command("suggest")
 def tolerances_suggest(
-        run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"),
+        run_ref: RunArg = None, config: RunsConfigOpt = None,
         trusted: Annotated[list[str], typer.Option(help="An environment whose results you trust (repeatable).")] = ...,
         case: CasesOpt = None,
         factor: Annotated[float, typer.Option(min=1.0, help="Safety factor on the atol the trusted cells needed.")] = 2.0,
@@ -672,11 +754,15 @@ def tolerances_suggest(
     `trtmatrix report RUN --tolerances FILE`."""
     from .config import load_config
     from .report.tolerance_suggestions import suggest, to_toml
-    from .store import read_run, write_text_atomically
+    from .store import read_run
 
+    if not math.isfinite(factor):
+        _fail(f"--factor {factor}: give a finite number, at least 1")
+    _check_output("-o", output)
     run_dir = _run_dir(config, run_ref)
-    matrix = load_config(config)
-    rules = {(name, profile): rule for name, entry in matrix.cases.items() for profile, rule in entry.accept.items()}
+    matrix = load_config(config) if (config := _matrix_file(config)) else None  # its rules, where there is one
+    rules = {(name, profile): rule for name, entry in matrix.cases.items() for profile, rule in entry.accept.items()} \
+        if matrix else {}
     try:
         found = suggest(read_run(run_dir), trusted, factor, case, rules)
     except ValueError as exc:
@@ -685,10 +771,7 @@ def tolerances_suggest(
     if output is None:
         typer.echo(text)
         return
-    try:
-        write_text_atomically(output, text)
-    except OSError as exc:
-        _fail(f"cannot write {output}: {exc.strerror}")
+    _write_output("-o", output, lambda target: target.write_text(text))
     typer.echo(f"{sum(s.atol is not None or s.rule is not None for s in found)} suggestions written to {output}", err=True)
 
 
@@ -701,15 +784,17 @@ NamesArg = Annotated[Optional[list[str]], typer.Argument(help="Environment names
 def _envdefs(images_dir: Path, names: list[str] | None):
     from .environments.definitions import available_envdefs
 
+    if not images_dir.is_dir():
+        _fail(f"--images-dir {images_dir}: " + ("not a folder" if images_dir.exists() else "no such folder"))
     try:
         envdefs = available_envdefs(images_dir)
+        if not envdefs:
+            _fail(f"--images-dir {images_dir}: no environment definitions (*.toml) in it")
     except ConfigError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        _fail(str(exc))
     unknown = set(names or ()) - {e.name for e in envdefs}
     if unknown:
-        typer.echo(f"error: no definition in {images_dir} for {', '.join(sorted(unknown))}", err=True)
-        raise typer.Exit(2)
+        _fail(f"no definition in {images_dir} for {', '.join(sorted(unknown))}")
     return [e for e in envdefs if not names or e.name in names]
 
 
@@ -720,8 +805,7 @@ def _docker():
     try:
         return docker_client()
     except EnvironmentUnavailable as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        _fail(str(exc), 1)
 
 
 @images_app.command("list")
@@ -770,31 +854,59 @@ def images_check(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images
 
 def main() -> None:
     """The entry point: a failure of trtmatrix itself (not of a cell, not bad input) is one line
-    naming the file that holds the traceback, and exit status 3; --debug prints the traceback."""
+    naming the file that holds the traceback, and exit status 3; --debug prints the traceback.
+    A stop signal at any moment is one line and exit 128 + its number."""
     debug = "--debug" in sys.argv[1:]
     if debug:
         sys.argv.remove("--debug")
-    for signum in (signal.SIGTERM, signal.SIGHUP):  # as early as can be: stopped runs end cleanly
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as early as can be: stops end cleanly
         signal.signal(signum, _raise_stopped)
-    # Ctrl-C as Python's own KeyboardInterrupt (which Ray's waits pass on as such), installed
-    # explicitly: a background job (`cmd &` in a script, a CI step) inherits SIGINT ignored, and
-    # Python installs its handler only where it is not; a run would then ignore Ctrl-C.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    adopt_orphans()
+    try:
+        _leave(_command(debug))
+    except Stopped as exc:
+        _stop(exc)
+
+
+def _command(debug: bool) -> int:
+    """The command's exit status."""
     try:
         app()
-    except Stopped as exc:  # before a run had started anything
-        _stop(exc)
+    except SystemExit as exc:  # typer ends every command with one (usage errors: 2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:  # typer has handled usage errors (2) and Exit already
+        if (signum := stop_signal()) is not None:  # Ray's Cython turns the Stopped raised in its wait into a SystemError
+            raise Stopped(signum) from exc
         bad = _bad_input(exc)
         if bad and not debug:
-            typer.echo(f"error: {bad}", err=True)
-            sys.exit(EXIT_USAGE)
+            _say_error(bad)
+            return EXIT_USAGE
         if debug:
             traceback.print_exc()
-            sys.exit(EXIT_INTERNAL)
-        typer.echo(f"error: trtmatrix failed: {type(exc).__name__}: {exc} ({_save_traceback()}; "
-                   "--debug prints it)", err=True)
-        sys.exit(EXIT_INTERNAL)
+            return EXIT_INTERNAL
+        _say_error(f"trtmatrix failed: {type(exc).__name__}: {exc} ({_save_traceback()}; --debug prints it)")
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+def _leave(code: int) -> None:
+    """End the process now that the command is done: its exit handlers run, and then neither a
+    thread a case file left running (an interpreter's exit would wait for it forever) nor a
+    process it started (it would outlive the run) keeps anything alive."""
+    atexit._run_exitfuncs()
+    remove_temporaries()
+    end_descendants()
+    _flush()
+    os._exit(code)
+
+
+def _flush() -> None:
+    """What is buffered, written before os._exit (a reader that went away takes nothing)."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 # A path that is not what it must be (a file for a folder, a dangling link, a loop, no permission):

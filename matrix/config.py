@@ -6,6 +6,7 @@ can print one line and exit 2 instead of a traceback.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -29,6 +30,16 @@ def _param_type(value: Any) -> Any:
 
 
 ParamValue = Annotated[int | float | str | bool, PlainValidator(_param_type)]
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("empty: give a value")
+    return text
+
+
+# Text that must say something: an empty pattern or address would be taken as one and do nothing.
+NonBlank = Annotated[str, AfterValidator(_not_blank)]
+# A path setting: `~` is the home folder, as in a shell (never a folder named `~`).
+PathText = Annotated[str, AfterValidator(lambda text: os.path.expanduser(_not_blank(text)))]
 T = TypeVar("T")
 # TOML arrays arrive as lists: a tuple field takes them, its items stay strict.
 Items = Annotated[tuple[T, ...], Field(strict=False)]
@@ -61,7 +72,7 @@ class Profile(Strict):
     precision: Literal["fp32", "fp16", "tf32", "bf16"] = "fp32"
     optimization: Literal["on", "off"] = "on"
     # Op types (e.g. "Softmax") or layer-name globs held in FP32 inside an FP16 build.
-    keep_fp32: Items[str] = ()
+    keep_fp32: Items[NonBlank] = ()
     # Test the harness itself: make the cell crash, hang, raise, return NaN or drift on purpose.
     inject: Literal["crash", "hang", "raise", "nan", "drift"] | None = None
     # Build the engine (session) this many times; outputs of every build and run are compared with
@@ -135,9 +146,9 @@ class CaseEntry(Strict):
     # Bring-your-own-model cases: an ONNX file plus inputs, optionally expected outputs. Several
     # input sets (batch 1 and batch 4, short and long sentences): a list of files, one row each
     # (named by the file's stem), with `expected` a list of the same length when given.
-    onnx: str | None = None
-    inputs: str | Items[str] | None = None
-    expected: str | Items[str] | None = None
+    onnx: PathText | None = None
+    inputs: PathText | Items[PathText] | None = None
+    expected: PathText | Items[PathText] | None = None
     # An input whose zeros mark positions to leave out of judging (attention_mask: padding), in
     # every output whose leading dimensions are the mask's shape.
     mask: str | None = None
@@ -145,7 +156,7 @@ class CaseEntry(Strict):
     # or "light" models of the installed onnx package, or a folder in the ONNX test layout; globs
     # pick the tests.
     suite: Literal["onnx-backend-node", "onnx-backend-light"] | None = None
-    suite_dir: str | None = None
+    suite_dir: PathText | None = None
     include: Items[str] = ()
     exclude: Items[str] = ()
 
@@ -201,10 +212,10 @@ def _no_repeats(values: tuple) -> tuple:
 
 class RunSettings(Strict):
     environments: Annotated[Items[Name], AfterValidator(_no_repeats)] = Field(min_length=1)
-    cases_dir: str = "cases"
-    images_dir: str = "images"
-    cache_dir: str = ".trtmatrix-cache"
-    reports_dir: str = "reports"
+    cases_dir: PathText = "cases"
+    images_dir: PathText = "images"
+    cache_dir: PathText = ".trtmatrix-cache"
+    reports_dir: PathText = "reports"
     timeout_s: float = Field(default=900, gt=0)
     jobs: int = Field(default=1, ge=1)
     # Cells of one CPU environment at once (default: the cores, shared among `jobs`); GPU: one.
@@ -212,7 +223,7 @@ class RunSettings(Strict):
     # Where environments run: this host, or the Ray cluster at `ray_address` ("auto": the cluster
     # this host belongs to; "host:port"; "ray://host:10001"). `trtmatrix run --ray ADDRESS` overrides.
     executor: Literal["local", "ray"] = "local"
-    ray_address: str = "auto"
+    ray_address: NonBlank = "auto"
 
 
 class MatrixConfig(Strict):
@@ -310,6 +321,8 @@ def read_toml(path: Path) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(path, "", f"not valid TOML: {exc}") from None
+    except RecursionError:  # arrays or tables nested thousands deep
+        raise ConfigError(path, "", "not valid TOML here: nested too deeply (arrays or tables hundreds of levels within each other)") from None
 
 
 def validate(model: type[BaseModel], data: dict, path: Path):

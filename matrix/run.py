@@ -34,11 +34,13 @@ from .prepare.graph_checks import applies
 from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
+from .statuses import ORDER
 from .store import RUNS, remove_dead_partials, stage_run, to_frame
 from .store.hashing import hash_files, hash_json
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail
+from .stops import STOPPING, removed_at_end
 from .worker.files import LOG, OUTPUTS
 
 Events = Callable[[dict], None]
@@ -78,7 +80,9 @@ def trtmatrix_version() -> str:
 class MatrixRun:
     def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None):
         """`executor`: where environments run (executors.open_executor); default this host."""
-        self.plan, self.reuse, self.on_event = plan, reuse, on_event
+        self.plan, self.reuse = plan, reuse
+        # Once a stop begins, nothing more is reported: cells its stop broke are no finding.
+        self.on_event = lambda event: None if STOPPING.is_set() else on_event(event)
         self.cache = plan.path("cache_dir")
         self.run_id, self.started = new_run_id(), utc_now()
         self.records: dict[str, dict] = {}
@@ -186,7 +190,10 @@ class MatrixRun:
         directory = self.result_dirs[cell.cell_id]
         fields = {name: raw.get(name) for name in REPORTED}
         info, meta, envdef = raw.get("info") or {}, case_meta(artifacts), self.plan.envs[cell.env]
-        fields.update(status=raw.get("status", "error"), log_tail=log_tail(directory / LOG),
+        status = raw.get("status", "error")
+        if status != "ok" and status not in ORDER:  # a result file no worker of this trtmatrix wrote
+            status, fields["error"] = "error", f"its result says status {status!r}, which trtmatrix does not know"
+        fields.update(status=status, log_tail=log_tail(directory / LOG),
                       content_key=key, reused=reused, artifact=artifacts.name, precision_check=info.get("precision_check"),
                       layer_precisions=json.dumps(info.get("layer_precisions") or []),
                       # each timed inference's milliseconds: the spread a change between versions must exceed
@@ -229,15 +236,14 @@ class MatrixRun:
 
     def execute(self) -> Path:
         """Run every cell and store the run; returns its folder. Holds the run's lock throughout,
-        so a later run can tell this one's leftovers from a live run's."""
+        so a later run can tell this one's leftovers from a live run's; its file is removed however
+        the run ends (a stop, a full disk)."""
         reports_dir = self.plan.path("reports_dir")
         lock = run_lock(reports_dir / RUNS, self.run_id)
-        with lock:
+        with removed_at_end(Path(lock.lock_file)), lock:
             remove_dead_partials(reports_dir)
             remove_left_behind(list(self.plan.envs.values()))
-            run_dir = self._store(reports_dir, self.judge())
-        Path(lock.lock_file).unlink(missing_ok=True)
-        return run_dir
+            return self._store(reports_dir, self.judge())
 
     def judge(self) -> pd.DataFrame:
         """Run every cell (stored results reused) and return the judged records, known issues

@@ -149,6 +149,7 @@ def test_a_full_disk_ends_the_run_with_one_line_and_status_3_and_no_run_folder(t
     assert "No space left on device" in traceback_file.read_text()
     runs = small_disk / "runs"
     assert list_runs(small_disk) == [] and not list(runs.glob("*.partial"))  # nothing that looks like a run
+    assert not list(runs.glob(".*.lock"))  # nor the run's lock
 
     debug = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--debug"], cwd=REPO,
                            capture_output=True, text=True)
@@ -167,7 +168,7 @@ def test_outputs_that_cannot_be_written_are_one_line_and_status_2(write_matrix, 
     assert list_runs(tmp_path / "reports") == []  # checked before anything ran
     assert cli("run", "-c", str(config)).returncode == 0
     export = cli("export", "-c", str(config), "--format", "csv", "-o", str(tmp_path / "missing" / "out.csv"))
-    assert export.returncode == 2 and export.stderr.count("\n") == 1 and "non-existent directory" in export.stderr
+    assert export.returncode == 2 and export.stderr.count("\n") == 1 and f"no folder {tmp_path / 'missing'}" in export.stderr
     folder = cli("plan", "-c", str(tmp_path))
     assert folder.returncode == 2 and folder.stderr.count("\n") == 1 and "not a matrix file" in folder.stderr
 

@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Callable, Iterator, Protocol
 
+from ..stops import STOPPING
+
 
 class EnvironmentUnavailable(Exception):
     """This environment cannot run on this host; its cells become 'skipped' with this reason."""
@@ -40,12 +42,12 @@ class Backend(Protocol):
 
 
 # Workers of this process, so Ctrl-C or SIGTERM on the host can stop them from the main thread.
-# Once stopping, no worker starts: one whose start was under way is stopped as soon as it exists.
-# `_busy` counts starts and stops under way, which stop_all waits for.
+# Once stopping (STOPPING: set by stop_all, or by the CLI as a stop signal arrives), no worker
+# starts: one whose start was under way is stopped as soon as it exists. `_busy` counts starts and
+# stops under way, which stop_all waits for.
 _live: set[Worker] = set()
 _busy = 0
 _lock = threading.Condition()
-_stopping = threading.Event()
 
 
 class running:
@@ -58,13 +60,13 @@ class running:
     def __enter__(self) -> Worker:
         global _busy
         with _lock:
-            if _stopping.is_set():
+            if STOPPING.is_set():
                 raise EnvironmentUnavailable("the run is being stopped")
             _busy += 1
         try:
             self.worker = self.start()
             with _lock:
-                stopped = _stopping.is_set()
+                stopped = STOPPING.is_set()
                 if not stopped:
                     _live.add(self.worker)
             if stopped:  # stop_all came during the start: stopped here, before stop_all returns
@@ -91,14 +93,14 @@ class running:
 
 def accept_workers() -> None:
     """A new run in this process: workers may start again after an earlier stop_all."""
-    _stopping.clear()
+    STOPPING.clear()
 
 
 def stop_all(wait_s: float = 30) -> None:
     """Stop every worker of this process; starts and stops under way (a container being created
     or removed) are waited for, up to `wait_s`, so none is left behind."""
     with _lock:
-        _stopping.set()
+        STOPPING.set()
         _lock.wait_for(lambda: _busy == 0, timeout=wait_s)
         workers = list(_live)
     for worker in workers:

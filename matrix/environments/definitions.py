@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
@@ -47,9 +47,13 @@ def _not_an_option(text: str) -> str:
     return text
 
 
+Engine = Literal["onnxruntime", "tensorrt", "torch"]
+ENGINES = get_args(Engine)
+
+
 class EnvDef(Strict):
     name: Name
-    engine: Literal["onnxruntime", "tensorrt", "torch"]
+    engine: Engine
     # What the definition asks for; a host environment has what its interpreter has (none asked).
     version: str | None = Field(default=None, min_length=1)
     backend: Literal["venv", "docker", "host"]

@@ -91,8 +91,10 @@ def start_process(python: Path | str, worker_home: Path, args: list[str], log_pa
            "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu), **envdef.worker_environment()}
     with log_path.open("w") as log:
         # stdin: a pipe nobody writes to; it closes when this process dies, however it dies,
-        # and the supervisor then stops its cell and exits.
-        process = subprocess.Popen([str(python), "-m", "trtmatrix_worker", *args], env=env,
+        # and the supervisor then stops its cell and exits. A session of its own: a Ctrl-C in the
+        # terminal reaches the orchestrator alone, which stops the worker itself (a worker that
+        # died of the same Ctrl-C first would make its cells look like errors).
+        process = subprocess.Popen([str(python), "-m", "trtmatrix_worker", *args], env=env, start_new_session=True,
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
     return ProcessWorker(process)
 

@@ -19,6 +19,7 @@ from ..plan import Cell
 from ..store.cache import env_log, jobs_folder
 from ..store.records import log_tail
 from ..worker.files import RESULT
+from .deadlines import Deadlines
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,19 @@ def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache
     job_file.write_text(json.dumps({"env": envdef.name, "cell_jobs": 1 if gpu is not None else cell_jobs,
                                     "cells": [job.spec(envdef.engine, timeout_s, node, gpu) for job in jobs]}))
     log_path = env_log(cache_dir, name)
+    deadlines = Deadlines(timeout_s)
     try:
         with running(lambda: backend.start(["run", str(job_file)], log_path, gpu)) as worker:
-            for line in worker.lines():
-                if line.startswith("{"):
-                    on_event({**json.loads(line), "env": envdef.name})
-            returncode = worker.wait()
+            deadlines.watch(worker)
+            try:
+                for line in worker.lines():
+                    if line.startswith("{"):
+                        event = json.loads(line)
+                        deadlines.saw(event)
+                        on_event({**event, "env": envdef.name})
+            finally:
+                deadlines.end()
+            returncode = None if deadlines.late else worker.wait()
     except EnvironmentUnavailable as exc:
         return {job.cell.cell_id: {"status": "skipped", "error": str(exc)} for job in jobs}, log_path
     results = {}
@@ -86,6 +94,9 @@ def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache
         try:
             results[job.cell.cell_id] = json.loads((job.result_dir / RESULT).read_text())
         except (OSError, ValueError):
+            if deadlines.late:
+                results[job.cell.cell_id] = deadlines.unfinished(job.cell.cell_id)
+                continue
             tail = "\n".join(log_tail(log_path).splitlines()[-10:])
             results[job.cell.cell_id] = {"status": "error",
                                          "error": f"worker exited {returncode} before this cell: {tail}"}

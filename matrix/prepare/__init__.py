@@ -23,6 +23,7 @@ from ..sources import CaseSpec, Params
 from ..sources.onnx_suites import suite_label, typed_tensors
 from ..store.cache import artifacts_folder
 from ..store.hashing import hash_files
+from ..stops import removed_at_end
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
 from ..worker.values import save_values
 from .fingerprint import variant_key
@@ -64,7 +65,11 @@ def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
     if ready := prepared(cache_dir, spec.name, key):
         return ready
     target = artifact_dir(cache_dir, spec.name, key)
-    tmp = target.with_name(target.name + ".tmp")
+    with removed_at_end(target.with_name(target.name + ".tmp")) as tmp:  # a failed or stopped prepare leaves none
+        return _prepare_in(spec, params, tmp, target)
+
+
+def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     if spec.suite is not None:

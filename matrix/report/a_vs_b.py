@@ -14,21 +14,26 @@ import pandas as pd
 
 from ..compare import compare_runs
 from ..prepare import mask_array
-from ..store import cell_file, run_inputs
+from ..store import DamagedRun, cell_file, run_inputs
 from ..worker.files import OUTPUTS
 
 
 def _outputs(run_dir: Path, row) -> dict[str, np.ndarray] | None:
+    """A cell's stored outputs; None where it kept none; DamagedRun where the file cannot be read."""
     path = cell_file(run_dir, str(row["content_key"]), OUTPUTS) if isinstance(row.get("content_key"), str) else None
     if path is None or not path.is_file():
         return None
-    with np.load(path) as data:
-        return dict(data)
+    try:
+        with np.load(path) as data:
+            return {name: data[name] for name in data.files}
+    except Exception as exc:  # noqa: BLE001 - whatever a damaged file raises (zip, numpy's format)
+        raise DamagedRun.of(path, exc) from None
 
 
 def a_vs_b(run_dir: Path, frame: pd.DataFrame, env_a: str, env_b: str) -> dict[str, dict]:
     """{row_id: {"max_abs", "max_rel", "cosine", "identical", "within"}} for each row whose cells
-    kept outputs in both environments (judged cells: pass, fail, xfail, xpass)."""
+    kept outputs in both environments (judged cells: pass, fail, xfail, xpass). DamagedRun naming
+    an outputs file that cannot be read."""
     kept = frame.loc[frame["env"].isin((env_a, env_b)) & frame["verdict"].isin(("pass", "fail")),
                      ["row_id", "env", "content_key", "atol", "rtol", "artifact", "mask"]]
     rows: dict[str, dict] = {}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections import defaultdict
 from pathlib import PurePosixPath
 from urllib.parse import quote
@@ -60,16 +61,19 @@ def _repro_view(finding: dict) -> dict:
 def findings_by_cell(findings: dict[str, list[dict]], cells_of_row: dict[str, list[str]]) -> dict[str, dict]:
     """{cell id: {"explain": …, "bisect": …, "precision": …, "repro": …}} for the cells that have any."""
     shown: dict[str, dict] = defaultdict(dict)
-    for finding in findings.get("explain", []):
-        shown[finding["cell"]]["explain"] = {"summary": first_divergent_line(finding), "notes": finding["notes"],
-                                             "plot": explain_plot(finding)}
-    for finding in findings.get("precision", []):
-        shown[finding["cell"]]["precision"] = _precision_view(finding)
-    for finding in findings.get("repro", []):
-        shown[finding["cell"]]["repro"] = _repro_view(finding)
-    for finding in findings.get("bisect", []):
-        for cell in cells_of_row.get(finding["row"], []):
-            shown[cell]["bisect"] = _bisect_view(finding)
+    views = {"explain": lambda f: {"summary": first_divergent_line(f), "notes": f["notes"], "plot": explain_plot(f)},
+             "precision": _precision_view, "repro": _repro_view, "bisect": _bisect_view}
+    for kind, view in views.items():
+        for finding in findings.get(kind, []):
+            try:
+                cells = [finding["cell"]] if kind != "bisect" else cells_of_row.get(finding["row"], [])
+                made = view(finding)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:  # a damaged or hand-made file
+                print(f"warning: {finding.get('_file', kind)}: not a finding trtmatrix wrote ({type(exc).__name__}: "
+                      f"{exc}); left out of the report", file=sys.stderr, flush=True)
+                continue
+            for cell in cells:
+                shown[cell][kind] = made
     return dict(shown)
 
 

@@ -4,12 +4,13 @@ one test case per row (case · params · profile)."""
 from __future__ import annotations
 
 import math
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pandas as pd
 
-from ..store import replace_atomically
+from ..store.outputs import write_output
 from .error_text import drift_text, worst_error
 
 FAILED = {"fail", "timeout"}
@@ -17,6 +18,13 @@ ERRORED = {"error", "crash"}
 # Not a failure, and not a pass either: a CI system shows these as skipped, with the reason.
 SKIPPED = {"skipped", "xfail", "built", "unsupported"}
 NOT_RUN = {"built": "built, not run", "unsupported": "unsupported"}
+# What XML 1.0 cannot hold, even escaped (an ESC from a model's op type, a NUL in a log): written
+# out as \x1b instead, so that every XML parser reads the file.
+NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(text: str) -> str:
+    return NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
 def _message(row: pd.Series) -> str:
@@ -55,4 +63,8 @@ def write_junit(frame: pd.DataFrame, path: Path, run_id: str) -> None:
                 ET.SubElement(case, "skipped", message=f"{NOT_RUN[status]}: {row.get('error') or ''}")
             elif status == "xfail":
                 ET.SubElement(case, "skipped", message=f"known issue {row['known_issue']}: {_message(row)}")
-    replace_atomically(path, lambda tmp: ET.ElementTree(suites).write(tmp, encoding="utf-8", xml_declaration=True))
+    for element in suites.iter():
+        element.text = _xml_text(element.text) if element.text else element.text
+        for name, value in element.attrib.items():
+            element.set(name, _xml_text(value))
+    write_output(path, lambda target: ET.ElementTree(suites).write(target, encoding="utf-8", xml_declaration=True))

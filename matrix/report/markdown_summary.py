@@ -8,6 +8,7 @@ Short by default (the first SHORT of each group, the rest counted); complete whe
 
 from __future__ import annotations
 
+import unicodedata
 from urllib.parse import quote, urljoin
 
 import pandas as pd
@@ -26,14 +27,25 @@ LISTED = [c for c in CHANGES if c not in COUNTED_ONLY]
 
 
 def _md(text) -> str:
-    """Text as Markdown shows it: its punctuation taken literally, never as markup or a table cell's end."""
+    """Text as Markdown shows it: its punctuation taken literally, never as markup or a table cell's
+    end; a line break or another control character (a CR ends a line too) is a space."""
     special = "\\`*_[]<>|~"
-    return "".join("\\" + c if c in special else c for c in str(text)).replace("\n", " ")
+    return "".join("\\" + c if c in special else " " if unicodedata.category(c) == "Cc" else c for c in str(text))
+
+
+# What a link's address keeps as it is: a URL's own punctuation. Anything else — a space, a
+# parenthesis that would end the link early (`x) [click](…)`), a control character — is
+# percent-encoded, so the address stays one address.
+URL_SAFE = ":/?#[]@!$&'*+,;=%~-._"
+
+
+def link_address(link_base: str) -> str:
+    return quote(link_base, safe=URL_SAFE)
 
 
 def cell_link(cell_id: str, link_base: str) -> str:
     """The report's own permalink of a cell."""
-    return f"{link_base}#cell-{quote(cell_id, safe='/=._-~')}"
+    return f"{link_address(link_base)}#cell-{quote(cell_id, safe='/=._-~')}"
 
 
 def verdict(cells: pd.DataFrame) -> str:
@@ -71,7 +83,7 @@ def _known_issue(row: dict, registry: dict) -> str | None:
     if issue is None:
         return None
     url, _, more = issue.source.partition(" ")  # a source may go on after its URL: "(fixed by …)"
-    return f"known issue [{_md(issue.id)}: {_md(issue.title)}]({url})" + (f" {_md(more)}" if more else "")
+    return f"known issue [{_md(issue.id)}: {_md(issue.title)}]({link_address(url)})" + (f" {_md(more)}" if more else "")
 
 
 def repro_link(finding: dict, link_base: str) -> str:
@@ -105,7 +117,7 @@ def summary_markdown(frame: pd.DataFrame, run: dict, pair: tuple[str, str] | Non
     `repros`: {cell id: repro finding} (a failing B cell links its folder's ISSUE.md)."""
     lines = [f"## trtmatrix run `{run.get('run_id', '?')}`", "",
              f"{len(frame)} cells · started {run.get('started', '?')} on {_md(run.get('host', '?'))} · "
-             f"[full report]({link_base})", ""]
+             f"[full report]({link_address(link_base)})", ""]
     lines += [f"> ⚠ {_md(m)}" for m in version_mismatches(frame)]
     lines += _environments(frame) + [""]
     if pair is None or compared is None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
 from ..store.findings import read_findings
+from ..store.outputs import write_text_output
 from .a_vs_b import a_vs_b
 from .look_at import LOOK_AT, look_at_text
 from .html import DETAILS, STATUSES, TEMPLATES, Report, render_report
@@ -23,7 +25,11 @@ HISTORY_RUNS = 30
 
 def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
     pair = default_pair(frame)
-    against = a_vs_b(run_dir, frame, *pair) if pair else None
+    try:
+        against = a_vs_b(run_dir, frame, *pair) if pair else None
+    except DamagedRun as exc:  # the report is written all the same, without B against A
+        print(f"warning: {exc}; B against A is left out of the report", file=sys.stderr, flush=True)
+        against = None
     write_rendered(run_dir, render_report(frame, read_run_meta(run_dir), read_findings(run_dir), against))
     write_text_atomically(run_dir / LOOK_AT, look_at_text(frame))
     write_summaries(run_dir, frame)
@@ -71,10 +77,9 @@ def render_index(reports_dir: Path) -> None:
                 history.append((run_dir.name, history_cells(run_dir)))
         except DamagedRun as exc:
             left_out(exc)
-    write_text_atomically(reports_dir / INDEX,
-                          TEMPLATES.get_template("index.html.j2").render(runs=summaries, statuses=STATUSES))
-    write_text_atomically(reports_dir / HISTORY,
-                          TEMPLATES.get_template("history.html.j2").render(**history_table(history)))
+    # Checked as outputs before a run (a link to a web server's folder stays a link).
+    write_text_output(reports_dir / INDEX, TEMPLATES.get_template("index.html.j2").render(runs=summaries, statuses=STATUSES))
+    write_text_output(reports_dir / HISTORY, TEMPLATES.get_template("history.html.j2").render(**history_table(history)))
 
 
 def history_table(history: list[tuple[str, list[list[str]]]]) -> dict:

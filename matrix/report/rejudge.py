@@ -3,7 +3,8 @@
 Every cell that produced outputs keeps them (cells/<key>.npz, and cells/<key>.repeats.npz where
 later inferences differed) and the run keeps the float64 references (refs/<artifact>.npz), so a
 changed tolerance in matrix.toml or a new entry in known_issues.toml gives new verdicts from the
-same measurements.
+same measurements. A cell whose files are gone or damaged cannot be re-judged: it keeps the run's
+verdict, says so in its `error`, and the file is named to the caller, never passed over in silence.
 """
 
 from __future__ import annotations
@@ -14,32 +15,56 @@ import pandas as pd
 
 from ..compare import compare_files
 from ..config import MatrixConfig
+from ..executors.environment_job import error_text
 from ..sources.known_issues import KnownIssue, apply_known_issues
 from ..prepare import mask_array
-from ..store import cell_file, run_inputs, run_reference
+from ..store import cell_file, npz_problem, run_inputs, run_reference
 from ..worker.files import OUTPUTS, REPEATS
 
 JUDGED = {"pass", "fail"}
 
 
-def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:
-    frame = frame.copy()
+def _unreadable(files: list[Path]) -> str | None:
+    """Why the first of `files` that cannot be judged from cannot be, or None."""
+    for path in files:
+        if not path.is_file():
+            return f"{path} is missing"
+        if problem := npz_problem(path):
+            return f"{path} cannot be read ({problem})"
+    return None
+
+
+def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
+            issues: tuple[KnownIssue, ...]) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The run's cells judged again, and what kept some from it: {a file missing or damaged: how
+    many cells it concerns} (each keeps the run's verdict and tolerance, and says why in `error`)."""
+    frame, problems = frame.copy(), {}
     for index, row in frame[frame["verdict"].isin(JUDGED)].iterrows():
         key = str(row["content_key"])
         outputs, reference = cell_file(run_dir, key, OUTPUTS), run_reference(run_dir, str(row["artifact"]))
-        if not (outputs.is_file() and reference.is_file()):
-            continue
+        repeats = cell_file(run_dir, key, REPEATS)
         known = row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles
         # A suite's test judged with its own tolerance keeps it, unless the matrix file now sets one.
         own = isinstance(row.get("suite"), str) and not (known and row["profile"] in config.cases[row["case"]].tolerances)
         tol = config.tolerance(row["case"], row["profile"]) if known and not own else None
         atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
         mask = config.cases[row["case"]].mask if known else None
-        verdict, judged = compare_files(outputs, reference, atol, rtol,
-                                        config.acceptance(row["case"], row["profile"]) if known else None,
-                                        cell_file(run_dir, key, REPEATS),
-                                        mask_array(run_inputs(run_dir, str(row["artifact"])), mask))
-        for key, value in {**judged, "atol": atol, "rtol": rtol, "verdict": verdict, "mask": mask}.items():
-            frame.at[index, key] = value
+        changed = {"atol": atol, "rtol": rtol, "mask": mask}
+        inputs = [run_inputs(run_dir, str(row["artifact"]))] if mask else []  # where the mask is read from
+        if not (problem := _unreadable([outputs, reference, *inputs])):
+            try:
+                verdict, judged = compare_files(outputs, reference, atol, rtol,
+                                                config.acceptance(row["case"], row["profile"]) if known else None,
+                                                repeats, mask_array(run_inputs(run_dir, str(row["artifact"])), mask))
+                changed.update(judged, verdict=verdict)
+            except Exception as exc:  # a file that reads but does not judge (a repeats file damaged, say)
+                problem = _unreadable([repeats] if repeats.is_file() else [])
+                if not problem:
+                    changed.update(verdict="error", error=f"compare failed: {error_text(exc)[0]}")
+        if problem:
+            problems[problem] = problems.get(problem, 0) + 1
+            changed = {"error": f"not re-judged: {problem}; its verdict and tolerance are the run's"}
+        for column, value in changed.items():
+            frame.at[index, column] = value
     frame["status"] = frame["verdict"]
-    return apply_known_issues(frame, issues)
+    return apply_known_issues(frame, issues), problems

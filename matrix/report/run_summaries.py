@@ -8,6 +8,7 @@ parquet files (bench/index_bench.py)."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -46,14 +47,39 @@ def write_summaries(run_dir: Path, frame: pd.DataFrame) -> None:
     _write(run_dir, HISTORY_CELLS, _history_cells(frame))
 
 
+def _is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _summary_shape(content) -> bool:
+    return (isinstance(content, dict) and isinstance(content.get("envs"), list) and all(map(_is_text, content["envs"]))
+            and type(content.get("cells")) is int and isinstance(content.get("counts"), dict)
+            and all(type(content["counts"].get(s)) is int for s in ORDER) and _is_text(content.get("run_id")))
+
+
+def _history_shape(content) -> bool:
+    return isinstance(content, list) and all(
+        isinstance(cell, list) and len(cell) == 3 and all(map(_is_text, cell)) and cell[1] in ORDER for cell in content)
+
+
+SHAPES = {SUMMARY: _summary_shape, HISTORY_CELLS: _history_shape}
+
+
 def _stored(run_dir: Path, name: str):
+    """The stored content, or None where it must be made again: missing, of an older format, made
+    from other results (its stamp), or — stamp kept — not what trtmatrix writes (said, once: it is
+    made again from the results right away)."""
     try:
         stored = json.loads((run_dir / name).read_text())
-        if stored["format"] == FORMAT and stored["stamp"] == _stamp(run_dir):
-            return stored["content"]
+        if stored["format"] != FORMAT or stored["stamp"] != _stamp(run_dir):
+            return None
     except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return None
+        return None
+    if not SHAPES[name](stored["content"]):
+        print(f"warning: {run_dir / name}: not what trtmatrix writes there; made again from {PARQUET}",
+              file=sys.stderr, flush=True)
+        return None
+    return stored["content"]
 
 
 def _made(run_dir: Path, name: str, columns: list[str], make):

@@ -76,9 +76,10 @@ def _rule(suggestion: Suggestion, frame: pd.DataFrame, measured: pd.DataFrame, a
 def suggest(frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[str] | None = None,
             rules: dict[tuple[str, str], Acceptance] | None = None) -> list[Suggestion]:
     """`rules`: the matrix file's acceptance rules {(case, profile): rule}."""
-    unknown = sorted(set(trusted) - set(frame["env"]))
-    if unknown:
-        raise ValueError(f"--trusted {unknown[0]} is not an environment of the run ({', '.join(sorted(set(frame['env'])))})")
+    for flag, given, known in (("--trusted", trusted, set(frame["env"])), ("--case", cases or (), set(frame["case"]))):
+        if unknown := sorted(set(given) - known):
+            raise ValueError(f"{flag} {unknown[0]} is not {'an environment' if flag == '--trusted' else 'a case'} of "
+                             f"the run ({', '.join(sorted(known))})")
     mine = frame[frame["env"].isin(trusted)]
     found = []
     for (case, profile), group in mine.groupby(["case", "profile"], sort=False):

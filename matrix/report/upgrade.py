@@ -83,6 +83,19 @@ def default_pair(frame: pd.DataFrame) -> tuple[str, str] | None:
     return None
 
 
+def nearest_version(frame: pd.DataFrame, env: str, later: bool) -> str | None:
+    """The environment of `env`'s engine with the nearest other version before it (or after it,
+    `later`): the other end of an upgrade of which only one end is given."""
+    versions = env_versions(frame)
+    engine, version = versions[env]
+    others = [e for e in env_order(frame) if versions[e][0] == engine and
+              (versions[e][1] > version if later else versions[e][1] < version)]
+    if not others:
+        return None
+    nearest = min(versions[e][1] for e in others) if later else max(versions[e][1] for e in others)
+    return next(e for e in others if versions[e][1] == nearest)
+
+
 def compare(frame: pd.DataFrame, env_a: str, env_b: str) -> pd.DataFrame:
     """One line per row present in either environment, with the metric delta."""
     cols = ["row_id", "status", "max_abs", "nan_count", "inf_count", "nonfinite_found", "drift_max_abs", "drift_run", "atol",

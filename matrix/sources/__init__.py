@@ -14,7 +14,7 @@ from typing import Any
 from ..case import CaseDef
 from ..config import NAME_PATTERN, CaseEntry, ConfigError, MatrixConfig, input_set_name, param_values_problem
 from .case_files import declared_cases, discover_cases
-from .known_issues import REGISTRY, KnownIssue
+from .known_issues import REGISTRY, KnownIssue, value_kind
 from .onnx_files import check_onnx_case
 from .onnx_suites import SuiteTest, suite_tests
 
@@ -149,13 +149,22 @@ def check_known_issues(issues: tuple[KnownIssue, ...], config: MatrixConfig, con
 
 
 def check_known_issue_params(issues: tuple[KnownIssue, ...], specs: dict[str, CaseSpec], registry: Path) -> None:
-    """A parameter the case does not have would never match: the entry would silently do nothing."""
+    """A parameter the case does not have, or a value of another kind than the case's (`"2"` for
+    an integer, `true` for 1) would never match: the entry would silently do nothing."""
     for i, issue in enumerate(issues):
         spec = specs.get(issue.case)
         if spec is None or not issue.params:
             continue
-        axes = {name for params in spec.param_grid() for name, _ in params}
-        for name in issue.params:
+        axes: dict[str, list] = {}
+        for params in spec.param_grid():
+            for name, value in params:
+                axes.setdefault(name, []).append(value)
+        for name, value in issue.params.items():
             if name not in axes:
                 raise ConfigError(registry, f"issue.{i}.params.{name}",
                                   f"case {issue.case!r} has no parameter {name!r} (it has {sorted(axes) or 'none'})")
+            kinds = {value_kind(v) for v in axes[name]}
+            if value_kind(value) not in kinds:
+                raise ConfigError(registry, f"issue.{i}.params.{name}",
+                                  f"{value!r} is {value_kind(value)}; case {issue.case!r} has {name} = "
+                                  f"{list(dict.fromkeys(axes[name]))} ({' or '.join(sorted(kinds))}): it could never match")

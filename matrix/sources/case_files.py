@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..case import CaseDef
 from ..config import ConfigError
+from ..stops import Stopped
 
 IMPORT_TIMEOUT_S = 120  # importing torch and transformers takes seconds; a case file never needs minutes
 
@@ -86,6 +87,9 @@ def load_case_file(path: Path) -> list[CaseDef]:
     try:
         with _deadline(IMPORT_TIMEOUT_S), contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
             spec.loader.exec_module(module)
+    except Stopped:  # a stop signal while importing: the user's stop, not the file's fault
+        sys.modules.pop(module_name, None)
+        raise
     except _ImportTimeout:
         sys.modules.pop(module_name, None)
         raise ConfigError(path, "", f"still importing after {IMPORT_TIMEOUT_S} s (a case file must not block at "

@@ -27,6 +27,34 @@ def registry_path(config_path: Path, config: MatrixConfig) -> Path:
     return Path(config_path).resolve().parent / config.run.cases_dir / REGISTRY
 
 
+def value_kind(value) -> str:
+    """What a parameter value is, as a match sees it: 2 and 2.0 are one number, `true` is no 1."""
+    return "a boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float)) else "text"
+
+
+def _witnesses(specifier: SpecifierSet) -> set[str]:
+    """Versions one of which meets `specifier` if any version does: each version it names, and
+    versions just beside each (one more or one less in each place, one place deeper, a pre- and a
+    post-release), plus the ends. The versions a specifier admits are a range with holes cut out,
+    so a range with room in it holds one of these."""
+    found = {"0", "0.dev0", "99999"}
+    for spec in specifier:
+        found.add(spec.version)
+        try:
+            version = Version(spec.version.removesuffix(".*"))
+        except InvalidVersion:  # `===` takes any text
+            continue
+        release = list(version.release)
+        found |= {f"{version.base_version}.dev0", f"{version.base_version}a0", f"{version.base_version}.post1"}
+        for place in range(len(release)):
+            found.add(".".join(map(str, [*release[:place], release[place] + 1])))
+            if release[place]:
+                found.add(".".join(map(str, [*release[:place], release[place] - 1, 99999])))
+        for depth in range(3):
+            found.add(".".join(map(str, [*release, *[0] * depth, 1])))
+    return found
+
+
 class KnownIssue(Strict):
     id: Name
     title: str
@@ -46,9 +74,11 @@ class KnownIssue(Strict):
         if not value.strip():  # an empty specifier matches every version: say which
             raise ValueError("empty: give the versions the issue affects (e.g. '>=10.0,<10.1')")
         try:
-            SpecifierSet(value)
+            specifier = SpecifierSet(value)
         except InvalidSpecifier as exc:
             raise ValueError(f"not a version specifier: {exc}") from None
+        if not any(specifier.contains(v, prereleases=True) for v in _witnesses(specifier)):
+            raise ValueError(f"{value!r} matches no version at all: the entry could never apply")
         return value
 
     @field_validator("params")
@@ -64,8 +94,8 @@ class KnownIssue(Strict):
         if (row["case"], row["engine"]) != (self.case, self.engine) or row["profile"] not in self.profiles:
             return False
         params = json.loads(row["params"]) if isinstance(row["params"], str) else (row["params"] or {})
-        if any(params.get(k) != v for k, v in self.params.items()):
-            return False
+        if any(k not in params or value_kind(params[k]) != value_kind(v) or params[k] != v for k, v in self.params.items()):
+            return False  # `true` is no 1, as in the case's own rows
         if self.gpu and not fnmatchcase(str(row.get("gpu") or ""), self.gpu):
             return False
         try:
@@ -93,20 +123,49 @@ def load_registry(path: Path) -> tuple[KnownIssue, ...]:
 
 
 def known_status(row, issues: tuple[KnownIssue, ...]) -> tuple[str, KnownIssue | None]:
-    """(status, the issue that matched) of one record or row: its verdict, or xfail/xpass."""
-    issue = next((i for i in issues if i.matches(row)), None)
-    status = row["verdict"]
-    if issue is not None and status == issue.expected:
-        status = "xfail"
-    elif issue is not None and status == "pass":
-        status = "xpass"
-    return status, issue
+    """(status, the issue taken) of one record or row: its verdict, or xfail/xpass."""
+    issue = chosen_issue(row, issues)[0]
+    return _status(row["verdict"], issue), issue
+
+
+def chosen_issue(row, issues: tuple[KnownIssue, ...]) -> tuple[KnownIssue | None, list[KnownIssue]]:
+    """(the entry taken for this row, every entry that matches it): where several match, the one
+    whose `expected` the cell met, else the first."""
+    found = [issue for issue in issues if issue.matches(row)]
+    return next((i for i in found if i.expected == row["verdict"]), found[0] if found else None), found
+
+
+def _status(verdict: str, issue: KnownIssue | None) -> str:
+    if issue is not None and verdict == issue.expected:
+        return "xfail"
+    if issue is not None and verdict == "pass":
+        return "xpass"
+    return verdict
+
+
+def _reported(verdict: str, issue: KnownIssue, found: list[KnownIssue]) -> str:
+    text = f"{issue.title}: {issue.reported} [{issue.source}]"
+    if len(found) > 1:
+        why = "it expects what the cell did" if verdict == issue.expected else "none expects what the cell did"
+        text += f" (known issues {', '.join(i.id for i in found)} all match this cell; {issue.id} is taken: {why})"
+    return text
+
+
+def several_matches(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> list[str]:
+    """'<cell id> (a, b: b taken)' for each cell that more than one known issue matches."""
+    said = []
+    for row in frame.to_dict("records"):
+        issue, found = chosen_issue(row, issues)
+        if len(found) > 1:
+            said.append(f"{row['cell_id']} ({', '.join(i.id for i in found)}: {issue.id} taken)")
+    return said
 
 
 def apply_known_issues(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:
     """Set status xfail/xpass where a known issue matches; fill known_issue and reported."""
-    matched = [known_status(row, issues) for row in frame.to_dict("records")]
-    return frame.assign(status=[status for status, _ in matched],
-                        known_issue=[issue.id if issue else None for _, issue in matched],
-                        reported=[f"{issue.title}: {issue.reported} [{issue.source}]" if issue else None
-                                  for _, issue in matched])
+    rows = frame.to_dict("records")
+    chosen = [chosen_issue(row, issues) for row in rows]
+    return frame.assign(status=[_status(row["verdict"], issue) for row, (issue, _) in zip(rows, chosen)],
+                        known_issue=[issue.id if issue else None for issue, _ in chosen],
+                        reported=[_reported(row["verdict"], issue, found) if issue else None
+                                  for row, (issue, found) in zip(rows, chosen)])

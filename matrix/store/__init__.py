@@ -13,9 +13,11 @@ import json
 import os
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,6 +26,7 @@ from ..config import ConfigError
 from ..worker.files import INPUTS, LOG, OUTPUTS, REPEATS
 from .locks import is_free, run_lock
 from .records import COLUMNS
+from .table_check import table_problem
 
 RUNS = "runs"
 PARQUET, JSONL, CSV, JSON, REPORT = "results.parquet", "results.jsonl", "results.csv", "results.json", "report.html"
@@ -44,19 +47,6 @@ def folder_problem(path: Path) -> str | None:
         return f"{path} cannot be created: {exc.strerror}"
     if not os.access(path, os.W_OK | os.X_OK):
         return f"{path} is not writable"
-    return None
-
-
-def output_problem(path: Path) -> str | None:
-    """Why a file cannot be written at `path`, or None: checked before a run, not after it."""
-    path = Path(path)
-    if path.is_dir():
-        return f"{path} is a folder, not a file"
-    parent = Path(os.path.abspath(path)).parent
-    if not parent.is_dir():
-        return f"no folder {parent}"
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return f"{path} cannot be written (permission denied)"
     return None
 
 
@@ -141,14 +131,28 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
 def cell_file(run_dir: Path, content_key: str, name: str) -> Path:
     """A file of a cell's result (OUTPUTS, REPEATS, LOG) in a run folder; runs written before the
     flat layout kept a folder per cell, cells/<key>/<name>."""
-    flat = run_dir / CELLS / f"{content_key[:24]}{CELL_FILES[name]}"
-    return flat if flat.is_file() else run_dir / CELLS / content_key[:24] / name
+    flat, legacy = run_dir / CELLS / f"{content_key[:24]}{CELL_FILES[name]}", run_dir / CELLS / content_key[:24] / name
+    return legacy if legacy.is_file() and not flat.is_file() else flat
+
+
+def npz_problem(path: Path) -> str | None:
+    """Why a stored .npz (a cell's outputs, a reference) cannot be read, or None: every array is
+    read, so a file damaged anywhere is found."""
+    if not zipfile.is_zipfile(path):
+        return "not an .npz archive"
+    try:
+        with np.load(path) as data:
+            for name in data.files:
+                data[name]
+    except Exception as exc:  # noqa: BLE001 - whatever a damaged file raises (zip, zlib, numpy's format)
+        return " ".join(str(exc).split())[:200] or type(exc).__name__
+    return None
 
 
 def run_reference(run_dir: Path, artifact: str) -> Path:
     """An artifact's float64 reference in a run folder; older runs kept refs/<artifact>/."""
-    flat = run_dir / REFS / f"{artifact}.npz"
-    return flat if flat.is_file() else run_dir / REFS / artifact / "reference.npz"
+    flat, legacy = run_dir / REFS / f"{artifact}.npz", run_dir / REFS / artifact / "reference.npz"
+    return legacy if legacy.is_file() and not flat.is_file() else flat
 
 
 def run_inputs(run_dir: Path, artifact: str) -> Path:
@@ -209,6 +213,8 @@ def read_run(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
         frame = pd.read_parquet(path, columns=[c for c in columns if c in stored] if columns else None)
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise DamagedRun.of(path, exc) from None
+    if problem := table_problem(frame, stored, columns):
+        raise DamagedRun(path, "", f"{problem}, a damaged run?")
     missing = [column for column in columns or COLUMNS if column not in frame.columns]
     return frame.assign(**dict.fromkeys(missing)) if missing else frame
 

@@ -7,6 +7,7 @@ a finding with "cell" belongs to that cell, one with "row" to every cell of the 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -33,6 +34,18 @@ def write_finding(run_dir: Path, kind: str, item: str, finding: dict,
 
 
 def read_findings(run_dir: Path) -> dict[str, list[dict]]:
-    """{kind: [finding, ...]} of this run folder."""
-    return {kind: [json.loads(path.read_text()) for path in sorted((run_dir / kind).glob(f"*/{kind}.json"))]
-            for kind in KINDS}
+    """{kind: [finding, ...]} of this run folder, each with its file as "_file"; a file that is not
+    a finding (damaged, hand-edited) is left out with a warning naming it."""
+    found: dict[str, list[dict]] = {}
+    for kind in KINDS:
+        found[kind] = []
+        for path in sorted((run_dir / kind).glob(f"*/{kind}.json")):
+            try:
+                finding = json.loads(path.read_text())
+            except (OSError, ValueError) as exc:
+                finding = exc
+            if isinstance(finding, dict):
+                found[kind].append({**finding, "_file": str(path)})
+            else:
+                print(f"warning: {path}: not a finding trtmatrix wrote; left out of the report", file=sys.stderr, flush=True)
+    return found

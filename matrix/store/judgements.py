@@ -20,6 +20,8 @@ def stored_judgement(directory: Path, key: str) -> tuple[str, dict] | None:
         stored = json.loads(_file(directory, key).read_text())
     except (OSError, ValueError):
         return None
+    if not (isinstance(stored, dict) and stored.get("verdict") in ("pass", "fail") and isinstance(stored.get("fields"), dict)):
+        return None  # not what store_judgement wrote: judged again
     return stored["verdict"], stored["fields"]
 
 

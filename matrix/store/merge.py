@@ -8,20 +8,43 @@ refused with the reason, since a merged report that silently lacks a part would 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pandas as pd
 
-from . import CELLS, REFS, RUN_META, RUNS, _link_or_copy, read_run, read_run_meta, write_tables
+from . import CELLS, REFS, RUN_META, RUNS, DamagedRun, _link_or_copy, read_run, read_run_meta, write_tables
 
 
 class MergeError(Exception):
     """The runs given are not the complete shards of one plan."""
 
 
+SHARD = re.compile(r"([0-9]+)/([0-9]+)")
+# What else merging reads of a shard's run.json, where it is there: (type, type of its items).
+OPTIONAL = {"empty_shards": (list, int), "environments": (list, str), "environment_seconds": (dict, (int, float)),
+            "left_out": (dict, dict)}
+
+
 def _shard_number(meta: dict) -> int:
     return int(meta["shard"].split("/")[0])
+
+
+def _check_shard_meta(run_dir: Path, meta: dict) -> None:
+    """What merging reads of a shard's run.json: DamagedRun naming the file and key where it is not
+    what `run --shard` writes."""
+    found = SHARD.fullmatch(meta["shard"]) if isinstance(meta["shard"], str) else None
+    if not found or not 1 <= int(found[1]) <= int(found[2]):
+        raise DamagedRun(run_dir / RUN_META, "shard", f"{meta['shard']!r} is not I/N with 1 <= I <= N, a damaged run?")
+    for key in ("started", "finished", "plan_key"):
+        if not isinstance(meta.get(key), str):
+            raise DamagedRun(run_dir / RUN_META, key, f"{'missing' if key not in meta else 'not text'}, a damaged run?")
+    for key, (kind, items) in OPTIONAL.items():
+        value = meta.get(key, kind())
+        if not isinstance(value, kind) or not all(isinstance(v, items) for v in (value.values() if kind is dict else value)):
+            raise DamagedRun(run_dir / RUN_META, key, f"not what `run --shard` writes there ({repr(value)[:40]}), "
+                                                      "a damaged run?")
 
 
 def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
@@ -31,6 +54,7 @@ def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
         meta = read_run_meta(run_dir)
         if "shard" not in meta:
             raise MergeError(f"{run_dir.name} is not a shard (it was not run with --shard I/N)")
+        _check_shard_meta(run_dir, meta)
         metas.append(meta)
     plans = {m.get("plan_key") for m in metas}
     if len(plans) > 1:

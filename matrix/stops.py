@@ -1,0 +1,124 @@
+"""A stop (Ctrl-C, SIGTERM, SIGHUP) and what must not outlive the process however it ends.
+
+The CLI turns each of those signals into `Stopped` in the main thread and sets STOPPING first, so
+that no thread reports a cell its stop broke as a finding. Whatever way the process ends (a
+normal end, a stop, a full disk), what it was making is removed (`removed_at_end`: a run's lock
+file, a prepare's half-made artifacts) and the processes it started and did not end — a case
+file's stray fork or subprocess — are ended (`end_descendants`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+# Set when a stop begins: workers no longer start, and progress is no longer reported.
+STOPPING = threading.Event()
+_signals: list[int] = []  # the stop signals that came, first first
+_temporary: set[Path] = set()
+_lock = threading.Lock()
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+class Stopped(BaseException):
+    """A stop signal, raised in the main thread like Ctrl-C's KeyboardInterrupt (a BaseException,
+    so no `except Exception` swallows it, and a case file's own `raise KeyboardInterrupt` stays
+    the case file's fault)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)
+
+
+def stop_requested(signum: int) -> None:
+    """A stop signal came (the CLI's handler, first thing): said before anything reacts to it."""
+    _signals.append(signum)
+    STOPPING.set()
+
+
+def stop_signal() -> int | None:
+    """The stop signal that came, if one did: whatever fails after it is the stop's doing (a library
+    that turns the Stopped raised inside it into an error of its own, say)."""
+    return _signals[0] if _signals else None
+
+
+@contextmanager
+def removed_at_end(path: Path) -> Iterator[Path]:
+    """`path` (a file or folder being made) is gone when the block ends, however it ends; and when
+    the process is stopped without unwinding (os._exit), remove_temporaries() removes it."""
+    with _lock:
+        _temporary.add(path)
+    try:
+        yield path
+    finally:
+        _remove(path)
+        with _lock:
+            _temporary.discard(path)
+
+
+def remove_temporaries() -> None:
+    """Everything still inside a removed_at_end block: the process is about to end."""
+    with _lock:
+        paths = list(_temporary)
+    for path in paths:
+        _remove(path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _parents() -> dict[int, int]:
+    """{pid: parent pid} of every process this user can see (Linux /proc; elsewhere, none)."""
+    found = {}
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                found[int(entry.name)] = int(fh.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+    return found
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """The processes below `pid` (default: this one), children first."""
+    parents = _parents()
+    found, frontier = [], [pid or os.getpid()]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier and child not in found]
+        found += children
+        frontier = children
+    return found
+
+
+def adopt_orphans() -> None:
+    """Linux: processes started below this one whose parent ends (a daemon's double fork) become
+    this process's children instead of init's, so that end_descendants finds them too."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except (OSError, AttributeError):  # not Linux
+        pass
+
+
+def end_descendants() -> list[int]:
+    """Kill every process this one started that is still there (SIGKILL): when trtmatrix ends,
+    its own workers are already stopped, so what is left was started by code it ran (a case file
+    that forked, or started a server and left it). Returns their ids."""
+    left = descendants()
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return left
