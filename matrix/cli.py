@@ -123,6 +123,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         ) -> None:
     """Run the matrix and write reports/runs/<run-id>/. Exit 1 when a cell newly fails compared
     with the previous run (a regression), 0 otherwise."""
+    from .report.causes import no_tensorrt_compared
     from .report.console import RunProgress, console, escape, left_out_line, print_results, totals_line
     from .report.error_text import worst_error
     from .report.junit import write_junit
@@ -146,7 +147,9 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     print_results(frame, full_list=run_dir / LOOK_AT)
     if dropped := left_out_line(read_run_meta(run_dir).get("left_out", {}), run_dir / RUN_META):
         console.print(dropped, soft_wrap=True)
-    console.print(totals_line(frame))
+    console.print(escape(totals_line(frame)), soft_wrap=True)  # one line in a log too
+    if said := no_tensorrt_compared(frame):  # a run that built engines must not read as one that checked them
+        console.print(f"[bold]{escape(said)}[/]", soft_wrap=True)
     _warn_several_issues(frame, the_plan.known_issues)
     console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
     before = previous_results(the_plan.path("reports_dir"), run_dir)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import time
 from collections import defaultdict
 from functools import cache
 from datetime import datetime, timezone
@@ -89,6 +90,7 @@ class MatrixRun:
         self.result_dirs: dict[str, Path] = {}
         self._artifacts: dict[tuple, Path | BaseException] = {}
         self._model_digests: dict[Path, str] = {}
+        self._rows = len({(cell.case, cell.params) for cell in plan.cells})  # artifacts at most, for progress
         self.env_logs: dict[str, Path] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
         self.executor = executor or LocalExecutor(plan.config.run.jobs)
@@ -120,11 +122,14 @@ class MatrixRun:
             self._artifacts[key] = ready  # no lock, no progress line: thousands of suite tests on a re-run
         if key not in self._artifacts:
             self.on_event({"event": "prepare", "case": case, "params": dict(params)})
+            started = time.perf_counter()
             try:
                 with cache_lock(self.cache, f"artifact-{case}-{artifact_key[:16]}"):
                     self._artifacts[key] = prepare(self.plan.cases[case], params, artifact_key, self.cache)
             except Exception as exc:  # a broken case must not stop the others
                 self._artifacts[key] = exc
+            self.on_event({"event": "prepared", "case": case, "params": dict(params),
+                           "seconds": time.perf_counter() - started, "of": self._rows})
         return self._artifacts[key]
 
     def _model_digest(self, artifacts: Path) -> str:

@@ -2,6 +2,8 @@
 Playwright): what a person sees, clicks and links to. A screenshot is saved in the run folder."""
 
 import os
+import re
+import subprocess
 import shutil
 
 import numpy as np
@@ -252,3 +254,26 @@ def test_the_release_note_summary_says_which_versions_never_ran(report_run):
              if line.startswith("| ")}
     assert "| tensorrt 10.8.0.43 (declared, not run) |" in table["| trt-10.8"]
     assert "| onnxruntime 1.32.0 |" in table["| ort-1.32"]
+
+
+def test_escape_closes_the_details_the_page_says_no_tensorrt_output_was_compared_and_reproduce_runs(page, report_run):
+    """What a reader met: Escape did nothing; a column of errors mixed 0.0044147 and 2.686e-4; the
+    page never said that no TensorRT output was compared; the command to reproduce a cell alone
+    worked only with the venv activated."""
+    run_dir, frame = report_run
+    said = page.locator("#tensorrt-truth").inner_text()
+    assert said.startswith("No TensorRT output was compared with a reference: full TensorRT's 3 cells were skipped")
+    assert "needs an NVIDIA GPU host with Docker" in said
+    page.click("[id='cell-wrong/fp32/ort-1.32']")
+    details = page.locator("#details")
+    details.wait_for(state="visible")
+    outputs = details.locator("table").nth(1)  # the outputs table: one format per column of errors
+    for column in (5, 6):  # max_abs, max_rel
+        value = outputs.locator(f"tr:nth-child(2) td:nth-child({column + 1})").inner_text()
+        assert re.fullmatch(r"\d\.\d{3}e[+-]\d+", value), value
+    command = details.locator("h3:has-text('Reproduce this cell alone') + pre").inner_text()
+    page.keyboard.press("Escape")
+    assert details.is_hidden()
+    ran = subprocess.run(command, shell=True, cwd="/", capture_output=True, text=True)  # from any folder, as written
+    assert ran.returncode == 0, ran.stderr
+    assert "wrong/fp32/ort-1.32" in ran.stderr and "fail" in ran.stderr

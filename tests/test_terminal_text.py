@@ -37,15 +37,28 @@ def test_images_list_in_80_columns_is_a_block_per_definition_with_every_value_wh
     assert len([line for line in lines if not line.startswith(" ")]) == len(list((REPO / "images").glob("*.toml")))
 
 
-def test_a_big_run_in_a_log_says_how_many_artifacts_it_prepared(capsys):
-    """Above 300 cells a log gets a line per 500 prepared artifacts: the count once they are all
-    prepared, so that a run of seven does not end its preparation at "1 so far"."""
+def test_a_log_never_goes_quiet_while_artifacts_are_prepared_and_a_re_run_that_runs_nothing_says_nothing(
+        capsys, monkeypatch):
+    """A big run's log gets a line whenever QUIET seconds passed while artifacts are prepared (a
+    log went three minutes without one); a small run's, a line per artifact that took a while; an
+    environment whose every cell is reused prints no "set up" line, one that runs cells says how many."""
+    from matrix.report import console as terminal
     from matrix.report.console import RunProgress
 
-    with RunProgress(total=400) as progress:
+    clock = iter(range(0, 1000, 4))  # every look at the clock: 4 s later
+    monkeypatch.setattr(terminal.time, "monotonic", lambda: next(clock))
+    with RunProgress(total=400) as big:
         for batch in range(7):
-            progress({"event": "prepare", "case": "case", "params": {"batch": batch}})
-        progress({"event": "setup", "env": "ort-1.32"})
-        progress({"event": "setup", "env": "ort-1.20"})
+            big({"event": "prepare", "case": "case", "params": {"batch": batch}})
+            big({"event": "prepared", "case": "case", "params": {"batch": batch}, "seconds": 4.0, "of": 7})
+    said = capsys.readouterr().err.splitlines()
+    assert said and all(line.startswith("preparing artifacts: ") and line.endswith(" of at most 7 so far") for line in said)
+    with RunProgress(total=3) as small:
+        small({"event": "prepare", "case": "minilm", "params": {"batch": 4}})
+        small({"event": "prepared", "case": "minilm", "params": {"batch": 4}, "seconds": 31.0, "of": 2})
+        small({"event": "setup", "env": "ort-1.20"})
+        small({"event": "ready", "env": "ort-1.20", "setup_s": 0.2, "to_run": 0, "reused": 3})
+        small({"event": "setup", "env": "ort-1.32"})
+        small({"event": "ready", "env": "ort-1.32", "setup_s": 12.3, "to_run": 2, "reused": 1})
     assert capsys.readouterr().err.splitlines() == [
-        "preparing artifacts: 1 so far", "prepared 7 artifacts", "set up ort-1.32", "set up ort-1.20"]
+        "prepare minilm batch=4", "prepared minilm batch=4 in 31.0 s", "ort-1.32: 2 cells to run, 1 reused (set up in 12.3 s)"]

@@ -113,6 +113,7 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
                     spare: SpareGpus) -> UnitResult:
     envdef = unit.envdef
     on_event({"event": "setup", "env": envdef.name})
+    started = time.perf_counter()
     try:
         backend = open_backend(envdef, unit.cache_dir, unit.worker_home, unit.run_id)
         # Parts of one environment (per GPU model, on other nodes) share its venv or image build.
@@ -125,6 +126,8 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
     facts = {**backend.facts(), "node": node}
     with lease(envdef.gpu) as gpu:  # after set-up: an image pull holds no GPU
         outcomes, jobs = _outcomes_and_jobs(unit, backend.fingerprint(), facts, gpu)
+        on_event({"event": "ready", "env": unit.name, "setup_s": time.perf_counter() - started, "to_run": len(jobs),
+                  "reused": sum(o.reused for o in outcomes)})
         if not jobs:
             return UnitResult(outcomes)
         with (spare(gpu, len(jobs) - 1) if gpu is not None else no_spare(0, 0)) as more:

@@ -9,6 +9,8 @@ import re
 
 import pandas as pd
 
+from ..statuses import JUDGED
+
 SEPARATOR = " — "  # between a refusal's cause and the engine's own words (worker/engines)
 LONGEST = 140
 
@@ -55,3 +57,34 @@ def not_run_reason(cells: pd.DataFrame) -> str | None:
     if not len(cells) or not cells["status"].isin(("skipped", "built")).all() or cells["error"].nunique() != 1:
         return None
     return str(cells["error"].iloc[0]).splitlines()[0]
+
+
+# What would let each TensorRT product's cells be judged against the reference.
+TENSORRT_NEEDS = {"tensorrt-rtx": "a GPU of compute capability 7.5, 8.0, 8.6, 8.9 or 12.x (T4, A100, A10, L4, "
+                                  "RTX 20xx-50xx; not the H100)",
+                  "tensorrt": "an NVIDIA GPU host with Docker and the NGC TensorRT images"}
+PRODUCTS = {"tensorrt-rtx": "TensorRT-RTX", "tensorrt": "full TensorRT"}
+
+
+def no_tensorrt_compared(frame: pd.DataFrame) -> str | None:
+    """One sentence where a run has TensorRT cells and none of them was judged against the
+    reference: what each product's cells came to, why none ran, and what would change it. A run
+    that built engines must not read as one that checked them. None where any TensorRT cell ran."""
+    cells = frame[frame["engine"].isin(PRODUCTS)]
+    if cells.empty or cells["status"].isin(JUDGED).any():
+        return None
+    said, needs = [], []
+    for engine, product in PRODUCTS.items():
+        mine = cells[cells["engine"] == engine]
+        if mine.empty:
+            continue
+        statuses = mine["status"].value_counts()
+        counts = {"built": f"{product} built {len(mine)} cells and ran none",
+                  "skipped": f"{product}'s {len(mine)} cells were skipped"}.get(statuses.index[0]) \
+            if len(statuses) == 1 else None
+        counts = counts or f"{product}'s {len(mine)} cells: " + ", ".join(f"{n} {s}" for s, n in statuses.items())
+        reasons = mine.loc[mine["status"].isin(("built", "skipped")), "error"].dropna()
+        why = reasons.map(lambda text: str(text).splitlines()[0].split("not run: ", 1)[-1]).value_counts()
+        said.append(counts + (f" ({why.index[0]})" if len(why) else ""))
+        needs.append(f"{product} needs {TENSORRT_NEEDS[engine]}")
+    return f"No TensorRT output was compared with a reference: {'; '.join(said)}. {'; '.join(needs)}."

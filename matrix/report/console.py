@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections import Counter
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -20,7 +21,7 @@ from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, TERMINAL as SHORT, gained_
 from .causes import cause, left_out_kind, not_run_reason
 from .timing import P_THRESHOLD, timing_text
 from .error_text import drift_text, needed_text, rule_text, with_marks, worst_error
-from .upgrade import env_order, records_by_row, version_mismatches
+from .upgrade import env_order, natural_key, records_by_row, version_mismatches
 
 
 # Control characters (an ANSI escape in a name, say) are shown as text, never sent to the terminal.
@@ -57,15 +58,21 @@ out = _Console(width=_width())  # listings that are the command's answer
 
 class RunProgress:
     """Turns run events into one progress bar over all cells on a terminal, and into plain lines in
-    a log (a bar cannot be redrawn in a file): a line per set-up, and per prepared and finished
-    cell up to LOG_EACH cells; beyond, a line per tenth with the counts so far (a suite of
-    thousands of cells must not bury the results under thousands of progress lines)."""
+    a log (a bar cannot be redrawn in a file): per environment, what it runs and what it reuses (an
+    environment whose cells are all reused says nothing: a re-run that runs nothing reads so), a
+    line per prepared artifact that took a while and per finished cell up to LOG_EACH cells; beyond,
+    a line every QUIET seconds while artifacts are prepared, and a line per tenth of the cells with
+    the counts so far (a suite of thousands of cells must not bury the results under thousands of
+    progress lines, nor go minutes without one)."""
 
     LOG_EACH = 300
+    SLOW = 5.0  # seconds: a prepared artifact this slow gets a line of its own in a log
+    QUIET = 10.0  # seconds a big run's log may go without a line while it prepares
 
     def __init__(self, total: int):
-        self.total, self.done, self.prepared, self.prepared_said = total, 0, 0, False
+        self.total, self.done, self.prepared = total, 0, 0
         self.counts: dict[str, int] = {}
+        self.said_at = time.monotonic()
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=console, disable=not console.is_terminal)
         self.task = self.progress.add_task("starting", total=total)
@@ -82,25 +89,33 @@ class RunProgress:
             self.progress.update(self.task, description=escape(text))
         else:
             console.print(escape(text), soft_wrap=True, highlight=False)
+            self.said_at = time.monotonic()
 
     def _each(self, done: int) -> bool:
         """Whether a log gets this cell's line: every one in a small run, each tenth in a big one."""
         return self.total <= self.LOG_EACH or done * 10 // self.total != (done - 1) * 10 // self.total
 
+    def _prepared(self, event: dict) -> None:
+        self.prepared += 1
+        what = " ".join([event["case"], *(f"{k}={v}" for k, v in event["params"].items())])
+        if self.total <= self.LOG_EACH:
+            if event["seconds"] >= self.SLOW and not console.is_terminal:
+                self._say(f"prepared {what} in {event['seconds']:.1f} s")
+        elif time.monotonic() - self.said_at >= self.QUIET:
+            self._say(f"preparing artifacts: {self.prepared} of at most {event['of']} so far")
+
     def __call__(self, event: dict) -> None:
         kind = event["event"]
-        if kind == "prepare":
-            self.prepared += 1
-            params = " ".join(f"{k}={v}" for k, v in event["params"].items())
-            if console.is_terminal or self.total <= self.LOG_EACH:
-                self._say(f"prepare {event['case']} {params}".strip())
-            elif self.prepared == 1 or self.prepared % 500 == 0:
-                self._say(f"preparing artifacts: {self.prepared} so far")
-        elif kind == "setup":
-            if not (console.is_terminal or self.total <= self.LOG_EACH or self.prepared_said) and self.prepared:
-                self._say(f"prepared {self.prepared} artifacts")  # every one is prepared before any set-up
-            self.prepared_said = True
+        if kind == "prepare" and (console.is_terminal or self.total <= self.LOG_EACH):
+            self._say(f"prepare {' '.join([event['case'], *(f'{k}={v}' for k, v in event['params'].items())])}")
+        elif kind == "prepared":
+            self._prepared(event)
+        elif kind == "setup" and console.is_terminal:
             self._say(f"set up {event['env']}")
+        elif kind == "ready" and event["to_run"]:
+            took = f" (set up in {event['setup_s']:.1f} s)" if event["setup_s"] >= 1 else ""
+            reused = f", {event['reused']} reused" if event["reused"] else ""
+            self._say(f"{event['env']}: {event['to_run']} cells to run{reused}{took}")
         elif kind == "start" and console.is_terminal:
             self._say(event["cell_id"])
         elif kind == "recorded":
@@ -115,6 +130,7 @@ class RunProgress:
                 line = f"[{self.done}/{self.total}] " + ", ".join(f"{n} {s}" for s, n in sorted(
                     self.counts.items(), key=lambda kv: -kv[1]))
             console.print(escape(line), soft_wrap=True, highlight=False)
+            self.said_at = time.monotonic()
 
 
 def status_text(row: pd.Series) -> tuple[str, str]:
@@ -293,7 +309,7 @@ def print_timing(envs: list[str], rows: list[dict], factor: float, target: Conso
 def _history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None) -> list[tuple[str, list[str]]]:
     """(cell id, its styled status in each run, newest first) for the cells matching the glob."""
     by_run = [{r["cell_id"]: styled(r) for r in frame.to_dict("records")} for _, frame in runs]
-    cells = sorted({cell for statuses in by_run for cell in statuses})
+    cells = sorted({cell for statuses in by_run for cell in statuses}, key=natural_key)
     return [(cell, [statuses.get(cell, "") for statuses in by_run]) for cell in cells
             if cell_glob is None or fnmatchcase(cell, cell_glob)]
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import sys
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,7 +29,7 @@ from .findings_view import findings_by_cell, forecasts, model_checks
 from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
 from .a_vs_b import a_vs_b_text
-from .causes import left_out_kind, not_run_reason
+from .causes import left_out_kind, no_tensorrt_compared, not_run_reason
 from .timing import FACTOR, P_THRESHOLD, place_names, timing_text, timing_view
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import declared_only, default_pair, env_order, records_by_row, version_mismatches, version_texts
@@ -45,6 +47,11 @@ DETAIL_FIELDS = [
     "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
     "engine_bytes", "build_log",
 ]
+
+# The command that made the report, as a path that works from any folder (after the README's set-up,
+# .venv/bin/trtmatrix: `trtmatrix` alone is found only with the venv activated).
+_BESIDE = Path(sys.executable).with_name("trtmatrix")
+TRTMATRIX = shlex.quote(str(_BESIDE)) if _BESIDE.is_file() else "trtmatrix"
 
 # The templates of every page (report, index, history), shared by html and publish.
 TEMPLATES = Environment(loader=PackageLoader("matrix.report", "templates"), autoescape=select_autoescape(default=True))
@@ -93,7 +100,7 @@ def cell_data(row: pd.Series, config: str) -> dict:
     data["cosine_text"] = cosine_text(row).removeprefix("cosine ") if row.get("outputs") not in (None, "", "[]") else None
     data["layers"] = layer_summary(row.get("network_layers"))
     data["shape_profile"] = json.loads(row["shape_profile"]) if isinstance(row.get("shape_profile"), str) else None
-    data["reproduce"] = f"trtmatrix run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
+    data["reproduce"] = f"{TRTMATRIX} run -c {shlex.quote(config)} --cell {shlex.quote(row['cell_id'])} --no-reuse"
     return data
 
 
@@ -124,12 +131,15 @@ def case_plot(frame: pd.DataFrame, case: str, envs: list[str], column: str = "ma
     step = (width - left - 70) / max(len(plotted) - 1, 1)  # room for the last rotated label
     series = []
     sub = sub.assign(_line=sub["profile"] + (" · " + sub["env"].map(places) if places else ""))
+    lines = sub["_line"].nunique()
     for index, (profile, group) in enumerate(sub.groupby("_line", sort=False)):
         worst = group.groupby("env")[column].agg(per_env)
         # A NaN/Inf output (max_abs inf) sits on the top row, drawn and labelled apart.
         points = sorted((round(left + plotted.index(e) * step, 1), y(v), "" if np.isfinite(v) else "NaN/Inf")
                         for e, v in worst.items())
+        # Earlier lines wider: where profiles coincide (equal errors), each stays visible under the next.
         series.append({"profile": profile, "color": f"hsl({index * 67 % 360}, 65%, 40%)", "points": points,
+                       "width": min(1.5 + 1.5 * (lines - 1 - index), 7.5),
                        "tol": y(group[line].iloc[0]) if line else None, "atol": group[line].iloc[0] if line else None})
     labels = [{"x": round(left + i * step, 1), "env": e} for i, e in enumerate(plotted)]
     return {"width": width, "height": height, "left": left, "series": series, "ticks": ticks, "labels": labels,
@@ -208,7 +218,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
         run=run, envs=envs, not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
-        model_checks=model_checks(frame),
+        model_checks=model_checks(frame), tensorrt_truth=no_tensorrt_compared(frame),
         speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None, places)) for case in cases],
         timing_p=P_THRESHOLD, timing_factor=f"{FACTOR:g}",
         operators=operator_counts(frame, tested), mismatches=version_mismatches(frame),

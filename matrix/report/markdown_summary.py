@@ -17,6 +17,7 @@ from ..statuses import BUILT_BOTH, CHANGES, ORDER, REGRESSED, gained_and_lost
 from .a_vs_b import a_vs_b_text
 from .error_text import drift_text, worst_error
 from .findings_view import repro_href
+from .causes import no_tensorrt_compared
 from .upgrade import declared_only, env_order, version_mismatches, version_texts
 
 SHORT = 20
@@ -119,6 +120,8 @@ def summary_markdown(frame: pd.DataFrame, run: dict, pair: tuple[str, str] | Non
              f"{len(frame)} cells · started {run.get('started', '?')} on {_md(run.get('host', '?'))} · "
              f"[full report]({link_address(link_base)})", ""]
     lines += [f"> ⚠ {_md(m)}" for m in version_mismatches(frame)]
+    if said := no_tensorrt_compared(frame):
+        lines += [f"> **{_md(said)}**", ""]
     lines += _environments(frame) + [""]
     if pair is None or compared is None:
         return "\n".join(lines)

@@ -18,7 +18,7 @@ from .a_vs_b import a_vs_b
 from .look_at import LOOK_AT, look_at_text
 from .html import DETAILS, STATUSES, TEMPLATES, Report, render_report
 from .run_summaries import history_cells, run_summary, write_summaries
-from .upgrade import default_pair
+from .upgrade import default_pair, natural_key
 
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
@@ -90,4 +90,4 @@ def history_table(history: list[tuple[str, list[list[str]]]]) -> dict:
     for index, (_, run_cells) in enumerate(history):
         for cell_id, status, text in run_cells:
             cells.setdefault(cell_id, [None] * len(history))[index] = [status, text]
-    return {"run_ids": run_ids, "cells": sorted(cells.items())}
+    return {"run_ids": run_ids, "cells": sorted(cells.items(), key=lambda item: natural_key(item[0]))}

@@ -6,6 +6,8 @@ picks); `trtmatrix diff` and the run's exit status use this module.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 from packaging.version import InvalidVersion, Version
@@ -53,6 +55,12 @@ def version_mismatches(frame: pd.DataFrame) -> list[str]:
             said.append(f"{env} declares version {declared.iloc[0]}, its cells report {group['engine'].iloc[0]} "
                         f"{reported.iloc[0]}")
     return said
+
+
+def natural_key(text: str) -> tuple:
+    """Cell ids and names in version order: the numbers in them compare as numbers, so
+    ort-1.9 comes before ort-1.17 and trt-8.6 before trt-10.0.0."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
 def env_order(frame: pd.DataFrame) -> list[str]:
