@@ -23,12 +23,29 @@ def test_the_command_page_is_what_the_app_generates(tmp_path):
         assert f"`{option}" in page
 
 
+def prose(page) -> str:
+    """A page without its code blocks and code spans (whose brackets are no links)."""
+    return re.sub(r"`[^`\n]*`", "", re.sub(r"```.*?```", "", page.read_text(), flags=re.S))
+
+
+def anchors(page) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as -."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+
+
 def test_every_page_the_index_links_is_there_and_links_resolve():
-    """docs/README.md lists the pages; a relative link in any page names a file of the repository."""
+    """docs/README.md lists the pages; a relative link in any page (docs/, bench/, reports/examples/)
+    names a file of the repository, and its #anchor a heading of that file."""
     index = (DOCS / "README.md").read_text()
     listed = set(re.findall(r"\]\(([a-z0-9-]+\.md)\)", index))
     pages = {p.name for p in DOCS.glob("*.md")} - {"README.md"}
     assert listed == pages, f"pages not in docs/README.md: {pages - listed}; listed but missing: {listed - pages}"
-    for page in DOCS.glob("*.md"):
-        for target in re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", page.read_text()):
-            assert (page.parent / target).exists(), f"{page.name}: link to {target}, which is not there"
+    readmes = [REPO / "bench" / "README.md", *(REPO / "reports" / "examples").glob("*/README.md")]
+    for page in [*DOCS.glob("*.md"), *readmes]:
+        for target, anchor in re.findall(r"\]\(([^)#:\s]*)(?:#([^)\s]*))?\)", prose(page)):
+            linked = (page.parent / target) if target else page
+            assert linked.exists(), f"{page}: link to {target}, which is not there"
+            if anchor and linked.suffix == ".md":
+                assert anchor in anchors(linked), f"{page}: link to {target}#{anchor}, no such heading"
