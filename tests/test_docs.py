@@ -49,3 +49,27 @@ def test_every_page_the_index_links_is_there_and_links_resolve():
             assert linked.exists(), f"{page}: link to {target}, which is not there"
             if anchor and linked.suffix == ".md":
                 assert anchor in anchors(linked), f"{page}: link to {target}#{anchor}, no such heading"
+
+
+def test_the_reference_pages_name_every_key_column_and_status():
+    """A new matrix-file key, definition key, results column, status or upgrade group cannot go
+    undocumented: each is named (as `code`) on its page."""
+    from matrix.config import Acceptance, CaseEntry, Profile, RunSettings
+    from matrix.environments.definitions import EnvDef
+    from matrix.sources.known_issues import KnownIssue
+    from matrix.statuses import CHANGES, ORDER
+    from matrix.store.records import COLUMNS
+
+    def named(page: str) -> set[str]:
+        return set(re.findall(r"`([^`\n]+)`", (DOCS / page).read_text()))
+
+    def keys(model) -> set[str]:
+        return {name for name, field in model.model_fields.items() if not field.exclude}
+
+    wanted = {"matrix-file.md": keys(RunSettings) | keys(Profile) | keys(CaseEntry) | keys(Acceptance),
+              "environments.md": keys(EnvDef) - {"name"}, "known-issues.md": keys(KnownIssue),
+              "outputs.md": set(COLUMNS), "statuses.md": set(ORDER)}
+    for page, names in wanted.items():
+        assert not names - named(page), f"docs/{page} does not name {sorted(names - named(page))}"
+    groups = (DOCS / "statuses.md").read_text()
+    assert all(f"| {group} |" in groups for group in CHANGES), "docs/statuses.md: an upgrade group is missing"
