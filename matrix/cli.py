@@ -30,13 +30,15 @@ ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="The matrix file
 # Commands over stored runs: a matrix file names the reports folder; without one they read ./reports.
 RunsConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="The matrix file (default: matrix.toml where there is one; else runs are read from ./reports).")]
-CasesOpt = Annotated[Optional[list[str]], typer.Option("--case", help="Only this case (repeatable).")]
-EnvsOpt = Annotated[Optional[list[str]], typer.Option("--env", help="Only this environment (repeatable).")]
-CellsOpt = Annotated[Optional[list[str]], typer.Option("--cell", help="Only this cell id (repeatable).")]
+CasesOpt = Annotated[Optional[list[str]], typer.Option("--case", metavar="NAME", help="Only this case (repeatable).")]
+EnvsOpt = Annotated[Optional[list[str]], typer.Option("--env", metavar="ENV", help="Only this environment (repeatable).")]
+CellsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--cell", metavar="CELL", help="Only this cell: case/k=v/profile/env, as the matrix prints it (repeatable).")]
 ShardOpt = Annotated[Optional[str], typer.Option(
     metavar="I/N", help="Only the I-th of N balanced parts of the plan (CI job matrices); "
                         "`trtmatrix merge` puts the N runs together.")]
-RunArg = Annotated[Optional[str], typer.Argument(help="Run id, id prefix or run folder (default: the newest run).")]
+RunArg = Annotated[Optional[str], typer.Argument(
+    metavar="RUN", help="Run id, id prefix or run folder (default: the newest run).")]
 
 # Exit statuses (README, "Exit status"); a run stopped by a signal exits 128 + its number.
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -114,15 +116,20 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
 
 @app.command()
 def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: EnvsOpt = None, cell: CellsOpt = None,
-        reuse: Annotated[bool, typer.Option(help="Reuse stored results of cells whose result key is unchanged.")] = True,
-        junit_xml: Annotated[Optional[Path], typer.Option(help="Also write the cells as JUnit XML here.")] = None,
+        reuse: Annotated[bool, typer.Option(help="Reuse stored results of cells whose result key is unchanged; "
+                                                  "--no-reuse runs every cell again.")] = True,
+        junit_xml: Annotated[Optional[Path], typer.Option(
+            metavar="FILE", help="Also write the cells as JUnit XML here: a testsuite per environment, a testcase "
+                                 "per row.")] = None,
         ray: Annotated[Optional[str], typer.Option(
             "--ray", metavar="ADDRESS", help="Run the environments on this Ray cluster ('auto', host:port, "
                                              "ray://host:10001); needs the ray extra.")] = None,
         shard: ShardOpt = None,
         ) -> None:
-    """Run the matrix and write reports/runs/<run-id>/. Exit 1 when a cell newly fails compared
-    with the previous run (a regression), 0 otherwise."""
+    """Run the matrix and write <reports_dir>/runs/<run-id>/ (results, report.html); progress and
+    tables go to stderr, the run folder's path is stdout's last line. Exit 1 when a cell newly
+    fails compared with the previous run (a regression), 2 on bad input (one line naming the file
+    and key), 3 when trtmatrix itself fails, 128 + n when stopped by signal n, 0 otherwise."""
     from .report.causes import no_tensorrt_compared
     from .report.console import RunProgress, console, escape, left_out_line, print_results, totals_line
     from .report.error_text import worst_error
@@ -340,7 +347,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
 
 
 @app.command()
-def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids, id prefixes or run folders.")],
+def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The shards' runs: ids, id prefixes or run folders.")],
           config: RunsConfigOpt = None,
           junit_xml: Annotated[Optional[Path], typer.Option(help="Also write the merged cells as JUnit XML here.")] = None,
           ) -> None:
@@ -376,8 +383,13 @@ def merge(runs: Annotated[list[str], typer.Argument(help="The shards' runs: ids,
 
 @app.command()
 def diff(run_ref: RunArg = None, config: RunsConfigOpt = None,
-         from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: second newest).")] = None,
-         to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: newest).")] = None,
+         from_env: Annotated[Optional[str], typer.Option(
+             "--from", metavar="ENV", help="Environment A (default: the older of the two newest versions of one engine "
+                                           "among the environments judged against the reference, else among those "
+                                           "that built; --to alone: the nearest earlier version of its engine).")] = None,
+         to_env: Annotated[Optional[str], typer.Option(
+             "--to", metavar="ENV", help="Environment B (default: the newer of that pair; --from alone: the nearest "
+                                         "later version of its engine).")] = None,
          timing: Annotated[bool, typer.Option("--timing", help="Speed instead: build time and median latency per row, "
                                                                  "with each change; across every version, or B against A "
                                                                  "with --from and --to.")] = False,
@@ -443,10 +455,10 @@ def _pair(frame, from_env: str | None, to_env: str | None) -> tuple[str, str]:
 
 @app.command()
 def summary(run_ref: RunArg = None, config: RunsConfigOpt = None,
-            from_env: Annotated[Optional[str], typer.Option("--from", help="Environment A (default: as diff).")] = None,
-            to_env: Annotated[Optional[str], typer.Option("--to", help="Environment B (default: as diff).")] = None,
+            from_env: Annotated[Optional[str], typer.Option("--from", metavar="ENV", help="Environment A (default: as diff).")] = None,
+            to_env: Annotated[Optional[str], typer.Option("--to", metavar="ENV", help="Environment B (default: as diff).")] = None,
             link_base: Annotated[Optional[str], typer.Option(
-                help="The published report's URL; cell links are <URL>#cell-<id> (default: report.html, "
+                metavar="URL", help="The published report's URL; cell links are <URL>#cell-<id> (default: report.html, "
                      "relative to the run folder).")] = None,
             output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here (default: stdout).")] = None,
             everything: Annotated[bool, typer.Option("--all", help="Every cell of each group, not the first 20.")] = False,
@@ -504,7 +516,9 @@ def _registry(config: Path | None) -> dict:
 @app.command()
 def history(config: RunsConfigOpt = None,
             last: Annotated[int, typer.Option(min=1, help="How many of the newest runs.")] = 10,
-            cell: Annotated[Optional[str], typer.Option(help="Only cell ids matching this glob.")] = None) -> None:
+            cell: Annotated[Optional[str], typer.Option(
+                metavar="GLOB", help="Only cell ids matching this glob (case/k=v/profile/env; * and ? as in a "
+                                     "shell).")] = None) -> None:
     """Each cell's status over the newest runs (newest first): the nightly trend."""
     from .report.console import print_history
     from .store import DamagedRun, left_out, list_runs, read_run
@@ -526,7 +540,7 @@ def history(config: RunsConfigOpt = None,
 
 @app.command("export")
 def export_cmd(run_ref: RunArg = None, config: RunsConfigOpt = None,
-               fmt: Annotated[str, typer.Option("--format", help="csv, json, jsonl or parquet.")] = "csv",
+               fmt: Annotated[str, typer.Option("--format", help="csv, json, jsonl or parquet (parquet needs -o).")] = "csv",
                output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File (default: stdout for text formats).")] = None) -> None:
     """Write a run's results as CSV, JSON, JSON lines or parquet."""
     from .store import EXPORTS, export, read_run
@@ -561,10 +575,12 @@ def _investigation_progress(event: dict) -> None:
 
 
 @app.command()
-def bisect(row: Annotated[str, typer.Argument(help="The row: case/k=v/profile, as the matrix prints it.")],
-           good: Annotated[str, typer.Option(help="A release where the row has its good verdict.")],
-           bad: Annotated[str, typer.Option(help="A release where it has the other verdict (later or earlier).")],
-           engine: Annotated[str, typer.Option(help="onnxruntime (releases on PyPI) or tensorrt (images/).")] = "onnxruntime",
+def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case/k=v/profile, as the matrix prints it.")],
+           good: Annotated[str, typer.Option(metavar="VERSION", help="A release where the row has its good verdict.")],
+           bad: Annotated[str, typer.Option(metavar="VERSION", help="A release where it has the other verdict: later "
+                                                                "(a regression) or earlier (a fix).")],
+           engine: Annotated[str, typer.Option(help="onnxruntime (the releases on the package index pip is configured "
+                                                     "with) or tensorrt (the TensorRT definitions in images/).")] = "onnxruntime",
            pre: Annotated[bool, typer.Option("--pre", help="Include pre-releases and nightly builds (as pip --pre).")] = False,
            config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Since which release does a row fail (or pass)? A binary search over the engine's releases
@@ -623,7 +639,7 @@ def _keep_finding(run_dir: Path | None, kind: str, item: str, finding: dict, tab
 
 
 @app.command()
-def explain(cell: Annotated[str, typer.Argument(help="The cell: case/k=v/profile/env, as the matrix prints it.")],
+def explain(cell: Annotated[str, typer.Argument(metavar="CELL", help="The cell: case/k=v/profile/env, as the matrix prints it.")],
             run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False,
             every: Annotated[bool, typer.Option("--all", help="Show the nodes nothing was measured on too "
                                                                "(Constant, Shape, integer nodes).")] = False) -> None:
@@ -663,7 +679,7 @@ def explain(cell: Annotated[str, typer.Argument(help="The cell: case/k=v/profile
 
 
 @app.command()
-def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: case/k=v/profile/env.")],
+def precision(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing FP16 cell: case/k=v/profile/env.")],
               run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Which layers must stay in FP32 for a failing FP16 cell to pass? Delta debugging over op
     types, then node names, each trial an ordinary cell; prints a profile ready to paste into
@@ -693,10 +709,10 @@ def precision(cell: Annotated[str, typer.Argument(help="A failing FP16 cell: cas
 
 
 @app.command()
-def repro(cell: Annotated[str, typer.Argument(help="A failing cell: case/k=v/profile/env.")],
+def repro(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing cell: case/k=v/profile/env.")],
           output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write (default: "
                                                          "repro/<cell> in the run folder).")] = None,
-          run_ref: Annotated[Optional[str], typer.Option("--run", help="The run it concerns (default: the newest).")] = None,
+          run_ref: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="The run it concerns (default: the newest).")] = None,
           config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """A folder to file upstream for a failing cell: the smallest model that still fails (from
     explain's first divergent node), its inputs, the float64 expected outputs, a repro.py that
@@ -746,9 +762,12 @@ app.add_typer(tolerances_app, name="tolerances")
 @tolerances_app.command("suggest")
 def tolerances_suggest(
         run_ref: RunArg = None, config: RunsConfigOpt = None,
-        trusted: Annotated[list[str], typer.Option(help="An environment whose results you trust (repeatable).")] = ...,
+        trusted: Annotated[list[str], typer.Option(metavar="ENV", help="An environment whose results you trust "
+                                                                    "(repeatable).")] = ...,
         case: CasesOpt = None,
-        factor: Annotated[float, typer.Option(min=1.0, help="Safety factor on the atol the trusted cells needed.")] = 2.0,
+        factor: Annotated[float, typer.Option(min=1.0, help="Safety factor: atol = factor × the atol the trusted cells "
+                                                             "needed (a rule: 1 − factor × their largest gap of cosine "
+                                                             "from 1).")] = 2.0,
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the TOML here (default: stdout).")] = None,
 ) -> None:
     """Per case and profile, the tolerance the trusted environments need (times --factor, never
@@ -780,8 +799,10 @@ def tolerances_suggest(
 
 images_app = typer.Typer(no_args_is_help=True, help="Environment definitions under images/: list, build, check.")
 app.add_typer(images_app, name="images")
-ImagesDirOpt = Annotated[Path, typer.Option("--images-dir", help="Folder of environment definitions.")]
-NamesArg = Annotated[Optional[list[str]], typer.Argument(help="Environment names (default: all).")]
+ImagesDirOpt = Annotated[Path, typer.Option("--images-dir", help="Your folder of environment definitions; those "
+                                                                "that ship with trtmatrix are taken too (yours win a "
+                                                                "name they share).")]
+NamesArg = Annotated[Optional[list[str]], typer.Argument(metavar="ENV", help="Environment names (default: all).")]
 
 
 def _envdefs(images_dir: Path, names: list[str] | None):

@@ -1,7 +1,8 @@
 """The support matrix page (`trtmatrix support`): per release and ONNX operator, built / refused
 (with the causes) / broke and the tests behind each, from a real run of ONNX node tests on
 TensorRT-RTX 1.4 and 1.7; the published pages in docs/ are exactly what the command makes from the
-runs kept in reports/examples/, and the README's suite figures are lines of those pages."""
+runs kept in reports/examples/, and the suite figures quoted in docs/suites.md (and the README, where
+it quotes them) are lines of those pages."""
 
 import json
 import os
@@ -71,10 +72,11 @@ def test_two_builds_are_not_unchanged_and_the_gain_is_one_number(suite_run):
 
 
 @pytest.mark.parametrize("matrix", ["trt-rtx-suite", "onnx-suite"])
-def test_the_published_page_is_what_the_command_makes_and_the_readme_quotes_it(matrix):
+def test_the_published_page_is_what_the_command_makes_and_the_docs_quote_it(matrix):
     """docs/<matrix>-support.md is `trtmatrix support` of the run kept in reports/examples/<matrix>/
-    (its results reduced to the columns the page reads): never edited by hand. The README's figures
-    for that suite are lines of the page, under a marker naming the command."""
+    (its results reduced to the columns the page reads): never edited by hand. The figures for that
+    suite, under a marker naming the command, are lines of the page: in docs/suites.md, and in every
+    other page (the README, docs/*.md) that quotes them."""
     example = REPO / "reports" / "examples" / matrix
     made = cli("support", str(example), "-c", f"matrices/{matrix}.toml")
     assert made.returncode == 0, made.stderr
@@ -82,7 +84,10 @@ def test_the_published_page_is_what_the_command_makes_and_the_readme_quotes_it(m
     assert made.stdout == page
     command = f"trtmatrix support -c matrices/{matrix}.toml > docs/{matrix}-support.md"
     assert f"Made by `{command}`" in page
-    readme = (REPO / "README.md").read_text()
-    block = readme.split(f"<!-- figures: {command} -->")[1].split("\n\n")[0]
-    quoted = re.findall(r"^> (- .+)$", block, flags=re.M)
-    assert len(quoted) >= 4 and all(line in page.splitlines() for line in quoted)
+    marker = f"<!-- figures: {command} -->"
+    quoting = [doc for doc in [REPO / "README.md", *(REPO / "docs").glob("*.md")] if marker in doc.read_text()]
+    assert REPO / "docs" / "suites.md" in quoting
+    for doc in quoting:
+        block = doc.read_text().split(marker)[1].split("\n\n")[0]
+        quoted = re.findall(r"^> (- .+)$", block, flags=re.M)
+        assert len(quoted) >= 4 and all(line in page.splitlines() for line in quoted), doc.name
