@@ -40,7 +40,7 @@ ShardOpt = Annotated[Optional[str], typer.Option(
 RunArg = Annotated[Optional[str], typer.Argument(
     metavar="RUN", help="Run id, id prefix or run folder (default: the newest run).")]
 
-# Exit statuses (README, "Exit status"); a run stopped by a signal exits 128 + its number.
+# Exit statuses (docs/statuses.md); a run stopped by a signal exits 128 + its number.
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 MAX_SHARDS = 1000  # more CI jobs than any CI system runs at once; a typo's 10**9 would take the plan's memory

@@ -42,7 +42,7 @@ def test_every_page_the_index_links_is_there_and_links_resolve():
     listed = set(re.findall(r"\]\(([a-z0-9-]+\.md)\)", index))
     pages = {p.name for p in DOCS.glob("*.md")} - {"README.md"}
     assert listed == pages, f"pages not in docs/README.md: {pages - listed}; listed but missing: {listed - pages}"
-    readmes = [REPO / "bench" / "README.md", *(REPO / "reports" / "examples").glob("*/README.md")]
+    readmes = [REPO / "README.md", REPO / "bench" / "README.md", *(REPO / "reports" / "examples").glob("*/README.md")]
     for page in [*DOCS.glob("*.md"), *readmes]:
         for target, anchor in re.findall(r"\]\(([^)#:\s]*)(?:#([^)\s]*))?\)", prose(page)):
             linked = (page.parent / target) if target else page

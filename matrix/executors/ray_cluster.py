@@ -2,7 +2,7 @@
 one) is one Ray task, placed by Ray resources on a node that can run it; the orchestrator stays
 where `trtmatrix run --ray` was started and compares, stores and reports as with the local executor.
 
-Resources a task asks for (operators declare the custom ones per node, README "A Ray cluster"):
+Resources a task asks for (operators declare the custom ones per node, docs/clusters-and-ci.md):
 - `GPU: 1` for a GPU environment (TensorRT, torch on CUDA): one environment per GPU, as locally;
 - `docker` for a docker environment: nodes with a Docker engine and the images;
 - `gpu:<model>` (e.g. `gpu:L4`) for cells whose case lists GPU patterns (`gpus = ["*L4*"]`):

@@ -96,7 +96,7 @@ def support_markdown(frame: pd.DataFrame, run: dict, command: str) -> str:
     lines = [f"# ONNX operator support: {', '.join(envs)}", "",
              "<!-- Generated: do not edit. Remake it with the command below. -->",
              f"Made by `{command}` from run `{run.get('run_id', '?')}` (started {run.get('started', '?')}) of "
-             f"{_md(suites)}. Every number is a cell of that run (statuses: the README's \"Cell statuses\"): "
+             f"{_md(suites)}. Every number is a cell of that run (statuses: docs/statuses.md): "
              "`built` an engine that built where it cannot run, `refused` the engine refusing the model (the cause "
              "here, its own words in the run), `error` something that broke.", "",
              "## Releases", ""]

@@ -30,7 +30,7 @@ from .upgrade import env_versions, env_order
 FIELDS = ["row_id", "case", "env", "build_s", "infer_ms", "infer_ms_runs"]
 P_THRESHOLD = 0.002  # asv's statistics.is_different
 MIN_RUNS = 7  # the fewest timed inferences a side with which a two-sided U test can reach P_THRESHOLD
-FACTOR = 1.5  # the smallest ratio of medians flagged (README, "Speed across versions": measured here)
+FACTOR = 1.5  # the smallest ratio of medians flagged (docs/judging.md, "Speed across versions")
 
 
 def _times(runs) -> list[float]:

@@ -1,4 +1,4 @@
-"""One record per cell: the row format of results.parquet / results.jsonl (see README)."""
+"""One record per cell: the row format of results.parquet / results.jsonl (docs/outputs.md)."""
 
 from __future__ import annotations
 
