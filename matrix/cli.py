@@ -132,12 +132,10 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     and key), 3 when trtmatrix itself fails, 128 + n when stopped by signal n, 0 otherwise."""
     from .report.causes import no_tensorrt_compared
     from .report.console import RunProgress, console, escape, left_out_line, print_results, totals_line
-    from .report.error_text import worst_error
     from .report.junit import write_junit
     from .report.look_at import LOOK_AT
     from .run import MatrixRun
-    from .store import REPORT, RUN_META, previous_results, read_run, read_run_meta
-    from .report.upgrade import regressions
+    from .store import REPORT, RUN_META, read_run, read_run_meta
 
     the_plan = _plan(config, case, env, cell)
     if shard:
@@ -159,8 +157,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         console.print(f"[bold]{escape(said)}[/]", soft_wrap=True)
     _warn_several_issues(frame, the_plan.known_issues)
     console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
-    before = previous_results(the_plan.path("reports_dir"), run_dir)
-    newly_failing = regressions(before[1], frame) if before else []
+    newly_failing = _newly_failing(the_plan.path("reports_dir"), run_dir, frame)
     junit_failed = False
     if junit_xml:
         try:  # checked before the run; a full disk now must not hide the regressions below
@@ -169,15 +166,30 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
             console.print(escape(f"error: --junit-xml {junit_xml}: {exc.strerror or exc}"), soft_wrap=True)
             junit_failed = True
     typer.echo(str(run_dir))
-    if len(newly_failing):
-        console.print(f"[bold red]{len(newly_failing)} cells newly fail compared with run {before[0].name}:[/]")
-        for _, r in newly_failing.iterrows():
-            worst = worst_error(r, 2)
-            console.print(escape(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}"
-                                 + (f" ({worst})" if worst else "")), soft_wrap=True)
+    if newly_failing:
         raise typer.Exit(EXIT_REGRESSION)
     if junit_failed:
         raise typer.Exit(EXIT_INTERNAL)
+
+
+def _newly_failing(reports_dir: Path, run_dir: Path, frame) -> bool:
+    """Whether a cell of `frame` newly fails against the previous whole run (a regression: exit 1);
+    each such cell listed on stderr."""
+    from .report.console import console, escape
+    from .report.error_text import worst_error
+    from .report.upgrade import regressions
+    from .store import previous_results
+
+    before = previous_results(reports_dir, run_dir)
+    newly = regressions(before[1], frame) if before else []
+    if len(newly):
+        console.print(f"[bold red]{len(newly)} cell{'s' * (len(newly) != 1)} newly fail{'s' * (len(newly) == 1)} "
+                      f"compared with run {before[0].name}:[/]")
+        for _, r in newly.iterrows():
+            worst = worst_error(r, 2)
+            console.print(escape(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}"
+                                 + (f" ({worst})" if worst else "")), soft_wrap=True)
+    return bool(len(newly))
 
 
 def _warn_several_issues(frame, issues) -> None:
@@ -353,7 +365,8 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
           ) -> None:
     """Put the N shards of a sharded run (`run --shard I/N`) together as one new run in the matrix
     file's reports folder — the newest, with results, report, index and history. Refuses runs
-    that are not all N shards of one plan."""
+    that are not all N shards of one plan. Exit 1 when a cell newly fails compared with the
+    previous whole run, as `run` does."""
     from .report.publish import publish_staged
     from .run import new_run_id
     from .store import REPORT
@@ -379,6 +392,8 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
     typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards", err=True)
     typer.echo(f"report: {run_dir / REPORT}", err=True)
     typer.echo(str(run_dir))  # the last line, as `run` prints it
+    if _newly_failing(reports_dir, run_dir, frame):  # the merged run is judged as a whole run is
+        raise typer.Exit(EXIT_REGRESSION)
 
 
 @app.command()
@@ -565,12 +580,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the finding as JSON
 
 
 def _investigation_progress(event: dict) -> None:
+    from .investigations.repro import MUST
     from .report.console import console, escape
 
     if event["event"] in ("setup", "recorded", "bisect", "repro"):
         text = {"setup": lambda e: f"set up {e['env']}", "recorded": lambda e: f"{e['status']} {e['cell_id']}",
                 "bisect": lambda e: f"bisect: {e['version']} ({e['env']})",
-                "repro": lambda e: f"repro.py on {e['version']} ({e['env']}): must {e['expect']}"}[event["event"]](event)
+                "repro": lambda e: f"repro.py on {e['version']} ({e['env']}): must {MUST[e['expect']]}"}[event["event"]](event)
         console.print(escape(text), soft_wrap=True, highlight=False, style="dim")
 
 

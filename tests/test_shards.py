@@ -86,3 +86,32 @@ def test_merge_refuses_what_is_not_all_shards_of_one_plan(matrix, write_matrix, 
     refused = cli("merge", "-c", str(matrix), first.name, list_runs(tmp_path / "reports")[-1].name)
     assert refused.returncode == 2 and "is not a shard" in refused.stderr
     assert cli("run", "-c", str(matrix), "--shard", "3/2").returncode == 2
+
+
+def test_a_sharded_night_and_its_merge_go_red_on_a_regression(write_matrix, tmp_path):
+    """A shard is compared with the previous whole run (unsharded or merged), never with the other
+    shard of its night, and `merge` judges the merged run as `run` does: exit 1 for a regression.
+    Before, the second shard compared with the first (no cell in common: exit 0) and `merge`
+    compared with nothing (exit 0): a sharded nightly let a regression through."""
+    import numpy as np
+
+    model, inputs = make_tiny_model(tmp_path)
+    expected = tmp_path / "expected.npz"
+    truth = make_expected(model, inputs)
+    np.savez(expected, y=truth)
+    config = write_matrix(PROFILES + tiny_case(model, inputs) + f'expected = "{expected}"\n', environments=("ort-1.17", "ort-1.32"))
+    assert cli("run", "-c", str(config)).returncode == 0  # night 1: all pass
+    np.savez(expected, y=truth + 1.0)  # night 2: every cell now fails
+    codes = [cli("run", "-c", str(config), "--shard", shard).returncode for shard in ("1/2", "2/2")]
+    assert codes == [1, 1]
+    shards = [str(p) for p in list_runs(tmp_path / "reports")[-2:]]
+    merged = cli("merge", "-c", str(config), *shards)
+    assert merged.returncode == 1 and "2 cells newly fail compared with run" in merged.stderr, merged.stderr
+
+
+def make_expected(model, inputs):
+    import numpy as np
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    return session.run(None, dict(np.load(inputs)))[0].astype(np.float64)

@@ -36,11 +36,14 @@ def hidden_line(nodes: pd.DataFrame, every: bool) -> str | None:
     if every or unobserved.empty:
         return None
     kinds = ", ".join(unobserved["op_type"].value_counts().index[:6])
-    return f"{len(unobserved)} nodes with nothing to measure (no floating-point output: {kinds}) are not shown: --all shows them"
+    count = f"{len(unobserved)} node{'s' * (len(unobserved) != 1)}"
+    return f"{count} with nothing to measure (no floating-point output: {kinds}) not shown: --all shows them"
 
 
 def _jump_text(value) -> str:
-    return "—" if pd.isna(value) else ("∞" if value == float("inf") else f"×{value:.3g}")
+    if pd.isna(value):
+        return "—"
+    return "∞" if value == float("inf") else ("none: exact" if value == 0 else f"×{value:.3g}")
 
 
 def explain_lines(nodes: pd.DataFrame, first: dict | None, every: bool = False) -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..store.outputs import write_output
-from .error_text import drift_text, worst_error
+from .error_text import drift_text, rule_text, worst_error
 
 FAILED = {"fail", "timeout"}
 ERRORED = {"error", "crash"}
@@ -36,8 +36,10 @@ def _message(row: pd.Series) -> str:
         parts.append(f"{shown} (atol {row['atol']:g}, rtol {row['rtol']:g})")
     if drift_text(row):
         parts.append(drift_text(row))
-    if row.get("error"):
-        parts.append(str(row["error"]))
+    if isinstance(row.get("error"), str) and row["error"]:  # a missing one is NaN in a frame, and NaN is true
+        parts.append(row["error"])
+    if isinstance(row.get("rule"), str):  # judged by a rule: what it measured, where the worst was
+        parts.append(rule_text(row))
     return "; ".join(parts)
 
 

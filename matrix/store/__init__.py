@@ -261,9 +261,13 @@ def left_out(exc: DamagedRun) -> None:
 
 
 def previous_results(reports_dir: Path, run_dir: Path) -> tuple[Path, pd.DataFrame] | None:
-    """The newest run before `run_dir` that can be read, with its results (damaged ones: left out)."""
+    """The newest whole run before `run_dir` that can be read, with its results (damaged ones: left
+    out). A shard is part of a run, not one: a night's second shard must be compared with the
+    night before (or its merge), never with the first shard of the same night."""
     for earlier in reversed([p for p in list_runs(reports_dir) if p.name < run_dir.name]):
         try:
+            if read_run_meta(earlier).get("shard"):
+                continue
             return earlier, read_run(earlier)
         except DamagedRun as exc:
             left_out(exc)
