@@ -28,7 +28,7 @@ from ..prepare import INPUTS, input_types_file, model_for_profile, node_types_fi
 from ..store.cache import engine_caches, env_log, result_dir, result_key, shared_engines, stored_result
 from ..store.locks import cache_lock
 from ..store.records import HOST
-from .environment_job import CellJob, error_text, read_results, run_environment, run_worker
+from .environment_job import CellJob, WorkerPass, error_text, read_results, run_environment, run_worker
 
 @dataclass(frozen=True)
 class PendingCell:
@@ -183,9 +183,15 @@ def _run_spread(backend, unit: EnvironmentUnit, jobs: list[CellJob], gpus: list[
             backend, unit.envdef, [jobs[k] for k in orders[i]], unit.cache_dir, unit.timeout_s, gpus[i], on_event,
             unit.cell_jobs, f"{unit.name}@gpu{gpus[i]}", node, shared=True), range(len(gpus))))
     log = env_log(unit.cache_dir, unit.name)
-    log.write_text("".join(f"── the worker on GPU {gpu} ({done.cells} cells) ──\n{done.log.read_text()}"
-                           for gpu, done in zip(gpus, passes)))
+    log.write_text("".join(_worker_log(gpu, done) for gpu, done in zip(gpus, passes)))
     return read_results(jobs, passes), log
+
+
+def _worker_log(gpu: int | None, done: WorkerPass) -> str:
+    """A worker's part of the environment's log: a line saying how many cells it ran (or why it
+    did not start: the others ran its cells), then its own log, if it wrote one."""
+    what = f"did not start: {done.unavailable}" if done.unavailable else f"{done.cells} cells"
+    return f"── the worker on GPU {gpu} ({what}) ──\n" + (done.log.read_text() if done.log.is_file() else "")
 
 
 def shared_orders(count: int, workers: int) -> list[list[int]]:
