@@ -42,19 +42,18 @@ from matrix.plan import build_plan  # noqa: E402
 from matrix.prepare import INPUTS, REFERENCE, prepare  # noqa: E402
 from matrix.store import list_runs, read_run  # noqa: E402
 
-def trtmatrix_run(config: Path, env_name: str, cases: list[str], start: str | None) -> tuple[float, float, object]:
-    """(wall seconds of the command, seconds inside the environment (run.json), its results)."""
-    args = [sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--env", env_name, "--no-reuse"]
-    args += [a for case in cases for a in ("--case", case)]
-    env = {**os.environ, **({"TRTMATRIX_CELL_START": start} if start else {})}
+def trtmatrix_run(config: Path, env_name: str, selection: list[str], environ: dict[str, str]) -> tuple[float, float, Path]:
+    """(wall seconds of `trtmatrix run --no-reuse`, seconds inside the environment (run.json), the
+    run's folder). `selection`: its --case / --cell arguments; `environ`: set for the command."""
+    args = [sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--env", env_name, "--no-reuse", *selection]
     begin = time.perf_counter()
-    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, env=env)
+    done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, env={**os.environ, **environ})
     seconds = time.perf_counter() - begin
     if done.returncode not in (0, 1):
-        sys.exit(f"trtmatrix run failed ({done.returncode}): {done.stderr[-2000:]}")
+        sys.exit(f"trtmatrix run {environ or ''} failed ({done.returncode}): {done.stderr[-2000:]}")
     run_dir = list_runs(build_plan(config).path("reports_dir"))[-1]
     inside = json.loads((run_dir / "run.json").read_text())["environment_seconds"][env_name]
-    return seconds, inside, read_run(run_dir)
+    return seconds, inside, run_dir
 
 
 def floor(plan, ran) -> tuple[float, int]:
@@ -109,14 +108,16 @@ def main() -> None:
     plan = build_plan(args.config, only_envs=[args.env])
     cases = [name for name in plan.cases if name not in args.skip_case]
     plan = build_plan(args.config, only_cases=cases, only_envs=[args.env])
+    selection = [a for case in cases for a in ("--case", case)]
     begin = time.perf_counter()
-    first, _, _ = trtmatrix_run(args.config, args.env, cases, None)
+    first, _, _ = trtmatrix_run(args.config, args.env, selection, {})
     print(f"prepared {len({c.artifact_key for c in plan.cells})} artifacts and ran once (untimed) in "
           f"{time.perf_counter() - begin:.1f} s (that run: {first:.1f} s)", file=sys.stderr)
     rows = []
     if args.fork:
-        fork_s, fork_in, _ = trtmatrix_run(args.config, args.env, cases, "fork")
-    warm_s, warm_in, frame = trtmatrix_run(args.config, args.env, cases, None)
+        fork_s, fork_in, _ = trtmatrix_run(args.config, args.env, selection, {"TRTMATRIX_CELL_START": "fork"})
+    warm_s, warm_in, run_dir = trtmatrix_run(args.config, args.env, selection, {})
+    frame = read_run(run_dir)
     ran = frame[frame["status"] != "skipped"]
     rows.append(("trtmatrix run (a warm worker)", warm_s, warm_in, len(ran)))
     if args.fork:

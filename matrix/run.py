@@ -11,6 +11,7 @@ import os
 import secrets
 import time
 from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import cache
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version as package_version
@@ -45,6 +46,7 @@ from .stops import STOPPING, removed_at_end
 from .worker.files import LOG, OUTPUTS
 
 Events = Callable[[dict], None]
+JUDGES = 2  # threads judging cells while the others run
 
 
 def new_run_id() -> str:
@@ -93,6 +95,9 @@ class MatrixRun:
         self._rows = len({(cell.case, cell.params) for cell in plan.cells})  # artifacts at most, for progress
         self.env_logs: dict[str, Path] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
+        self._cells = {cell.cell_id: cell for cell in plan.cells}
+        self._judging: dict[str, Future] = {}  # cells being judged while their environment runs
+        self._judges: ThreadPoolExecutor | None = None
         self.executor = executor or LocalExecutor(plan.config.run.jobs)
         settings = plan.config.run
         self.cell_jobs = settings.cell_jobs or max(1, (os.cpu_count() or 1) // settings.jobs)
@@ -220,11 +225,23 @@ class MatrixRun:
                       if info.get("shape_profile") else None)
         if fields["status"] == "ok":
             try:
-                verdict, judged = self._judge(cell, directory, artifacts)
+                early = self._judging.pop(cell.cell_id, None)
+                verdict, judged = early.result() if early else self._judge(cell, directory, artifacts)
                 fields.update(judged, status=verdict)
             except Exception as exc:
                 fields.update(status="error", error=f"compare failed: {error_text(exc)[0]}")
         self._record(cell, **fields)
+
+    def _judge_early(self, event: dict) -> None:
+        """A cell judged as soon as its worker says it ran (the event names its folder), on a
+        thread of its own while the environment runs its other cells: comparing hundreds of cells
+        one after another once the last one ran would keep every GPU idle meanwhile."""
+        if event.get("event") == "done" and event.get("status") == "ok" and event.get("out_dir"):
+            cell = self._cells.get(event["cell_id"])
+            artifacts = cell and self._artifacts.get((cell.case, cell.params))
+            if isinstance(artifacts, Path) and self._judges:
+                self._judging[cell.cell_id] = self._judges.submit(self._judge, cell, Path(event["out_dir"]), artifacts)
+        self.on_event(event)
 
     def _judge(self, cell: Cell, directory: Path, artifacts: Path) -> tuple[str, dict]:
         """compare_files, or its stored answer for the same outputs, tolerances, rule and code."""
@@ -259,8 +276,13 @@ class MatrixRun:
         runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
         with cache_lock(self.cache, "worker"):
             worker_home = stage_worker(self.cache)
-        self.executor.run_all([self._unit(self.plan.envs[name], cells, worker_home)
-                               for name, cells in runnable.items() if cells], self.on_event, self._done)
+        self._judges = ThreadPoolExecutor(JUDGES, thread_name_prefix="judge")
+        try:
+            self.executor.run_all([self._unit(self.plan.envs[name], cells, worker_home)
+                                   for name, cells in runnable.items() if cells], self._judge_early, self._done)
+        finally:  # every early judgement was taken by _done, or the run is stopping
+            self._judges.shutdown(wait=False, cancel_futures=True)
+            self._judges = None
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
         return apply_known_issues(to_frame(ordered), self.plan.known_issues)
 

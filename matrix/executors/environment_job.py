@@ -61,6 +61,16 @@ def error_text(exc: BaseException) -> tuple[str, str]:
     return f"{type(exc).__name__}: {exc}", "".join(traceback.format_exception(exc)[-6:])
 
 
+@dataclass
+class WorkerPass:
+    """What one worker's supervisor did: its own log, how it ended, how many cells it finished."""
+    log: Path
+    returncode: int | None = None
+    unavailable: str | None = None  # the environment could not start (EnvironmentUnavailable)
+    cells: int = 0
+    deadlines: Deadlines | None = None  # the host's own watch over it (executors/deadlines.py)
+
+
 def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path,
                     timeout_s: float, gpu: int | None, on_event: Callable[[dict], None],
                     cell_jobs: int, name: str, node: str) -> tuple[dict[str, dict], Path]:
@@ -68,36 +78,59 @@ def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache
     environment's failure. `cell_jobs` cells run at once (one on a GPU); `name` names the job and
     log files (the environment, or the part of it one executor task runs); `node` is where this
     is, kept in each result for the runs that reuse it."""
+    done = run_worker(backend, envdef, jobs, cache_dir, timeout_s, gpu, on_event, cell_jobs, name, node)
+    return read_results(jobs, [done]), done.log
+
+
+def run_worker(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path, timeout_s: float,
+               gpu: int | None, on_event: Callable[[dict], None], cell_jobs: int, name: str, node: str,
+               shared: bool = False) -> WorkerPass:
+    """One supervisor through `jobs`, in their order; `shared`: other supervisors have the same
+    cells at the same time, and each cell runs in the one that claims it first (worker/supervisor.py)."""
     job_dir = jobs_folder(cache_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
     job_file = job_dir / f"{name}.json"
     job_file.write_text(json.dumps({"env": envdef.name, "cell_jobs": 1 if gpu is not None else cell_jobs,
+                                    "shared": shared,
                                     "cells": [job.spec(envdef.engine, timeout_s, node, gpu) for job in jobs]}))
-    log_path = env_log(cache_dir, name)
-    deadlines = Deadlines(timeout_s)
+    done = WorkerPass(env_log(cache_dir, name), deadlines=Deadlines(timeout_s))
     try:
-        with running(lambda: backend.start(["run", str(job_file)], log_path, gpu)) as worker:
-            deadlines.watch(worker)
+        with running(lambda: backend.start(["run", str(job_file)], done.log, gpu)) as worker:
+            done.deadlines.watch(worker)
             try:
                 for line in worker.lines():
                     if line.startswith("{"):
                         event = json.loads(line)
-                        deadlines.saw(event)
+                        done.deadlines.saw(event)
+                        done.cells += event.get("event") == "done"
                         on_event({**event, "env": envdef.name})
             finally:
-                deadlines.end()
-            returncode = None if deadlines.late else worker.wait()
+                done.deadlines.end()
+            done.returncode = None if done.deadlines.late else worker.wait()
     except EnvironmentUnavailable as exc:
-        return {job.cell.cell_id: {"status": "skipped", "error": str(exc)} for job in jobs}, log_path
+        done.unavailable = str(exc)
+    return done
+
+
+def read_results(jobs: list[CellJob], passes: list[WorkerPass]) -> dict[str, dict]:
+    """Each cell's result.json, written by whichever worker ran it; a cell none ran is skipped
+    when no worker could start (the reason), else an error with the end of a worker's log."""
+    started = [done for done in passes if done.unavailable is None]
+    ended = next((done for done in started if done.returncode), started[0]) if started else None
     results = {}
     for job in jobs:
         try:
             results[job.cell.cell_id] = json.loads((job.result_dir / RESULT).read_text())
         except (OSError, ValueError):
-            if deadlines.late:
-                results[job.cell.cell_id] = deadlines.unfinished(job.cell.cell_id)
+            late = next((done for done in started if done.deadlines.late and job.cell.cell_id in done.deadlines.running),
+                        next((done for done in started if done.deadlines.late), None))
+            if late is not None:  # a worker the host stopped at a deadline it missed
+                results[job.cell.cell_id] = late.deadlines.unfinished(job.cell.cell_id)
                 continue
-            tail = "\n".join(log_tail(log_path).splitlines()[-10:])
+            if ended is None:
+                results[job.cell.cell_id] = {"status": "skipped", "error": passes[0].unavailable}
+                continue
+            tail = "\n".join(log_tail(ended.log).splitlines()[-10:])
             results[job.cell.cell_id] = {"status": "error",
-                                         "error": f"worker exited {returncode} before this cell: {tail}"}
-    return results, log_path
+                                         "error": f"worker exited {ended.returncode} before this cell: {tail}"}
+    return results

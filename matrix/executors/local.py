@@ -20,14 +20,14 @@ from .unit import Done, EnvironmentUnit, run_unit
 
 
 class GpuPool:
-    """One environment per GPU at a time: a GPU environment leases an index and gives it back, and
-    spreads its cells over the GPUs of the same model nobody leased (spare)."""
+    """One environment per GPU at a time: a GPU environment leases a GPU (the host's index) and
+    gives it back, and spreads its cells over the GPUs of the same model nobody leased (spare)."""
 
-    def __init__(self, names: tuple[str, ...]):
-        self.names = names
+    def __init__(self, names: dict[int, str]):
+        self.names = names  # the GPUs trtmatrix may use (gpus.host_gpus: CUDA_VISIBLE_DEVICES honoured)
         self.count = len(names)
         self._free: queue.Queue[int] = queue.Queue()
-        for index in range(self.count):
+        for index in names:
             self._free.put(index)
         self._taking = threading.Lock()
 

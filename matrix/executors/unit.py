@@ -28,7 +28,7 @@ from ..prepare import INPUTS, input_types_file, model_for_profile, node_types_fi
 from ..store.cache import engine_caches, env_log, result_dir, result_key, shared_engines, stored_result
 from ..store.locks import cache_lock
 from ..store.records import HOST
-from .environment_job import CellJob, error_text, run_environment
+from .environment_job import CellJob, WorkerPass, error_text, read_results, run_environment, run_worker
 
 @dataclass(frozen=True)
 class PendingCell:
@@ -174,19 +174,37 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
 
 def _run_spread(backend, unit: EnvironmentUnit, jobs: list[CellJob], gpus: list[int | None],
                 on_event: Callable[[dict], None], node: str) -> tuple[dict[str, dict], Path]:
-    """The jobs through one worker per GPU at once, each given a contiguous share in plan order (a
-    case's cells stay together, so a warm worker loads its programs once, except a case split at a
-    share's edge); the workers' logs joined into the environment's."""
+    """The jobs through one worker per GPU at once, pulling from one queue: each worker is given
+    every job, in its own order (shared_orders), and runs those it claims first; the workers'
+    logs joined into the environment's."""
     if len(gpus) == 1:
         return run_environment(backend, unit.envdef, jobs, unit.cache_dir, unit.timeout_s, gpus[0], on_event,
                                unit.cell_jobs, unit.name, node)
-    size, extra = divmod(len(jobs), len(gpus))
-    bounds = [index * size + min(index, extra) for index in range(len(gpus) + 1)]
+    orders = shared_orders(len(jobs), len(gpus))
     with ThreadPoolExecutor(len(gpus)) as pool:
-        parts = list(pool.map(lambda i: run_environment(
-            backend, unit.envdef, jobs[bounds[i]:bounds[i + 1]], unit.cache_dir, unit.timeout_s, gpus[i], on_event,
-            unit.cell_jobs, f"{unit.name}@gpu{gpus[i]}", node), range(len(gpus))))
+        passes = list(pool.map(lambda i: run_worker(
+            backend, unit.envdef, [jobs[k] for k in orders[i]], unit.cache_dir, unit.timeout_s, gpus[i], on_event,
+            unit.cell_jobs, f"{unit.name}@gpu{gpus[i]}", node, shared=True), range(len(gpus))))
     log = env_log(unit.cache_dir, unit.name)
-    log.write_text("".join(f"── the worker on GPU {gpu} ({bounds[i + 1] - bounds[i]} cells) ──\n{part_log.read_text()}"
-                           for i, (gpu, (_, part_log)) in enumerate(zip(gpus, parts))))
-    return {cell: raw for raws, _ in parts for cell, raw in raws.items()}, log
+    log.write_text("".join(_worker_log(gpu, done) for gpu, done in zip(gpus, passes)))
+    return read_results(jobs, passes), log
+
+
+def _worker_log(gpu: int | None, done: WorkerPass) -> str:
+    """A worker's part of the environment's log: a line saying how many cells it ran (or why it
+    did not start: the others ran its cells), then its own log, if it wrote one."""
+    what = f"did not start: {done.unavailable}" if done.unavailable else f"{done.cells} cells"
+    return f"── the worker on GPU {gpu} ({what}) ──\n" + (done.log.read_text() if done.log.is_file() else "")
+
+
+def shared_orders(count: int, workers: int) -> list[list[int]]:
+    """The order in which each worker tries the `count` jobs: its own contiguous share of the plan
+    order first (a case's cells together: a warm worker loads each program once), then the other
+    shares from their ends backwards (the cells their own workers would reach last), so one that
+    finishes early takes over the tail of a slower one — uneven cells, or a slow start — and
+    two workers meet inside a share instead of alternating through it."""
+    size, extra = divmod(count, workers)
+    bounds = [index * size + min(index, extra) for index in range(workers + 1)]
+    shares = [list(range(bounds[i], bounds[i + 1])) for i in range(workers)]
+    return [shares[i] + [k for step in range(1, workers) for k in reversed(shares[(i + step) % workers])]
+            for i in range(workers)]

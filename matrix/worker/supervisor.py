@@ -17,6 +17,12 @@ the worker, hangs past its deadline or leaves CUDA unusable (the engine's reset(
 that worker, the cell gets its status, and a fresh worker takes the next cell. Between cells the
 engine's reset() puts back what a cell may change (engines/torch_engine.py).
 
+Shared cells (job["shared"]: one environment's cells spread over several GPUs, a supervisor per
+GPU, each given every cell in its own order): a cell is this supervisor's when it creates the
+cell's folder first (the host emptied them all before starting any), so each cell runs once, on
+whichever worker reaches it first, and a worker that finishes early takes over what is left of
+the others' cells.
+
 Prints one JSON line per event on stdout (the host reads them for its progress display) and
 guarantees a result.json for every cell, whatever the child did.
 """
@@ -206,6 +212,19 @@ def _await_warm(pid, answers, deadline):
             return False, status, True
 
 
+def _taken(cells, shared):
+    """The cells this supervisor runs, each claimed as it is about to start (see above)."""
+    for spec in cells:
+        if shared:
+            out_dir = spec["out_dir"]
+            os.makedirs(os.path.dirname(out_dir), exist_ok=True)
+            try:
+                os.mkdir(out_dir)
+            except FileExistsError:  # another supervisor's
+                continue
+        yield spec
+
+
 def run_warm(cells):
     """Every cell in a warm worker, one after another; a new worker after one that ended."""
     worker = None
@@ -250,7 +269,8 @@ def _finish(spec, status, timed_out, started):
     else:
         verdict, error = _ended(status, timed_out, spec["timeout_s"])
         write_json(result_path, {"cell_id": spec["cell_id"], "status": verdict, "error": error})
-    _emit({"event": "done", "cell_id": spec["cell_id"], "status": verdict, "seconds": round(time.time() - started, 3)})
+    _emit({"event": "done", "cell_id": spec["cell_id"], "status": verdict, "seconds": round(time.time() - started, 3),
+           "out_dir": spec["out_dir"]})  # the host judges the cell's outputs there while the next cells run
 
 
 def _prepared(spec):
@@ -265,15 +285,18 @@ def _prepared(spec):
 
 
 def run_cells(cells, fork, cell_jobs):
-    pending, running = list(cells), {}  # pid -> [spec, started, deadline, timed out]
+    """`cells` an iterator: the next is taken (claimed, where shared) only when a slot is free."""
+    running, more = {}, True  # pid -> [spec, started, deadline, timed out]
     try:
-        while pending or running:
-            while pending and len(running) < cell_jobs:
-                spec = pending.pop(0)
-                spec_path = _prepared(spec)
-                _emit({"event": "start", "cell_id": spec["cell_id"]})
-                started = time.time()
-                running[_start(spec_path, spec["out_dir"], fork)] = [spec, started, started + spec["timeout_s"], False]
+        while more or running:
+            while more and len(running) < cell_jobs:
+                spec = next(cells, None)
+                more = spec is not None
+                if more:
+                    spec_path = _prepared(spec)
+                    _emit({"event": "start", "cell_id": spec["cell_id"]})
+                    started = time.time()
+                    running[_start(spec_path, spec["out_dir"], fork)] = [spec, started, started + spec["timeout_s"], False]
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 now = time.time()
@@ -320,10 +343,11 @@ def run_job(job_path):
                 load_engine(engine)
             except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
                 pass
+        cells = _taken(job["cells"], job.get("shared", False))
         if warm:
-            run_warm(job["cells"])
+            run_warm(cells)
         else:
-            run_cells(job["cells"], fork, max(1, job.get("cell_jobs", 1)))
+            run_cells(cells, fork, max(1, job.get("cell_jobs", 1)))
         code = 0
     except SystemExit as exc:  # SIGTERM / SIGHUP: the cells are already killed
         code = exc.code
