@@ -828,10 +828,11 @@ def _envdefs(images_dir: Path, names: list[str] | None):
         _fail(f"--images-dir {images_dir}: " + ("not a folder" if images_dir.exists() else "no such folder"))
     try:
         envdefs = available_envdefs(images_dir)
-        if not envdefs:
-            _fail(f"--images-dir {images_dir}: no environment definitions (*.toml) in it")
     except ConfigError as exc:
         _fail(str(exc))
+    if not any(images_dir.glob("*.toml")):  # the user named a folder of nothing: said, the shipped ones shown
+        typer.echo(f"warning: --images-dir {images_dir}: no environment definitions (*.toml) in it; "
+                   f"those that ship with trtmatrix: {len(envdefs)}", err=True)
     unknown = set(names or ()) - {e.name for e in envdefs}
     if unknown:
         _fail(f"no definition in {images_dir} for {', '.join(sorted(unknown))}")
