@@ -13,6 +13,7 @@ from typing import Any
 
 from ..case import CaseDef
 from ..config import NAME_PATTERN, CaseEntry, ConfigError, MatrixConfig, input_set_name, param_values_problem
+from ..store.cache import case_index
 from .case_files import declared_cases, discover_cases
 from .known_issues import REGISTRY, KnownIssue, value_kind
 from .onnx_files import check_onnx_case
@@ -82,7 +83,7 @@ def case_specs(config: MatrixConfig, config_path: Path, engines: set[str],
     root = config_path.parent
     chosen = {name: entry for name, entry in config.cases.items() if not only or name in only}
     wanted = {name for name, entry in chosen.items() if not (entry.onnx or entry.is_suite)}
-    found = discover_cases(root / config.run.cases_dir, wanted) if wanted else {}
+    found = discover_cases(root / config.run.cases_dir, wanted, case_index(root / config.run.cache_dir)) if wanted else {}
     specs = {}
     for name, entry in chosen.items():
         if entry.is_suite:

@@ -14,15 +14,18 @@ from __future__ import annotations
 import ast
 import contextlib
 import dataclasses
+import hashlib
 import importlib.util
 import io
+import json
+import os
 import signal
 import sys
 import threading
 import traceback
 from pathlib import Path
 
-from ..case import CaseDef
+from ..case import CaseDef, Export
 from ..config import ConfigError
 from ..stops import Stopped
 
@@ -58,9 +61,11 @@ def declared_cases(cases_dir: Path) -> tuple[dict[str, Path], dict[Path, tuple[s
     return names, broken
 
 
-def discover_cases(cases_dir: Path, wanted: set[str]) -> dict[str, CaseDef]:
+def discover_cases(cases_dir: Path, wanted: set[str], index: Path | None = None) -> dict[str, CaseDef]:
     """The wanted cases, importing only the files that declare them. A wanted case declared
-    nowhere while some file cannot be read: that file is the problem (it may hold the case)."""
+    nowhere while some file cannot be read: that file is the problem (it may hold the case).
+    `index`: a folder where what each imported file declared is kept by its bytes' digest, so that
+    an unchanged file is not imported again until a case of it must be built (case_index)."""
     declared, broken = declared_cases(cases_dir)
     if wanted - set(declared) and broken:
         if len(broken) == 1:
@@ -71,7 +76,7 @@ def discover_cases(cases_dir: Path, wanted: set[str]) -> dict[str, CaseDef]:
                                                                   for p, why in broken.items()))
     found: dict[str, CaseDef] = {}
     for path in sorted({declared[name] for name in wanted if name in declared}):
-        for case in load_case_file(path):
+        for case in indexed_cases(path, index) if index else load_case_file(path):
             if case.name in found:
                 raise ConfigError(path, case.name, f"case name also defined in {found[case.name].source}")
             found[case.name] = case
@@ -105,6 +110,55 @@ def load_case_file(path: Path) -> list[CaseDef]:
     sys.stderr.write(printed.getvalue())  # a file that imports fine keeps its output
     return [dataclasses.replace(obj, source=path)
             for obj in vars(module).values() if isinstance(obj, CaseDef)]
+
+
+class _Deferred:
+    """A case's build function, imported from its file when first called: a plan whose artifacts
+    are all prepared never imports its case files (torch and transformers take seconds, five
+    on a GPU host that writes no bytecode, paid by every nightly command before its first cell)."""
+
+    def __init__(self, path: Path, name: str):
+        self.path, self.name = path, name
+
+    loaded: dict[Path, list[CaseDef]] = {}  # a file imported once per process, however many cases it builds
+
+    def __call__(self, **kwargs):
+        if self.path not in self.loaded:
+            self.loaded[self.path] = load_case_file(self.path)
+        case = next((c for c in self.loaded[self.path] if c.name == self.name), None)
+        if case is None:
+            raise ConfigError(self.path, self.name, "no longer defines this case")
+        return case.build(**kwargs)
+
+
+def indexed_cases(path: Path, index: Path) -> list[CaseDef]:
+    """The file's cases from the index where its bytes are unchanged since an import, each with a
+    build that imports it when called; else imported now, and what it declares indexed."""
+    entry = index / f"{hashlib.sha256(path.read_bytes()).hexdigest()[:24]}.json"
+    try:
+        return [CaseDef(name=c["name"], build=_Deferred(path, c["name"]), params=c["params"], seed=c["seed"],
+                        export=_export(c["export"]), description=c["description"], source=path)
+                for c in json.loads(entry.read_text())]
+    except (OSError, ValueError, KeyError, TypeError):  # not indexed yet, or an index of another shape
+        cases = load_case_file(path)
+    try:
+        index.mkdir(parents=True, exist_ok=True)
+        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps([{"name": c.name, "params": c.params, "seed": c.seed, "description": c.description,
+                                    "export": dataclasses.asdict(c.export)} for c in cases]))
+        tmp.replace(entry)
+    except (OSError, TypeError, ValueError):  # a read-only cache, or params JSON cannot hold: imported next time
+        pass
+    return cases
+
+
+def _export(stored: dict) -> Export:
+    """An Export as the case file made it (JSON keeps neither tuples nor integer axes): equal to
+    it, so artifact keys are the same whether the file was imported or indexed."""
+    axes = stored["dynamic_axes"]
+    return Export(**{**stored, "output_names": tuple(stored["output_names"]),
+                     "dynamic_axes": None if axes is None else {name: {int(axis): dim for axis, dim in dims.items()}
+                                                               for name, dims in axes.items()}})
 
 
 class _deadline:

@@ -25,6 +25,11 @@ def artifacts_folder(cache_dir: Path) -> Path:
     return cache_dir / "artifacts"
 
 
+def case_index(cache_dir: Path) -> Path:
+    """What each case file declared, by the file's digest (sources/case_files.indexed_cases)."""
+    return cache_dir / "case-index"
+
+
 def jobs_folder(cache_dir: Path) -> Path:
     return cache_dir / "jobs"
 

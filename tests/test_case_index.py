@@ -1,0 +1,54 @@
+"""A plan whose artifacts are prepared does not import its case files (torch and transformers take
+seconds on a GPU host before any cell runs): what an unchanged file declares is kept by its
+digest, and the file is imported again only to build a case, or once it changed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from conftest import PROFILES
+from test_bad_values import TRTMATRIX
+
+CASE = '''
+import pathlib
+import torch
+from matrix.case import Export, case
+
+with open(pathlib.Path(__file__).with_suffix(".imports"), "a") as fh:  # each import leaves a line
+    fh.write("imported\\n")
+
+
+@case(params={"n": [2, 3]}, export=Export(dynamic_axes={"x": {0: "batch"}}))
+def counted(n):
+    """x * n."""
+    class Times(torch.nn.Module):
+        def forward(self, x):
+            return x * %s
+    return Times(), {"x": torch.ones(2, n)}
+'''
+
+
+def trtmatrix(*args):
+    return subprocess.run([TRTMATRIX, *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_an_unchanged_case_file_is_imported_only_to_build_a_case(tmp_path, write_matrix):
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "counted.py").write_text(CASE % "n")
+    imports = cases / "counted.imports"
+    config = write_matrix(PROFILES + '[cases.counted]\nprofiles = ["fp32"]\n', cases_dir=cases, environments=("ort-1.32",))
+    first = trtmatrix("plan", "-c", str(config))
+    assert first.returncode == 0 and imports.read_text().count("imported") == 1
+    assert trtmatrix("run", "-c", str(config)).returncode == 0  # builds both cases: imported once to do so
+    built = imports.read_text().count("imported")
+    assert built == 2
+    again = trtmatrix("plan", "-c", str(config))
+    assert again.returncode == 0 and imports.read_text().count("imported") == built  # prepared: not imported
+    assert again.stdout == first.stdout.replace("\tnew", "\tstored")  # the same cells, the same keys
+    rerun = trtmatrix("run", "-c", str(config))
+    assert rerun.returncode == 0 and imports.read_text().count("imported") == built
+    (cases / "counted.py").write_text(CASE % "(n + 1)")  # changed: imported again, and its cells run again
+    changed = trtmatrix("plan", "-c", str(config))
+    assert imports.read_text().count("imported") == built + 1 and "\tnew" in changed.stdout
