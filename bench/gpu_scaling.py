@@ -1,5 +1,5 @@
 """What spreading one environment's cells over a host's GPUs buys (issue 37): the same torch cells on
-CUDA (bench/gpu-scaling.toml: 448 cells of four builds each) run by `trtmatrix run --no-reuse` held to 1 GPU, then to
+CUDA (bench/gpu-scaling.toml: 448 cells of eight builds each) run by `trtmatrix run --no-reuse` held to 1 GPU, then to
 every GPU of the host (CUDA_VISIBLE_DEVICES, which trtmatrix honours: docs/gpu-hosts.md, "Several GPUs"), in
 one call.
 

@@ -52,3 +52,17 @@ def test_an_unchanged_case_file_is_imported_only_to_build_a_case(tmp_path, write
     (cases / "counted.py").write_text(CASE % "(n + 1)")  # changed: imported again, and its cells run again
     changed = trtmatrix("plan", "-c", str(config))
     assert imports.read_text().count("imported") == built + 1 and "\tnew" in changed.stdout
+
+
+def test_a_host_that_writes_no_bytecode_gets_none_beside_its_packages_and_workers_start_from_trtmatrixs(
+        tmp_path, write_matrix, tiny_model, cache_dir):
+    """PYTHONDONTWRITEBYTECODE=1 (an H100 host was lent so) made every worker compile torch from
+    source at each start; the worker's bytecode now goes to trtmatrix's own cache folder."""
+    model, inputs = tiny_model
+    config = write_matrix(PROFILES + f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = ["fp32"]\n',
+                          environments=("ort-1.32",))
+    done = subprocess.run([TRTMATRIX, "run", "-c", str(config), "--no-reuse"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 0, done.stderr
+    kept = list((cache_dir / "worker" / "pycache").rglob("*.pyc"))
+    assert any("onnxruntime" in str(path) for path in kept) and any("trtmatrix_worker" in str(path) for path in kept)
