@@ -83,11 +83,10 @@ class Worst:
             self.value, self.where = value, where
 
 
-def _can_fail(accept: Acceptance, name: str, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
-    """A top-k rule over k or fewer items holds whatever the output: refused, like an infinite tolerance."""
-    if accept.top1 is not None and pairs and all(r.size <= accept.topk for _, r in pairs):
-        raise ValueError(f"topk = {accept.topk} covers every item of output {name!r} (at most "
-                         f"{max(r.size for _, r in pairs)} per row): the rule cannot fail")
+def _can_fail(accept: Acceptance, pairs: list[tuple[np.ndarray, np.ndarray]]) -> bool:
+    """Whether top-k agreement can fail on these rows: over k or fewer items it holds whatever
+    the output (a reranker's one score at batch 1)."""
+    return not pairs or any(r.size > accept.topk for _, r in pairs)
 
 
 def _where(accept: Acceptance, index: int, ref: np.ndarray, name: str) -> str:
@@ -108,9 +107,10 @@ def cosine_text(value: float | None) -> str:
 
 
 def judge_slices(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], mask: np.ndarray | None,
-                 accept: Acceptance) -> tuple[Worst, Worst]:
-    """(worst cosine, worst top-k agreement) of the rule's measures, each with where it was."""
-    cosines, agreement = Worst(), Worst()
+                 accept: Acceptance) -> tuple[Worst, Worst, set[str]]:
+    """(worst cosine, worst top-k agreement) of the rule's measures, each with where it was, and
+    the outputs top-k cannot fail on (not judged by it)."""
+    cosines, agreement, vacuous = Worst(), Worst(), set()
     for name, ref in reference.items():
         if accept.axis is not None and accept.axis >= ref.ndim:
             raise ValueError(f"the rule's axis {accept.axis} is not an axis of output {name!r} (shape {ref.shape})")
@@ -123,13 +123,15 @@ def judge_slices(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
                     cosines.offer(value, f"{_where(accept, index, ref, name)}: cosine {cosine_text(value)}")
             if accept.top1 is not None:
                 ranked = slices if accept.axis is not None else _rows(outputs[name], ref, kept)
-                _can_fail(accept, name, ranked)
+                if not _can_fail(accept, ranked):
+                    vacuous.add(name)
+                    continue
                 agree = [_agrees(o, r, accept.topk) for o, r in ranked if r.size]
                 wrong = agree.index(False) if False in agree else None
                 agreement.offer(sum(agree) / len(agree) if agree else 1.0,
                                 f"{_where(accept, wrong, ref, name)}: top{accept.topk} disagrees"
                                 if wrong is not None and accept.axis is not None else None)
-    return cosines, agreement
+    return cosines, agreement, vacuous
 
 
 def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], accept: Acceptance,
@@ -137,11 +139,18 @@ def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.nda
     """The verdict of an acceptance rule over every output, run (and slice) and the record fields
     it sets: the rule, the worst cosine and top-k agreement it measured, and where the failing
     (else the worst) measure was."""
-    cosines, agreement = judge_slices(runs, reference, mask, accept)
+    cosines, agreement, vacuous = judge_slices(runs, reference, mask, accept)
+    rule = accept.text()
+    if vacuous:  # top-k over k or fewer items: no condition; a rule of nothing else cannot fail
+        if accept.cosine is None and agreement.value is None:
+            raise ValueError(f"topk = {accept.topk} covers every item of output {sorted(vacuous)[0]!r} (at most "
+                             f"{accept.topk} per row): the rule cannot fail")
+        items = f"{accept.topk} item{'s' * (accept.topk != 1)}"
+        rule += f" (top{accept.topk} not applied to {', '.join(sorted(vacuous))}: {items} per row or fewer)"
     cosine_holds = accept.cosine is None or cosines.value >= accept.cosine  # an undefined (NaN) cosine never holds
-    top1_holds = accept.top1 is None or agreement.value >= accept.top1
+    top1_holds = accept.top1 is None or agreement.value is None or agreement.value >= accept.top1
     where = agreement.where if cosine_holds and not top1_holds else cosines.where or agreement.where
-    fields = {"rule": accept.text(), "top1": agreement.value, "worst_slice": where}
+    fields = {"rule": rule, "top1": agreement.value, "worst_slice": where}
     if accept.cosine is not None:
         fields["cosine"] = cosines.value
     return ("pass" if cosine_holds and top1_holds else "fail"), fields

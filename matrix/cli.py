@@ -329,13 +329,15 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
            tolerances: Annotated[Optional[Path], typer.Option(
                help="A tolerance file (`tolerances suggest` writes one): its entries replace the matrix file's.")] = None,
            ) -> None:
-    """Re-render a stored run: tolerances from the matrix file and known issues re-applied to the
-    stored outputs, nothing run again. Rewrites its tables and report.html."""
+    """Re-judge a stored run: tolerances from the matrix file (or --tolerances) and known issues
+    re-applied to the stored outputs, nothing run again. Rewrites its tables and report.html in
+    place; run.json and the report's header say when and with which files."""
     from .config import load_config, with_tolerances
     from .sources.known_issues import load_registry, registry_path
     from .report.publish import render_run
     from .report.rejudge import rejudge
-    from .store import REPORT, read_run, write_tables
+    from .run import utc_now
+    from .store import REPORT, note_rejudged, read_run, write_tables
 
     config = _matrix_file(config)
     if config is None:
@@ -351,6 +353,9 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     frame, problems = rejudge(run_dir, read_run(run_dir), matrix, issues)
     _warn_several_issues(frame, issues)
     write_tables(run_dir, frame)
+    # The verdicts are no longer the run's own: run.json and the report's header say with what.
+    note_rejudged(run_dir, {"at": utc_now(), "config": str(config.resolve()),
+                            "tolerances": str(tolerances.resolve()) if tolerances else None})
     render_run(run_dir, frame)
     typer.echo(str(run_dir / REPORT))
     if problems:  # the report is written, those cells marked; the verdicts it kept are said here
@@ -420,8 +425,6 @@ def diff(run_ref: RunArg = None, config: RunsConfigOpt = None,
     from .store import read_run
     from .report.upgrade import compare
 
-    if timing and (from_env or to_env):
-        _fail("--timing shows every version of each engine: --from and --to do not apply to it")
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
     if timing:
@@ -493,8 +496,10 @@ def summary(run_ref: RunArg = None, config: RunsConfigOpt = None,
     # Without --from/--to and no two versions of one engine: the environments alone.
     pair = _pair(frame, from_env, to_env) if from_env or to_env else default_pair(frame)
     repros = {finding["cell"]: finding for finding in read_findings(run_dir)["repro"]}
+    # Links work from where the file is read: beside the run's report, or from where -o writes it.
+    here = os.path.relpath(run_dir / REPORT, Path(os.path.abspath(output)).parent) if output else REPORT
     text = summary_markdown(frame, read_run_meta(run_dir), pair, compare(frame, *pair) if pair else None,
-                            a_vs_b(run_dir, frame, *pair) if pair else {}, _registry(config), link_base or REPORT,
+                            a_vs_b(run_dir, frame, *pair) if pair else {}, _registry(config), link_base or here,
                             everything, repros)
     if output:
         _write_output("--output", output, lambda target: target.write_text(text))
@@ -682,11 +687,13 @@ def explain(cell: Annotated[str, typer.Argument(metavar="CELL", help="The cell: 
         typer.echo(json.dumps({k: finding[k] for k in ("cell", "verdict", "first_divergent", "spread", "nodes", "observed",
                                                         "notes")}))
         return
-    table = explain_table(found.nodes, finding["first_divergent"], every)
+    # Rounding spread over the model: no node is marked as the one where it went wrong.
+    first = None if finding.get("spread") else finding["first_divergent"]
+    table = explain_table(found.nodes, first, every)
     if fits(table, out):
         out.print(table)
     else:  # a log 80 columns wide: one line per node shown, names whole
-        for line in explain_lines(found.nodes, finding["first_divergent"], every):
+        for line in explain_lines(found.nodes, first, every):
             out.print(escape(line), soft_wrap=True, highlight=False)
     hidden = hidden_line(found.nodes, every)
     for line in [*([hidden] if hidden else []), *found.notes, first_divergent_line(finding)] + \

@@ -182,6 +182,7 @@ def test_a_computed_integer_reference_is_compared_exactly_through_a_run(tmp_path
 
 @pytest.mark.parametrize("rule, said", [
     ("top1 = 1.0", None),  # alone, as documented: a working rule, not an error in every cell
+    ("cosine = 0.9\ntop1 = 1.0\ntopk = 8", None),  # top-k cannot fail on 8 items: not applied, the cosine judges
     ("cosine = -1.0", "greater than -1"),
     ("top1 = 0.0", "greater than 0"),
     ("top1 = 1.0\ntopk = 8", "topk = 8 covers every item of output 'y'"),
@@ -192,7 +193,9 @@ def test_rules_that_cannot_fail_are_refused_and_top1_alone_works(tmp_path, write
                   f"[cases.tiny.accept.fp32]\n{rule}\n"
     config = write_matrix(body, environments=(ENV,))
     if said is None:
-        assert cells(config)[f"tiny/fp32/{ENV}"]["status"] == "pass"
+        cell = cells(config)[f"tiny/fp32/{ENV}"]
+        assert cell["status"] == "pass"
+        assert ("(top8 not applied to y: 8 items per row or fewer)" in cell["rule"]) == ("topk = 8" in rule)
         return
     if "topk" in rule:  # known once the outputs are: the cell says so, it does not pass
         cell = cells(config)[f"tiny/fp32/{ENV}"]

@@ -432,7 +432,7 @@ def test_a_matrix_file_or_a_name_that_is_not_there_is_refused(tiny, tmp_path):
     empty = trtmatrix("images", "list", "--images-dir", str(tmp_path / "empty"))  # said; the shipped ones listed
     assert empty.returncode == 0 and "no environment definitions (*.toml) in it; those that ship with trtmatrix" \
         in empty.stderr and "ort-1.32" in empty.stdout
-    assert refused("diff", *c, "--timing", "--from", "nothing").endswith("--from and --to do not apply to it")
+    assert refused("diff", *c, "--timing", "--from", "nothing").startswith("error: --from 'nothing' is not an environment")
     assert refused("diff", *c, "--from", ENV, "--to", ENV).startswith(f"error: --from and --to are both '{ENV}'")
     alone = trtmatrix("summary", *c, "--to", ENV)  # the other end: the nearest earlier version, never ENV itself
     assert alone.returncode == 0 and f"### Upgrade {OLD} → {ENV}" in alone.stdout

@@ -187,6 +187,12 @@ def test_the_summary_lists_the_avgpool_regression_with_its_known_issue_and_every
                     "--link-base", "https://ci.example.org/runs/42/report.html", "-o", str(out))
     assert published.returncode == 0 and published.stdout == ""
     assert f"(https://ci.example.org/runs/42/report.html#cell-{AVGPOOL}/ort-1.19.0)" in out.read_text()
+    # Without --link-base, written elsewhere: links relative to where the file is, not to the run folder.
+    elsewhere = tmp_path / "notes" / "upgrade.md"
+    elsewhere.parent.mkdir()
+    assert cli("summary", "-c", str(config), "--from", "ort-1.18.1", "--to", "ort-1.19.0", "-o", str(elsewhere)).returncode == 0
+    relative = re.search(rf"\]\(([^)#]*)#cell-{re.escape(AVGPOOL)}/ort-1.19.0\)", elsewhere.read_text()).group(1)
+    assert (elsewhere.parent / relative).resolve() == (run_dir / "report.html").resolve()
 
 
 def test_b_against_a_tells_a_changed_output_from_an_unchanged_one(lower_boundary_run):

@@ -86,7 +86,7 @@ def test_timings_of_two_places_are_not_compared_even_when_asked(tmp_path):
     from matrix.store.records import empty_record
 
     frame = to_frame([empty_record(cell_id=f"r/fp32/{env}", row_id="r/fp32", case="r", params={}, profile="fp32",
-                                   env=env, engine="onnxruntime", engine_version="1.32.0", status="pass", image=image,
+                                   env=env, engine="onnxruntime", engine_version="1.32.0", status="pass", verdict="pass", image=image,
                                    infer_ms=statistics.median(BASE), infer_ms_runs=json.dumps(BASE))
                       for env, image in (("ort-1.32", None), ("ort-1.32-docker", "sha256:0123"))])
     run_dir = tmp_path / "runs" / "20260101T000000.000Z-0000"

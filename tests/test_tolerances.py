@@ -2,6 +2,7 @@
 suggestion from the trusted versions makes every trusted cell pass and leaves the version that is
 wrong (1.17.3's FP16 LayerNorm drift, known issue ort-layernorm-fp16-mem-pattern) red."""
 
+import json
 import os
 import subprocess
 import sys
@@ -46,6 +47,11 @@ def test_a_suggestion_from_trusted_versions_keeps_the_wrong_one_red(tmp_path, ca
     assert entry["atol"] >= 2 * trusted["atol_needed"].max() and entry["rtol"] == 1e-3
 
     assert cli("report", run_dir.name, "-c", str(config), "--tolerances", str(suggested)).returncode == 0
+    # The run's verdicts are no longer its own: said in run.json and at the top of its report.
+    rejudged = json.loads((run_dir / "run.json").read_text())["rejudged"]
+    assert rejudged[-1]["tolerances"] == str(suggested) and rejudged[-1]["config"] == str(config)
+    assert f"with <code>{config}</code> and <code>{suggested}</code>: these verdicts are not the run's own" in \
+        (run_dir / "report.html").read_text()
     after = read_run(run_dir).set_index("cell_id")
     assert set(after.loc[after["env"].isin(TRUSTED), "verdict"]) == {"pass"}
     wrong = after.loc["mha_transformer_block/batch=1/fp16/ort-1.17"]

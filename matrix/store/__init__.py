@@ -243,6 +243,13 @@ def find_run(reports_dir: Path, run: str | None) -> Path:
     return matches[0]
 
 
+def note_rejudged(run_dir: Path, how: dict) -> None:
+    """run.json keeps each re-judging (`trtmatrix report`): its verdicts are no longer the run's own."""
+    meta = read_run_meta(run_dir)
+    meta["rejudged"] = [*meta.get("rejudged", []), how]
+    replace_atomically(run_dir / RUN_META, lambda tmp: tmp.write_text(json.dumps(meta, indent=1)))
+
+
 def read_run_meta(run_dir: Path) -> dict:
     """run.json (with the run id); DamagedRun where it is there and cannot be read."""
     path = run_dir / RUN_META
