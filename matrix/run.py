@@ -92,6 +92,7 @@ class MatrixRun:
         self.result_dirs: dict[str, Path] = {}
         self._artifacts: dict[tuple, Path | BaseException] = {}
         self._model_digests: dict[Path, str] = {}
+        self._shapes: dict[Path, dict] = {}
         self._rows = len({(cell.case, cell.params) for cell in plan.cells})  # artifacts at most, for progress
         self.env_logs: dict[str, Path] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
@@ -142,6 +143,14 @@ class MatrixRun:
             self._model_digests[artifacts] = hash_files([artifacts / MODEL])
         return self._model_digests[artifacts]
 
+    def _input_shapes(self, artifacts: Path) -> dict:
+        """{input: shape} of an artifact's inputs, read once per run (every TensorRT cell of a case
+        asks for all of its rows')."""
+        if artifacts not in self._shapes:
+            with np.load(artifacts / INPUTS) as data:
+                self._shapes[artifacts] = {name: list(data[name].shape) for name in data.files}
+        return self._shapes[artifacts]
+
     def _engine_span(self, cell: Cell, artifacts: Path) -> tuple[tuple[dict, ...], str | None]:
         """TensorRT: the input shapes of the rows of the case that share this cell's model, in the
         case's row order (the engine's optimisation profile spans them; opt is the first), and a
@@ -151,8 +160,7 @@ class MatrixRun:
         for params, key in cell.span:
             row = self._artifacts_for(cell.case, params, key)
             if isinstance(row, Path) and self._model_digest(row) == own:
-                with np.load(row / INPUTS) as data:
-                    shapes.append({name: list(data[name].shape) for name in data.files})
+                shapes.append(self._input_shapes(row))
                 keys.append(key)
         if len(keys) < 2:
             return (), None
