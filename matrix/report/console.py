@@ -95,19 +95,23 @@ class RunProgress:
         """Whether a log gets this cell's line: every one in a small run, each tenth in a big one."""
         return self.total <= self.LOG_EACH or done * 10 // self.total != (done - 1) * 10 // self.total
 
+    @staticmethod
+    def _artifact(event: dict) -> str:
+        """'minilm batch=4': the case and parameters a prepare event is about."""
+        return " ".join([event["case"], *(f"{k}={v}" for k, v in event["params"].items())])
+
     def _prepared(self, event: dict) -> None:
         self.prepared += 1
-        what = " ".join([event["case"], *(f"{k}={v}" for k, v in event["params"].items())])
         if self.total <= self.LOG_EACH:
             if event["seconds"] >= self.SLOW and not console.is_terminal:
-                self._say(f"prepared {what} in {event['seconds']:.1f} s")
+                self._say(f"prepared {self._artifact(event)} in {event['seconds']:.1f} s")
         elif time.monotonic() - self.said_at >= self.QUIET:
             self._say(f"preparing artifacts: {self.prepared} of at most {event['of']} so far")
 
     def __call__(self, event: dict) -> None:
         kind = event["event"]
         if kind == "prepare" and (console.is_terminal or self.total <= self.LOG_EACH):
-            self._say(f"prepare {' '.join([event['case'], *(f'{k}={v}' for k, v in event['params'].items())])}")
+            self._say(f"prepare {self._artifact(event)}")
         elif kind == "prepared":
             self._prepared(event)
         elif kind == "setup" and console.is_terminal:

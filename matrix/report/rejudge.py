@@ -50,12 +50,12 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
         atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
         mask = config.cases[row["case"]].mask if known else None
         changed = {"atol": atol, "rtol": rtol, "mask": mask}
-        inputs = [run_inputs(run_dir, str(row["artifact"]))] if mask else []  # where the mask is read from
-        if not (problem := _unreadable([outputs, reference, *inputs])):
+        inputs = run_inputs(run_dir, str(row["artifact"]))  # where the mask is read from
+        if not (problem := _unreadable([outputs, reference, *([inputs] if mask else [])])):
             try:
                 verdict, judged = compare_files(outputs, reference, atol, rtol,
                                                 config.acceptance(row["case"], row["profile"]) if known else None,
-                                                repeats, mask_array(run_inputs(run_dir, str(row["artifact"])), mask))
+                                                repeats, mask_array(inputs, mask))
                 changed.update(judged, verdict=verdict)
             except Exception as exc:  # a file that reads but does not judge (a repeats file damaged, say)
                 problem = _unreadable([repeats] if repeats.is_file() else [])
