@@ -131,6 +131,8 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     fails compared with the previous run (a regression), 2 on bad input (one line naming the file
     and key), 3 when trtmatrix itself fails, 128 + n when stopped by signal n, 0 otherwise."""
     from .report.causes import no_tensorrt_compared
+    from .report.reference_lines import reference_lines
+    from .statuses import UNJUDGED
     from .report.console import RunProgress, console, escape, left_out_line, print_results, totals_line
     from .report.junit import write_junit
     from .report.look_at import LOOK_AT
@@ -155,6 +157,9 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     console.print(escape(totals_line(frame)), soft_wrap=True)  # one line in a log too
     if said := no_tensorrt_compared(frame):  # a run that built engines must not read as one that checked them
         console.print(f"[bold]{escape(said)}[/]", soft_wrap=True)
+    unjudged = reference_lines(frame)  # a reference not to be trusted is said, and the run is not all well
+    for line in unjudged:
+        console.print(f"[bold yellow]{escape(line)}[/]", soft_wrap=True)
     _warn_several_issues(frame, the_plan.known_issues)
     console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
     newly_failing = _newly_failing(the_plan.path("reports_dir"), run_dir, frame)
@@ -166,7 +171,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
             console.print(escape(f"error: --junit-xml {junit_xml}: {exc.strerror or exc}"), soft_wrap=True)
             junit_failed = True
     typer.echo(str(run_dir))
-    if newly_failing:
+    if newly_failing or frame["status"].isin(UNJUDGED).any():
         raise typer.Exit(EXIT_REGRESSION)
     if junit_failed:
         raise typer.Exit(EXIT_INTERNAL)

@@ -31,7 +31,10 @@ from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
-from .prepare import INPUTS, MODEL, REFERENCE, case_meta, mask_array, prepare, prepared
+from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, copy_path, mask_array, prepare,
+                      prepared)
+from .reference.conversion import cause as conversion_cause
+from .reference import DISPUTED, NoReference
 from .prepare.graph_checks import applies
 from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, known_status
@@ -175,9 +178,17 @@ class MatrixRun:
                 self._record(cell, status="skipped", error=reason)
                 continue
             artifacts = self._artifacts_for(cell.case, cell.params, cell.artifact_key)
+            if isinstance(artifacts, NoReference):  # nothing to judge against: the case needs `expected`
+                self._record(cell, status="no_reference", error=str(artifacts))
+                continue
             if isinstance(artifacts, BaseException):
                 error, tail = error_text(artifacts)
                 self._record(cell, status="error", error=f"prepare failed: {error}", log_tail=tail)
+                continue
+            check = case_meta(artifacts).get("reference_check") or {}
+            if check.get("verdict") == DISPUTED:  # never judged against a value that is not checked
+                self._record(cell, status="disputed", error=f"reference disputed: {check['text']}",
+                             reference=case_meta(artifacts).get("reference"), reference_check=check["text"])
                 continue
             runnable.append((cell, artifacts))
         return runnable
@@ -228,6 +239,7 @@ class MatrixRun:
                       if meta.get("graph_warnings") else None,
                       operators=" ".join(meta.get("operators", [])) or None,
                       fp16_forecast=json.dumps(meta.get("fp16_forecast")), reference=meta.get("reference"),
+                      reference_check=(meta.get("reference_check") or {}).get("text"),
                       # TensorRT: its optimisation profile, and the row that built the engine rows share
                       shape_profile=json.dumps({"inputs": info["shape_profile"], "built_by": info.get("built_by")})
                       if info.get("shape_profile") else None)
@@ -261,8 +273,43 @@ class MatrixRun:
             return stored
         verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
                                         mask=mask_array(artifacts / INPUTS, mask))
+        if verdict == "fail" and (artifacts / SECOND).is_file():
+            verdict, judged = self._blame_expected(directory, artifacts, verdict, judged, (tol, accept, mask))
+        profile = self.plan.profile(cell.profile)
+        copy = copy_path(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))
+        if copy is not None and copy_facts(copy)[0].is_file():
+            judged = self._split_blame(directory, artifacts, copy, verdict, judged, (tol, accept, mask))
         store_judgement(directory, key, verdict, judged)
         return verdict, judged
+
+    @staticmethod
+    def _split_blame(directory: Path, artifacts: Path, copy: Path, verdict: str, judged: dict, rules) -> dict:
+        """The conversion's error (the copy in float64 against the reference) beside the engine's
+        (its outputs against the copy in float64); a failure the conversion alone explains says so."""
+        (tol, accept, mask), (copy64, changes) = rules, copy_facts(copy)
+        masked = mask_array(artifacts / INPUTS, mask)
+        reference = artifacts / SECOND if (artifacts / SECOND).is_file() else artifacts / REFERENCE
+        alone, conversion = compare_files(copy64, reference, tol.atol, tol.rtol, accept, mask=masked)
+        engine = compare_files(directory / OUTPUTS, copy64, tol.atol, tol.rtol, accept, mask=masked)[1]
+        split = {**judged, "conversion_max_abs": conversion["max_abs"], "copy_max_abs": engine["max_abs"]}
+        if verdict == "fail" and alone == "fail":
+            split["error"] = conversion_cause(json.loads(changes.read_text()), conversion["max_abs"], engine["max_abs"])
+        return split
+
+    @staticmethod
+    def _blame_expected(directory: Path, artifacts: Path, verdict: str, judged: dict, rules) -> tuple[str, dict]:
+        """A cell that fails against a user's expected file, but passes against the model's own
+        evaluation that the file disagrees with: the file is the cause, not the engine."""
+        (tol, accept, mask) = rules
+        again, checked = compare_files(directory / OUTPUTS, artifacts / SECOND, tol.atol, tol.rtol, accept,
+                                       mask=mask_array(artifacts / INPUTS, mask))
+        if again != "pass":
+            return verdict, judged
+        source = case_meta(artifacts).get("reference", "your expected outputs").split(":")[0]
+        return "disputed", {**judged, "error": (
+            f"reference disputed: {source} disagree with the model's own evaluation, which onnxruntime agrees with "
+            f"and the engine matches (max_abs {checked['max_abs']:.3g} against it, {judged['max_abs']:.3g} against "
+            "the file): the file is the cause, not the engine")}
 
     def execute(self) -> Path:
         """Run every cell and store the run; returns its folder. Holds the run's lock throughout,

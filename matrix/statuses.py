@@ -6,12 +6,16 @@ coloured and compared alike in the matrix, the terminal, JUnit, history and the 
   that built before and fails to build now is a regression.
 - `unsupported`: the engine refuses the model (TensorRT's ONNX parser, in its own words): not
   something that broke, and never a regression by itself.
+- `disputed` and `no_reference`: trtmatrix's own side of the comparison could not be trusted (the
+  two evaluations of the model part, a user's expected file disagrees with both) or made: nothing was
+  judged, and the run says so and does not exit 0 (matrix/reference/).
 """
 
 from __future__ import annotations
 
 # The order statuses are listed and counted in.
-ORDER = ["pass", "built", "fail", "error", "crash", "timeout", "unsupported", "skipped", "xfail", "xpass"]
+ORDER = ["pass", "built", "fail", "error", "crash", "timeout", "unsupported", "skipped", "xfail", "xpass",
+         "disputed", "no_reference"]
 # What a regression starts from, and what it ends in (a known issue's xfail is not a regression).
 GOOD = frozenset({"pass", "xpass", "built"})
 BAD = frozenset({"fail", "error", "crash", "timeout", "xfail"})
@@ -19,18 +23,21 @@ REGRESSED = BAD - {"xfail"}
 # Judged against the reference: numbers were measured.
 JUDGED = frozenset({"pass", "fail", "xfail", "xpass"})
 # Nothing to compare against a version that did not get to judge the cell.
-NOT_COMPARABLE = frozenset({"skipped"})
+NOT_COMPARABLE = frozenset({"skipped", "disputed", "no_reference"})
+# No reference to judge against: the run ends with what to do, and not with exit 0.
+UNJUDGED = ("disputed", "no_reference")
 # Worth a person's look after a run: the cells read one by one (their numbers or their fault are
 # the news), and those read as groups by cause (thousands of refusals are a handful of causes).
 ONE_BY_ONE = ("fail", "xpass", "crash", "timeout")
-BY_CAUSE = ("error", "unsupported")
+BY_CAUSE = ("error", "disputed", "no_reference", "unsupported")
 # An operator's (or any group's) colour: its worst status, in this order.
-WORST_FIRST = ["crash", "timeout", "fail", "error", "xfail", "unsupported", "skipped", "built"]
+WORST_FIRST = ["crash", "timeout", "fail", "error", "disputed", "no_reference", "xfail", "unsupported", "skipped", "built"]
 # The word and rich style each gets in a terminal table.
 TERMINAL = {"pass": ("pass", "green"), "built": ("built", "cyan"), "fail": ("FAIL", "bold red"),
             "error": ("ERR", "yellow"), "crash": ("CRASH", "bold magenta"), "timeout": ("T/O", "magenta"),
             "unsupported": ("unsup", "dim yellow"), "skipped": ("skip", "dim"), "xfail": ("xfail", "blue"),
-            "xpass": ("XPASS", "bold cyan")}
+            "xpass": ("XPASS", "bold cyan"), "disputed": ("DISP", "bold yellow"),
+            "no_reference": ("NOREF", "bold yellow")}
 
 
 # The upgrade view's groups, in the order it lists them. Two builds compared nothing: "built in

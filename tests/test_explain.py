@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from conftest import REPO, matrix_file, report_details
-from matrix.prepare.float64_graph import float64_values
+from matrix.reference.float64_graph import float64_values
 from matrix.sources.known_issues import load_registry
 from matrix.store import list_runs
 

@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import PROFILES, REPO, matrix_file, report_details
 from test_report_browser import browser  # noqa: F401 - the fixture: Debian's chromium through playwright
 from matrix.investigations.reduce import Reducer, constant_tensors, smallest_failing
-from matrix.prepare.float64_graph import float64_values
+from matrix.reference.float64_graph import float64_values
 from matrix.store import list_runs
 
 BODY = PROFILES + """\

@@ -33,7 +33,7 @@ from ..environments.scripts import ScriptRun, run_script
 from ..environments.staging import stage_worker
 from ..plan import Cell, Plan, plan_of_trials
 from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, model_for_profile
-from ..prepare.float64_graph import float64_values
+from ..reference.float64_graph import float64_values
 from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import PROGRAM, PROGRAM_META, save_arrays

@@ -26,14 +26,17 @@ from ..store.hashing import hash_files
 from ..stops import removed_at_end
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
 from ..worker.values import save_values
+from ..reference.conversion import changed_constants, copy_float64
+from ..reference import Reference, expected_reference, onnx_reference, reference_text, torch_reference_check
 from .fingerprint import variant_key
 from .fp16_forecast import fp16_forecast
-from .float64_graph import float64_values
 from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
 from .layers import input_types, node_types, resolve_nodes
 
 MODEL, REFERENCE, META = "model.onnx", "reference.npz", "case.json"
+# The model's own evaluation beside a user's expected outputs (reference/__init__.py).
+SECOND = "second.npz"
 NODE_TYPES = "node_types.json"
 
 
@@ -124,7 +127,10 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     save_arrays(out / INPUTS, {n: a.detach().numpy() for n, a in zip(names, args)})
     reference = {n: r.detach().numpy() for n, r in zip(onnx_outputs, ref_outputs)}  # floats: float64 already
     save_arrays(out / REFERENCE, reference)
+    with np.load(out / INPUTS) as data:
+        onnx_inputs = {n: data[n] for n in data.files}
     return {
+        "reference_check": torch_reference_check(onnx.load(str(out / MODEL)), onnx_inputs, reference),
         "kind": "torch",
         "source": str(case.source),
         "description": case.description,
@@ -157,17 +163,6 @@ def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], o
     (out / PROGRAM_META).write_text(json.dumps(meta, indent=1))
 
 
-def reference_text(how: str, arrays: dict[str, np.ndarray], usual: str | None = None) -> str:
-    """How a reference was made and what it holds: 'your expected outputs (e.npz): float32', or
-    'PyTorch ...: int64 for ids' where some output is not the `usual` type the words already say."""
-    by_dtype: dict[str, list[str]] = {}
-    for name, array in arrays.items():
-        by_dtype.setdefault(str(array.dtype), []).append(name)
-    said = [f"{dtype} for {', '.join(names)}" if len(by_dtype) > 1 else dtype
-            for dtype, names in by_dtype.items() if dtype != usual]
-    return f"{how}: {'; '.join(said)}" if said else how
-
-
 def _prepare_onnx_file(spec: CaseSpec, params: Params, out: Path) -> dict:
     paths = spec.onnx_paths(params)
     model = onnx.load(str(paths["onnx"]))
@@ -178,29 +173,20 @@ def _prepare_onnx_file(spec: CaseSpec, params: Params, out: Path) -> dict:
     output_names = [o.name for o in model.graph.output]
     if "expected" in paths:
         with np.load(paths["expected"]) as data:  # as given: integers stay integers, float32 float32
-            reference = {n: data[n] for n in output_names}
-        how = reference_text(f"your expected outputs ({paths['expected'].name})", reference)
+            expected = {n: data[n] for n in output_names}
+        reference = expected_reference(model, inputs, expected,
+                                       reference_text(f"your expected outputs ({paths['expected'].name})", expected))
     else:
-        reference, how = _onnx_reference(model, inputs, output_names)
-    save_arrays(out / REFERENCE, reference)
-    return {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "reference": how,
-            "input_file": str(paths["inputs"])}
+        reference = onnx_reference(model, inputs, output_names)
+    _save_reference(reference, out)
+    return {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "reference": reference.how,
+            "reference_check": reference.check, "input_file": str(paths["inputs"])}
 
 
-def _onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
-                    names: list[str]) -> tuple[dict[str, np.ndarray], str]:
-    """The model evaluated with every floating type made float64 (float64_graph); where some node
-    has no float64 implementation there, onnx.reference in the model's own types, and said so."""
-    values = float64_values(model, inputs)
-    if all(name in values.values for name in names):
-        reference = {name: values.values[name] for name in names}
-        return reference, reference_text("onnx.reference, every floating type made float64", reference, "float64")
-    from onnx.reference import ReferenceEvaluator
-
-    results = ReferenceEvaluator(model).run(None, inputs)
-    reference = {n: np.asarray(r) for n, r in zip(names, results)}
-    node, why = next(iter(values.missing.items()))
-    return reference, reference_text(f"onnx.reference in the model's own types, not float64 ({node}: {why})", reference)
+def _save_reference(reference: Reference, out: Path) -> None:
+    save_arrays(out / REFERENCE, reference.arrays)
+    if reference.second:
+        save_arrays(out / SECOND, reference.second)
 
 
 def _prepare_suite_test(spec: CaseSpec, params: Params, out: Path) -> dict:
@@ -250,14 +236,35 @@ def model_for_profile(artifacts: Path, profile: Profile, fp16_copy: bool) -> Pat
     """`fp16_copy`: the engine runs FP16 profiles as an FP16 copy of the model (onnxruntime, strongly
     typed TensorRT; checked before any cell uses it, see fp16_variant); weakly typed TensorRT takes
     the FP32 model and builder flags. A copy is named by its variant key, so another converter
-    version makes a new one."""
-    key = variant_key(profile, fp16_copy)
-    if key is None:
+    version makes a new one. Beside it, what the conversion alone did (copy_facts)."""
+    target = copy_path(artifacts, profile, fp16_copy)
+    if target is None:
         return artifacts / MODEL
-    target = artifacts / f"model.fp16-{key[:16]}.onnx"
     if not target.is_file():
         model = onnx.load(str(artifacts / MODEL))
         tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
         write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp)
+        _write_copy_facts(model, onnx.load(str(tmp)), artifacts, target)
         tmp.replace(target)
     return target
+
+
+def copy_path(artifacts: Path, profile: Profile, fp16_copy: bool) -> Path | None:
+    """Where the model a profile runs as a copy is kept (None: it runs the model itself)."""
+    key = variant_key(profile, fp16_copy)
+    return None if key is None else artifacts / f"model.fp16-{key[:16]}.onnx"
+
+
+def copy_facts(copy: Path) -> tuple[Path, Path]:
+    """(the copy's outputs in float64, the constants its conversion clamped or flushed as JSON)."""
+    return copy.with_suffix(".float64.npz"), copy.with_suffix(".conversion.json")
+
+
+def _write_copy_facts(original: onnx.ModelProto, copy: onnx.ModelProto, artifacts: Path, target: Path) -> None:
+    outputs, changes = copy_facts(target)
+    inputs = typed_tensors(artifacts / INPUTS)
+    try:
+        save_arrays(outputs, copy_float64(copy, inputs))
+    except Exception:  # noqa: BLE001 - no float64 evaluation of the copy: the cell is judged, not split
+        outputs.unlink(missing_ok=True)
+    changes.write_text(json.dumps(changed_constants(original, copy), indent=1))

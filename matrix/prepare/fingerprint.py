@@ -22,6 +22,8 @@ from ..config import Profile
 from ..store.hashing import hash_files, hash_json
 
 PREPARE_SOURCE = Path(__file__).parent
+# What decides the reference is prepared with it (matrix/reference/).
+REFERENCE_SOURCE = PREPARE_SOURCE.parent / "reference"
 # Their versions are part of every exported case's artifact key.
 EXPORT_TOOLS = ("torch", "onnx", "onnxscript", "transformers")
 # The FP16 copy that onnxruntime's FP16 profiles run: onnxruntime.transformers.float16 converts it,
@@ -42,7 +44,7 @@ def tool_versions(names: tuple[str, ...]) -> dict[str, str | None]:
 
 @cache
 def prepare_code_hash() -> str:
-    return hash_files(PREPARE_SOURCE.rglob("*.py"), root=PREPARE_SOURCE)
+    return hash_files([*PREPARE_SOURCE.rglob("*.py"), *REFERENCE_SOURCE.rglob("*.py")], root=PREPARE_SOURCE.parent)
 
 
 def variant_key(profile: Profile, fp16_copy: bool) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from .float64_graph import float64_nodes, node_label
+from ..reference.float64_graph import float64_nodes, node_label
 
 FP16_MAX = 65504.0
 FP16_SMALLEST_NORMAL = 2.0 ** -14

@@ -4,9 +4,11 @@
 case mha_transformer_block): the Cast nodes it inserts are appended after their consumers, so the
 graph is not topologically sorted and the ONNX checker rejects it; and a float→float Cast of the
 original becomes a float16→float16 Cast, which onnxruntime 1.17–1.20 mistypes when graph
-optimisations are off ("InsertedPrecisionFreeCast_… does not match expected type"). Both are
-repaired with onnxruntime's own graph helpers, and a variant is kept only once the full ONNX
-checker (strict shape and type inference included) accepts it: no cell ever runs an invalid model.
+optimisations are off ("InsertedPrecisionFreeCast_… does not match expected type"). The casts go
+with onnxruntime's own graph helper; the order is made here, counting what If/Loop/Scan bodies read
+from the outer scope (onnxruntime's `topological_sort` does not: a Cast an If's branch reads stayed
+after the If). A variant is kept only once the full ONNX checker (strict shape and type inference
+included) accepts it and this host's onnxruntime loads it: no cell ever runs an invalid model.
 
 Variants are cached in the artifact folder, keyed by prepare's own code (matrix/prepare/*.py is
 hashed into every artifact key) and the host's converter versions: a change here re-runs their cells.
@@ -14,9 +16,12 @@ hashed into every artifact key) and the host's converter versions: a change here
 
 from __future__ import annotations
 
+import heapq
 from pathlib import Path
 
 import onnx
+
+from ..reference.float64_graph import node_inputs
 
 
 class InvalidVariant(ValueError):
@@ -32,15 +37,59 @@ def _fp16_model(model: onnx.ModelProto, keep_fp32: list[str]) -> onnx.ModelProto
                                               node_block_list=keep_fp32))
     fp16.enable_shape_infer = False  # the converter's ONNX shape inference has already typed every value
     fp16.remove_useless_cast_nodes()
-    fp16.topological_sort()
+    ordered = topological_order(fp16.model.graph)
+    del fp16.model.graph.node[:]
+    fp16.model.graph.node.extend(ordered)
     return fp16.model
 
 
+def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes so that each comes after every node whose output it reads, its subgraphs' reads
+    included; otherwise in their order. Raises InvalidVariant naming a node that can never run."""
+    produced_by = {name: index for index, node in enumerate(graph.node) for name in node.output if name}
+    waits = [{produced_by[name] for name in node_inputs(node) if name in produced_by} - {index}
+             for index, node in enumerate(graph.node)]
+    readers: dict[int, list[int]] = {}
+    for index, sources in enumerate(waits):
+        for source in sources:
+            readers.setdefault(source, []).append(index)
+    ready = [index for index, sources in enumerate(waits) if not sources]
+    heapq.heapify(ready)
+    ordered: list[onnx.NodeProto] = []
+    while ready:
+        index = heapq.heappop(ready)
+        ordered.append(graph.node[index])
+        for reader in readers.get(index, ()):
+            waits[reader].discard(index)
+            if not waits[reader]:
+                heapq.heappush(ready, reader)
+    if len(ordered) < len(graph.node):
+        stuck = next(node for index, node in enumerate(graph.node) if waits[index])
+        raise InvalidVariant(f"the FP16 variant's node {stuck.name or stuck.op_type} waits on a cycle")
+    return ordered
+
+
 def write_fp16_variant(model: onnx.ModelProto, keep_fp32: list[str], path: Path) -> None:
-    """Write the FP16 copy to `path`; raise InvalidVariant (and leave no file) if the checker rejects it."""
-    onnx.save(_fp16_model(model, keep_fp32), str(path))
+    """Write the FP16 copy to `path`; raise InvalidVariant (and leave no file) if the conversion
+    fails, the checker rejects it or onnxruntime cannot load it."""
+    import onnxruntime
+
+    try:
+        onnx.save(_fp16_model(model, keep_fp32), str(path))
+    except InvalidVariant:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the converter's own failure, in its words
+        raise InvalidVariant(f"the FP16 conversion failed: {type(exc).__name__}: {_first_line(exc)}") from None
     try:
         onnx.checker.check_model(str(path), full_check=True)
+        onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         path.unlink()
-        raise InvalidVariant(f"the FP16 variant fails the ONNX checker: {exc}") from None
+        raise InvalidVariant(f"the FP16 variant fails the ONNX checker: {_first_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's refusal names the node
+        path.unlink()
+        raise InvalidVariant(f"onnxruntime {onnxruntime.__version__} cannot load the FP16 variant: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")[:400]

@@ -30,6 +30,7 @@ from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
 from .a_vs_b import a_vs_b_text
 from .causes import left_out_kind, no_tensorrt_compared, not_run_reason
+from .reference_lines import reference_lines
 from .timing import FACTOR, P_THRESHOLD, place_names, timing_text, timing_view
 from .error_text import cosine_text, drift_text, needed_text, rule_text, with_marks, worst_error
 from .upgrade import declared_only, default_pair, env_order, records_by_row, version_mismatches, version_texts
@@ -219,6 +220,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
         model_checks=model_checks(frame), tensorrt_truth=no_tensorrt_compared(frame),
+        reference_lines=reference_lines(frame),
         speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None, places)) for case in cases],
         timing_p=P_THRESHOLD, timing_factor=f"{FACTOR:g}",
         operators=operator_counts(frame, tested), mismatches=version_mismatches(frame),

@@ -14,7 +14,7 @@ from ..store.outputs import write_output
 from .error_text import drift_text, rule_text, worst_error
 
 FAILED = {"fail", "timeout"}
-ERRORED = {"error", "crash"}
+ERRORED = {"error", "crash", "disputed", "no_reference"}
 # Not a failure, and not a pass either: a CI system shows these as skipped, with the reason.
 SKIPPED = {"skipped", "xfail", "built", "unsupported"}
 NOT_RUN = {"built": "built, not run", "unsupported": "unsupported"}

@@ -55,7 +55,7 @@ def to_frame(records: list[dict]) -> pd.DataFrame:
     frame["params"] = frame["params"].map(lambda p: json.dumps(p or {}, sort_keys=True))
     frame = frame.astype({"nan_count": "Int64", "inf_count": "Int64", "ref_nonfinite": "Int64", "left_out": "Int64", "drift_run": "Int64", "runs": "Int64",
                           "engine_bytes": "Int64",
-                          "drift_max_abs": float, "reused": bool})
+                          "drift_max_abs": float, "conversion_max_abs": float, "copy_max_abs": float, "reused": bool})
     return frame
 
 

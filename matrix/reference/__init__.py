@@ -1,0 +1,135 @@
+"""The reference: what "right" is for every cell, and why it can be trusted.
+
+Every verdict is an engine against a reference, so the reference is checked, never trusted: it is
+held against a second, independent evaluation of the same model before any cell is judged against
+it (DESIGN.md, "The reference is checked").
+
+- float64_graph: the model in float64, node by node, each node at the model's own opsets;
+- ops: onnx.reference ops that break the spec, replaced;
+- referee: onnxruntime's CPU provider, optimisations off, in the model's own types;
+- agreement: where the two part, node by node, within what rounding explains.
+
+A check ends in one of: "agreed" (judge as usual), "referee" (some output has no float64
+evaluation: the referee's output is its reference, said), "expected" (a user's file: the second
+evaluation is kept, and a cell that fails only against the file names the file), or "disputed" (no
+cell is judged against it). No reference at all is NoReference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from .agreement import end_to_end_bound, first_parting
+from .float64_graph import float64_values, node_label
+from .referee import referee_label, referee_values
+
+AGREED, REFEREE, EXPECTED, DISPUTED = "agreed", "referee", "expected", "disputed"
+
+
+class NoReference(ValueError):
+    """Neither evaluation gives the model's outputs: the case needs `expected` outputs."""
+
+
+@dataclass
+class Reference:
+    arrays: dict[str, np.ndarray]
+    how: str  # the cell's `reference`: how it was made and what it holds
+    check: dict  # {"verdict", "text", "referee", "parting", "checked_nodes"}
+    second: dict[str, np.ndarray] = field(default_factory=dict)  # the independent evaluation (a user's file)
+
+
+def reference_text(how: str, arrays: dict[str, np.ndarray], usual: str | None = None) -> str:
+    """How a reference was made and what it holds: 'your expected outputs (e.npz): float32', or
+    'PyTorch ...: int64 for ids' where some output is not the `usual` type the words already say."""
+    by_dtype: dict[str, list[str]] = {}
+    for name, array in arrays.items():
+        by_dtype.setdefault(str(array.dtype), []).append(name)
+    said = [f"{dtype} for {', '.join(names)}" if len(by_dtype) > 1 else dtype
+            for dtype, names in by_dtype.items() if dtype != usual]
+    return f"{how}: {'; '.join(said)}" if said else how
+
+
+def _check(verdict: str, text: str, parting=None, checked: int = 0) -> dict:
+    return {"verdict": verdict, "text": text, "referee": referee_label(),
+            "parting": parting.as_dict() if parting else None, "checked_nodes": checked}
+
+
+def _first_missing(missing: dict[str, str], model: onnx.ModelProto) -> str:
+    """'com.microsoft Gelu (node gelu_1)': the first node without a float64 evaluation."""
+    label = next(iter(missing))
+    node = next(node for order, node in enumerate(model.graph.node) if node_label(node, order) == label)
+    return f"{f'{node.domain} ' if node.domain else ''}{node.op_type} (node {label})"
+
+
+def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str]) -> Reference:
+    """An ONNX file without expected outputs: float64, checked node by node against the referee;
+    an output without a float64 evaluation takes the referee's."""
+    float64 = float64_values(model, inputs)
+    try:
+        theirs = referee_values(model, inputs)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime's words, kept below
+        theirs, refused = None, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"[:300]
+    lacking = [name for name in names if name not in float64.values]
+    if lacking and (theirs is None or any(name not in theirs.values for name in lacking)):
+        raise NoReference(f"no reference can be made: no float64 evaluation for {_first_missing(float64.missing, model)}"
+                          f" and {referee_label()} cannot run the model ({refused if theirs is None else 'no output'}); "
+                          "give the case `expected` outputs")
+    arrays = {name: float64.values[name] if name in float64.values else theirs.values[name] for name in names}
+    if theirs is None:
+        return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),
+                         _check(DISPUTED, f"not checked: {referee_label()} cannot run the model ({refused}); "
+                                          "give the case `expected` outputs"))
+    parting, checked = first_parting(model, inputs, theirs.values)
+    if parting:
+        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)",
+                         _check(DISPUTED, parting.text(theirs.label), parting, checked))
+    if lacking:
+        how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
+               f"{_first_missing(float64.missing, model)}")
+        return Reference(arrays, reference_text(how, arrays), _check(REFEREE, how, None, checked))
+    return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),
+                     _check(AGREED, f"agrees with {theirs.label} at every node ({checked} held against each other)",
+                            None, checked))
+
+
+def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray],
+                       how: str) -> Reference:
+    """A user's expected outputs, as given; the model's own evaluation kept beside them, so that a
+    cell that fails only against the file can name the file (run.py)."""
+    try:
+        second = onnx_reference(model, inputs, list(expected))
+    except NoReference as exc:
+        return Reference(expected, how, _check(EXPECTED, f"your file; not checked ({exc})"))
+    if second.check["verdict"] == DISPUTED:
+        return Reference(expected, how, _check(EXPECTED, f"your file; the model's own evaluations part ({second.check['text']})"))
+    return Reference(expected, how, _check(EXPECTED, f"your file, beside the model's own evaluation ({second.how})"),
+                     second.arrays)
+
+
+def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray]) -> dict:
+    """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
+    what float32 rounding explains (the referee's distance from the latter)."""
+    float64 = float64_values(model, inputs)
+    try:
+        theirs = referee_values(model, inputs).values
+    except Exception:  # noqa: BLE001 - the bound then rests on float32's units alone
+        theirs = {}
+    checked = [name for name in torch64 if name in float64.values and np.asarray(torch64[name]).dtype.kind == "f"]
+    for name in checked:
+        mine, onnx64 = np.asarray(torch64[name], np.float64), float64.values[name]
+        if mine.shape != onnx64.shape:
+            return _check(DISPUTED, f"PyTorch in float64 gives {name!r} shape {list(mine.shape)}, its ONNX export "
+                                    f"{list(onnx64.shape)}")
+        bound = end_to_end_bound(onnx64, theirs[name]) if name in theirs else end_to_end_bound(onnx64, onnx64)
+        delta = float(np.nanmax(np.abs(mine - onnx64))) if mine.size else 0.0
+        if delta > bound:
+            parting, count = first_parting(model, inputs, theirs) if theirs else (None, 0)
+            where = f"; {parting.text(referee_label())}" if parting else ""
+            return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: |Δ| "
+                                    f"{delta:.3g} where float32 rounding explains {bound:.2g}{where}", parting, count)
+    unchecked = [name for name in torch64 if name not in checked]
+    return _check(AGREED, f"agrees with the ONNX export evaluated in float64 ({len(checked)} output"
+                          f"{'s' * (len(checked) != 1)})" + (f"; not checked: {', '.join(unchecked)}" if unchecked else ""))

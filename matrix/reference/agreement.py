@@ -1,0 +1,139 @@
+"""Where two evaluations of one model part: node by node, within what rounding explains.
+
+Each node is evaluated in float64 on the referee's own inputs to it (its float32 values, exact in
+float64) and held against the referee's output of that node. Fed the same numbers, the two differ
+only by the referee's rounding inside that one node, which the values themselves bound: a few units
+of its type's precision times the output's magnitude, plus, where the op sums terms, the magnitude of
+those terms (the node evaluated on |inputs|) times √(their count), plus how far the output moves
+when the inputs move by one unit of rounding (the node's own conditioning: a subtraction that
+cancels, a normalisation by a small deviation). A difference beyond that is no rounding: one of the
+two evaluations misreads the node. No constant depends on the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .float64_graph import as_float64, casts_to_string, evaluate_node, float64_node, node_inputs, node_label
+
+# A few units of rounding: an op's kernel (exp, erf, tanh) may be off by more than half a unit.
+UNITS = 8.0
+# Ops that add up many terms: their rounding grows with the terms' magnitude, not the result's.
+SUMMING = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "ReduceSum", "ReduceMean", "ReduceL1", "ReduceL2",
+           "ReduceSumSquare", "ReduceLogSumExp", "GlobalAveragePool", "AveragePool", "CumSum", "Softmax",
+           "LogSoftmax", "LayerNormalization", "InstanceNormalization", "GroupNormalization",
+           "LpNormalization", "LRN", "BatchNormalization", "SimplifiedLayerNormalization",
+           "SkipLayerNormalization", "Attention", "MultiHeadAttention"}
+
+
+@dataclass
+class Parting:
+    """The first node whose two evaluations differ beyond rounding."""
+    node: str
+    op_type: str
+    output: str
+    delta: float  # the largest |float64 − referee| there (inf: shapes or NaN places differ)
+    bound: float  # what rounding explains there
+    detail: str = ""
+
+    def text(self, referee: str) -> str:
+        seen = self.detail or f"|Δ| {self.delta:.3g} where rounding explains {self.bound:.2g}"
+        return f"node {self.node} ({self.op_type}), output {self.output!r}: onnx.reference in float64 and {referee} part ({seen})"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _terms(node: onnx.NodeProto, given: dict[str, np.ndarray], out: np.ndarray) -> int:
+    """How many terms each output element of a summing op adds up."""
+    float_inputs = [v for k, v in given.items() if k in node.input and v.dtype.kind == "f" and v.ndim]
+    if node.op_type == "MatMul" and float_inputs:
+        return float_inputs[0].shape[-1]
+    if node.op_type == "Gemm" and float_inputs:
+        trans = any(a.name == "transA" and a.i for a in node.attribute)
+        return float_inputs[0].shape[0 if trans else -1]
+    if node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 1 and node.input[1] in given:
+        weights = given[node.input[1]]
+        return max(1, weights.size // weights.shape[0 if node.op_type == "Conv" else 1])
+    return max([1] + [v.size // max(out.size, 1) for v in float_inputs])
+
+
+def _finite_max(array: np.ndarray) -> float:
+    finite = np.abs(array[np.isfinite(array)]) if array.size else array
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64: np.ndarray, eps: float,
+           model: onnx.ModelProto) -> float:
+    floats = {k for k, v in given.items() if v.dtype.kind == "f"}
+    rng = np.random.default_rng(0)
+    moved = {k: v * (1 + eps * rng.choice([-1.0, 1.0], size=v.shape)) if k in floats else v for k, v in given.items()}
+    with np.errstate(all="ignore"):
+        conditioning = _finite_max(evaluate_node(node64, moved, model)[name] - y64)
+    summed = 0.0
+    if node64.op_type in SUMMING:
+        absolute = {k: np.abs(v) if k in floats else v for k, v in given.items()}
+        try:
+            summed = np.sqrt(_terms(node64, given, y64)) * _finite_max(evaluate_node(node64, absolute, model)[name])
+        except Exception:  # noqa: BLE001 - an op that refuses |inputs| (a mask): its result's scale stands
+            summed = 0.0
+    return UNITS * (eps * (_finite_max(y64) + summed) + conditioning)
+
+
+def _differs(y64: np.ndarray, theirs: np.ndarray) -> tuple[float, str]:
+    """(|Δ| of the finite values, or inf with why where no number says it)."""
+    if y64.shape != theirs.shape:
+        return float("inf"), f"shape {list(y64.shape)} against {list(theirs.shape)}"
+    if y64.dtype.kind in "USO" or theirs.dtype.kind in "USO" or y64.dtype.kind in "biu" or y64.dtype == np.bool_:
+        same = np.array_equal(y64.astype(str) if y64.dtype.kind in "USO" else y64,
+                              theirs.astype(str) if theirs.dtype.kind in "USO" else theirs)
+        return (0.0, "") if same else (float("inf"), "values differ")
+    a, b = y64.astype(np.float64), theirs.astype(np.float64)
+    if not np.array_equal(np.isnan(a), np.isnan(b)) or not np.array_equal(np.where(np.isinf(a), a, 0),
+                                                                          np.where(np.isinf(b), b, 0)):
+        return float("inf"), "NaN or ±inf in different places"
+    finite = np.isfinite(a)
+    return (float(np.max(np.abs(a[finite] - b[finite]))) if finite.any() else 0.0), ""
+
+
+def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
+                  theirs: dict[str, np.ndarray]) -> tuple[Parting | None, int]:
+    """(the first node where float64 and the referee's values part, or None; how many nodes were
+    held against each other)."""
+    known = {**inputs, **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **theirs}
+    checked = 0
+    for order, node in enumerate(model.graph.node):
+        names = node_inputs(node)
+        outputs = [name for name in node.output if name in theirs]
+        if not outputs or any(name not in known for name in names):
+            continue
+        own_types = casts_to_string(node)
+        given = {name: np.asarray(known[name]) if own_types else as_float64(np.asarray(known[name])) for name in names}
+        node64 = float64_node(node)
+        try:
+            mine = evaluate_node(node64, given, model)
+        except Exception:  # noqa: BLE001 - no float64 evaluation of this node: nothing to hold it against
+            continue
+        checked += 1
+        for name in outputs:
+            if name not in mine:
+                continue
+            delta, why = _differs(mine[name], theirs[name])
+            if why:
+                return Parting(node_label(node, order), node.op_type, name, delta, 0.0, why), checked
+            eps = float(np.finfo(theirs[name].dtype).eps) if theirs[name].dtype.kind == "f" else 0.0
+            if delta and delta > (bound := _bound(node64, given, name, mine[name], eps, model)):
+                return Parting(node_label(node, order), node.op_type, name, delta, bound), checked
+    return None, checked
+
+
+def end_to_end_bound(float64: np.ndarray, referee: np.ndarray) -> float:
+    """What rounding explains between two float64 evaluations of one output (PyTorch's, ONNX's): a
+    few times what float32 rounding moved it by end to end (the referee's distance), at least a few
+    units of float32 on its magnitude."""
+    eps = float(np.finfo(np.float32).eps)
+    return UNITS * max(_differs(float64, referee)[0], eps * _finite_max(float64.astype(np.float64)))

@@ -1,0 +1,74 @@
+"""The blame split of a reduced-precision cell: what the conversion did before any engine ran.
+
+The FP16 copy an engine runs, evaluated in float64, holds the copy's own rounding of constants
+(and any it clamped to FP16's ±65504 or flushed to zero) and nothing of the engine. Held against
+the original's reference it is the conversion's error; the engine's outputs held against it are
+the engine's. A cell is blamed on the engine only for the second.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .float64_graph import float64_values
+
+FP16_MAX = 65504.0
+
+
+def _constants(model: onnx.ModelProto) -> dict[str, tuple[np.ndarray, str]]:
+    """{constant: (its values, the first node that reads it or makes it)} of the main graph."""
+    readers: dict[str, str] = {}
+    for order, node in enumerate(model.graph.node):
+        for name in node.input:
+            readers.setdefault(name, node.name or f"{node.op_type}#{order}")
+    found = {t.name: (numpy_helper.to_array(t), readers.get(t.name, "?")) for t in model.graph.initializer}
+    for order, node in enumerate(model.graph.node):
+        if node.op_type == "Constant":
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    found[node.output[0]] = (numpy_helper.to_array(attribute.t), readers.get(node.output[0], "?"))
+    return found
+
+
+def changed_constants(original: onnx.ModelProto, copy: onnx.ModelProto) -> list[dict]:
+    """The constants the conversion clamped (beyond FP16's range) or flushed to zero (below its
+    smallest subnormal), largest change first: what a cause line names."""
+    mine = _constants(copy)
+    changes = []
+    for name, (before, reader) in _constants(original).items():
+        if name not in mine or before.dtype.kind != "f" or not before.size:
+            continue
+        after = mine[name][0].astype(np.float64).reshape(before.shape) if mine[name][0].size == before.size else None
+        if after is None:
+            continue
+        before64 = before.astype(np.float64)
+        clamped = np.isfinite(before64) & (np.abs(before64) > FP16_MAX)
+        flushed = (before64 != 0) & (after == 0)
+        for kind, where in (("clamps", clamped), ("flushes to zero", flushed)):
+            if where.any():
+                at = int(np.argmax(np.where(where, np.abs(before64 - after), -1)))
+                changes.append({"constant": name, "node": reader, "what": kind, "count": int(where.sum()),
+                                "before": float(before64.flat[at]), "after": float(after.flat[at])})
+    return sorted(changes, key=lambda c: -abs(c["before"] - c["after"]))
+
+
+def copy_float64(copy: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The copy's graph outputs evaluated in float64 (those that have a float64 evaluation)."""
+    values = float64_values(copy, inputs).values
+    return {o.name: values[o.name] for o in copy.graph.output if o.name in values}
+
+
+def cause(changes: list[dict], conversion: float, engine: float, label: str = "FP16 copy") -> str:
+    """'FP16 copy clamps constant 'c' (1e+05 → 65504) at node d: the copy alone is off by 0.525;
+    the engine adds 0.00012' — where the conversion alone is beyond the tolerance."""
+    said = ""
+    if changes:
+        first = changes[0]
+        more = f" and {first['count'] - 1} more value{'s' * (first['count'] > 2)}" if first["count"] > 1 else ""
+        said = (f"{label} {first['what']} constant {first['constant']!r} ({first['before']:.4g} → {first['after']:.5g}"
+                f"{more}) at node {first['node']}: ")
+    else:
+        said = f"{label}'s rounding of its constants: "
+    return f"{said}the copy alone is off by {conversion:.3g}; the engine adds {engine:.3g}"

@@ -1,0 +1,196 @@
+"""Every intermediate tensor of an ONNX graph in float64: the reference, `explain` and the forecast.
+
+The graph with every floating-point type made float64 (inputs, initializers, constants, Cast
+targets, subgraphs too) is evaluated node by node with onnx.reference (numpy), each node as a
+one-node model at the model's own opsets (a node evaluated alone would run the newest version of
+its op: opset 12's Squeeze(axes=[0]) would squeeze every size-1 axis), with what its subgraphs read
+from the outer scope as inputs, and the spec-following replacements of ops.py. Node by node, so
+that a node whose op has no float64 implementation is named and skipped, with every node that
+depends on it, rather than guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from .ops import REPLACEMENTS
+
+FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
+# Attributes that name an output element type (Cast's `to`, RandomNormal's `dtype`, ...).
+TYPE_ATTRIBUTES = {"to", "dtype"}
+
+
+def node_label(node: onnx.NodeProto, index: int) -> str:
+    """A node's name, or op type and position for an unnamed one: what the tables show."""
+    return node.name or f"{node.op_type}#{index}"
+
+
+def as_float64(array: np.ndarray) -> np.ndarray:
+    return array.astype(np.float64) if np.issubdtype(array.dtype, np.floating) else array
+
+
+def _float64_tensor(tensor: onnx.TensorProto) -> None:
+    if tensor.data_type in FLOAT_TYPES:
+        tensor.CopyFrom(numpy_helper.from_array(as_float64(numpy_helper.to_array(tensor)), tensor.name))
+
+
+def _float64_type(value: onnx.ValueInfoProto) -> None:
+    kind = value.type.WhichOneof("value")
+    if kind == "tensor_type" and value.type.tensor_type.elem_type in FLOAT_TYPES:
+        value.type.tensor_type.elem_type = TensorProto.DOUBLE
+
+
+def _float64_graph(graph: onnx.GraphProto) -> None:
+    for tensor in graph.initializer:
+        _float64_tensor(tensor)
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        _float64_type(value)
+    for node in graph.node:
+        _float64_attributes(node)
+
+
+def _float64_attributes(node: onnx.NodeProto) -> None:
+    for attribute in node.attribute:
+        if attribute.name in TYPE_ATTRIBUTES and attribute.type == onnx.AttributeProto.INT \
+                and attribute.i in FLOAT_TYPES:
+            attribute.i = TensorProto.DOUBLE
+        elif attribute.type == onnx.AttributeProto.TENSOR:
+            _float64_tensor(attribute.t)
+        elif attribute.type == onnx.AttributeProto.GRAPH:
+            _float64_graph(attribute.g)
+        elif attribute.type == onnx.AttributeProto.GRAPHS:
+            for graph in attribute.graphs:
+                _float64_graph(graph)
+
+
+def outer_reads(node: onnx.NodeProto) -> list[str]:
+    """The names a node's subgraphs (If, Loop, Scan bodies, at any depth) read from the scopes
+    around it: inputs it has that its `input` list does not show."""
+    found: list[str] = []
+
+    def walk(graph: onnx.GraphProto, defined: set[str]) -> None:
+        defined = defined | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+        for inner in graph.node:
+            for name in inner.input:
+                if name and name not in defined and name not in found:
+                    found.append(name)
+            for attribute in inner.attribute:
+                for sub in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
+                    walk(sub, defined)
+            defined = defined | set(inner.output)
+
+    for attribute in node.attribute:
+        for graph in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
+            walk(graph, set())
+    return found
+
+
+def node_inputs(node: onnx.NodeProto) -> list[str]:
+    """Every value a node reads: its inputs, then what its subgraphs read from outside."""
+    return [name for name in dict.fromkeys([*node.input, *outer_reads(node)]) if name]
+
+
+def _value_info(name: str, value) -> onnx.ValueInfoProto:
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "USO":
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype), None)
+    if isinstance(value, np.ndarray):
+        return helper.make_tensor_value_info(name, TensorProto.STRING, None)
+    return helper.make_value_info(name, onnx.TypeProto())
+
+
+def one_node_model(node: onnx.NodeProto, given: dict[str, np.ndarray], model: onnx.ModelProto) -> onnx.ModelProto:
+    """`node` as a model of its own, at `model`'s opsets, with its local functions."""
+    graph = helper.make_graph([node], "node", [_value_info(name, value) for name, value in given.items()],
+                              [helper.make_value_info(name, onnx.TypeProto()) for name in node.output if name])
+    return helper.make_model(graph, opset_imports=list(model.opset_import), functions=list(model.functions),
+                             ir_version=model.ir_version)
+
+
+def evaluate_node(node: onnx.NodeProto, given: dict[str, np.ndarray], model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """{output: value} of one node on `given` (every name node_inputs lists), in the types given."""
+    with np.errstate(all="ignore"):  # inf/NaN are values here, reported where they matter
+        results = ReferenceEvaluator(one_node_model(node, given, model), new_ops=REPLACEMENTS).run(None, given)
+    names = [name for name in node.output if name]
+    # A sequence (a list) has no float64 tensor: the nodes that read it have no value either.
+    return {name: np.asarray(out) for name, out in zip(names, results) if not isinstance(out, list)}
+
+
+def float64_node(node: onnx.NodeProto) -> onnx.NodeProto:
+    """A copy of `node` whose floating types, constants and subgraphs are float64."""
+    node = onnx.NodeProto.FromString(node.SerializeToString())
+    _float64_attributes(node)
+    return node
+
+
+def casts_to_string(node: onnx.NodeProto) -> bool:
+    """Cast(to=STRING) prints its input: a float made float64 would print with float64's digits
+    ("0.10000000149011612" for float32's 0.1), so it reads its input in the model's own type."""
+    return node.op_type == "Cast" and any(a.name == "to" and a.i == TensorProto.STRING for a in node.attribute)
+
+
+def _string_source_types(model: onnx.ModelProto) -> dict[str, int]:
+    """{value: its element type in the model} for the inputs of Cast(to=STRING)."""
+    wanted = {node.input[0] for node in model.graph.node if casts_to_string(node)}
+    if not wanted:
+        return {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001 - without types the float64 text stands, and differs where it does
+        return {}
+    values = [*inferred.input, *inferred.value_info, *inferred.output]
+    types = {v.name: v.type.tensor_type.elem_type for v in values if v.name in wanted}
+    types.update({t.name: t.data_type for t in inferred.initializer if t.name in wanted})
+    return types
+
+
+@dataclass
+class Float64Values:
+    values: dict[str, np.ndarray]
+    # Node label → why it has no float64 value (no implementation, or an input without one).
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True
+                  ) -> Iterator[tuple[int, onnx.NodeProto, dict[str, np.ndarray], dict[str, np.ndarray] | str]]:
+    """(order, node, its float64 inputs, its float64 outputs or why it has none), node by node.
+    keep=False frees each value after its last use (a forecast over a large model)."""
+    values = {name: as_float64(array) for name, array in inputs.items()}
+    values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer})
+    reads = [node_inputs(node) for node in model.graph.node]
+    last_use = {name: order for order, names in enumerate(reads) for name in names}
+    string_sources = _string_source_types(model)
+    for order, node in enumerate(model.graph.node):
+        absent = [name for name in reads[order] if name not in values]
+        given = {name: values[name] for name in reads[order] if name in values}
+        if absent:
+            yield order, node, given, f"no float64 value for its input {absent[0]!r}"
+        else:
+            if node.input and node.input[0] in string_sources:  # Cast(to=STRING): the model's own float
+                source = node.input[0]
+                given = {**given, source: given[source].astype(helper.tensor_dtype_to_np_dtype(string_sources[source]))}
+            try:
+                produced = evaluate_node(float64_node(node), given, model)
+            except Exception as exc:  # noqa: BLE001 - any failure: this node has no float64 reference
+                yield order, node, given, f"no float64 reference for {node.op_type}: {type(exc).__name__}: {exc}"[:300]
+            else:
+                values.update(produced)
+                yield order, node, given, produced
+        if not keep:
+            for name in [n for n in reads[order] if last_use.get(n) == order]:
+                values.pop(name, None)
+
+
+def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Float64Values:
+    result = Float64Values({name: as_float64(array) for name, array in inputs.items()})
+    for order, node, _, outputs in float64_nodes(model, inputs):
+        if isinstance(outputs, str):
+            result.missing[node_label(node, order)] = outputs
+        else:
+            result.values.update(outputs)
+    return result

@@ -1,0 +1,31 @@
+"""What a run says once about its references: cases judged against the referee's float32 output
+(no float64 evaluation of some op), and cases not judged at all (their reference disputed, or none
+could be made), each with what to do. The terminal's end, the report's header and summary say it."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..statuses import UNJUDGED
+
+TO_DO = "give the case `expected` outputs (docs/judging.md)"
+
+
+def _first(cells: pd.DataFrame, column: str) -> str:
+    found = cells[column].dropna()
+    return str(found.iloc[0]) if len(found) else ""
+
+
+def reference_lines(frame: pd.DataFrame) -> list[str]:
+    lines = []
+    for case, cells in frame.groupby("case", sort=False):
+        unjudged = cells[cells["status"].isin(UNJUDGED)]
+        if len(unjudged):
+            why = _first(unjudged, "error").removeprefix("reference disputed: ")
+            word = "no reference" if (unjudged["status"] == "no_reference").all() else "reference disputed"
+            lines.append(f"{len(unjudged)} cell{'s' * (len(unjudged) != 1)} of case {case} not judged, {word}: {why}"
+                         + ("" if "expected" in why else f"; {TO_DO}"))
+        said = _first(cells, "reference")
+        if "no float64 evaluation for" in said:
+            lines.append(f"case {case}: {said.split(': float32')[0]}; its reference is that float32 output")
+    return lines

@@ -1,0 +1,191 @@
+"""Issue 40: a reference checked before anything is judged against it, and blame only where it is due.
+
+Each model here once got a wrong verdict through `trtmatrix run` (main b722786): a reference of the
+wrong shape or values (onnx.reference's GlobalMaxPool on 3-D input, its opset-9 BatchNormalization
+with `momentum`, a node evaluated at the newest opset), no reference at all (a com.microsoft op), an
+FP16 copy in an order onnxruntime cannot load (an If reading an outer value), a failure of the FP16
+conversion blamed on the engine, and a user's wrong expected file blamed on the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T, helper as h, numpy_helper as nh
+
+from matrix.prepare.fp16_variant import topological_order
+from matrix.reference import NoReference, onnx_reference
+from matrix.store import list_runs, read_run
+from test_bad_values import TRTMATRIX
+
+ENV = "ort-1.20"
+PROFILES = '[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
+
+
+def model(path, nodes, inputs, outputs, initializers=(), opset=13, domains=()):
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                         [h.make_tensor_value_info(n, t, s) for n, t, s in outputs], list(initializers))
+    proto = h.make_model(graph, opset_imports=[h.make_opsetid("", opset), *[h.make_opsetid(d, 1) for d in domains]],
+                         ir_version=8)
+    onnx.save(proto, path)
+    return proto
+
+
+def case(tmp_path, name, proto, inputs: dict, profiles=("fp32",), expected: dict | None = None) -> str:
+    np.savez(tmp_path / f"{name}-in.npz", **inputs)
+    extra = ""
+    if expected is not None:
+        np.savez(tmp_path / f"{name}-expected.npz", **expected)
+        extra = f'expected = "{tmp_path / f"{name}-expected.npz"}"\n'
+    return (f'[cases.{name}]\nonnx = "{tmp_path / f"{name}.onnx"}"\ninputs = "{tmp_path / f"{name}-in.npz"}"\n'
+            f'profiles = {list(profiles)!r}\n'.replace("'", '"') + extra)
+
+
+def run(write_matrix, body: str) -> tuple[subprocess.CompletedProcess, dict]:
+    config = write_matrix(PROFILES + body, environments=(ENV,))
+    done = subprocess.run([TRTMATRIX, "run", "-c", str(config)], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250"})
+    assert done.returncode in (0, 1), done.stderr
+    return done, read_run(list_runs(config.parent / "reports")[-1]).set_index("case").to_dict("index")
+
+
+def _gmp(path):
+    return model(path, [h.make_node("GlobalMaxPool", ["x"], ["p"]), h.make_node("Squeeze", ["p", "axes"], ["y"])],
+                 [("x", T.FLOAT, [2, 5, 7])], [("y", T.FLOAT, [2, 5])], [nh.from_array(np.array([2], np.int64), "axes")])
+
+
+def _batchnorm(path):
+    rng = np.random.default_rng(1)
+    stats = [nh.from_array(rng.random(3).astype(np.float32) + 0.5, n) for n in ("s", "b", "m", "v")]
+    return model(path, [h.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], momentum=0.9)],
+                 [("x", T.FLOAT, [2, 3, 4, 4])], [("y", T.FLOAT, [2, 3, 4, 4])], stats, opset=12)
+
+
+def _squeeze(path):
+    return model(path, [h.make_node("Squeeze", ["x"], ["s"], axes=[0]),
+                        h.make_node("Transpose", ["s"], ["y"], perm=[0, 3, 1, 2])],
+                 [("x", T.FLOAT, [1, 1, 8, 4, 3])], [("y", T.FLOAT, [1, 3, 8, 4])], opset=12)
+
+
+def _gelu(path):
+    return model(path, [h.make_node("Gelu", ["x"], ["y"], domain="com.microsoft", name="gelu")],
+                 [("x", T.FLOAT, [2, 8])], [("y", T.FLOAT, [2, 8])], opset=17, domains=["com.microsoft"])
+
+
+def _as_string(path):
+    return model(path, [h.make_node("Cast", ["x"], ["y"], to=T.STRING)], [("x", T.FLOAT, [3])], [("y", T.STRING, [3])])
+
+
+def test_references_onnx_reference_got_wrong_are_right_and_judged(tmp_path, write_matrix):
+    """Issue 40, done when 1: GlobalMaxPool on [2, 5, 7] → Squeeze, BatchNormalization at opset 12 with
+    `momentum`, an opset-12 Squeeze(axes=[0]) → Transpose on [1, 1, 8, 4, 3] and com.microsoft Gelu all
+    pass against a correct onnxruntime, the last with onnxruntime's output as its reference, said. And
+    issue 41, wrong verdicts 4: Cast(to=STRING) of float32 0.1 is "0.1", not float64's digits."""
+    rng = np.random.default_rng(0)
+    body = ""
+    for name, make, shape in (("gmp", _gmp, (2, 5, 7)), ("bn", _batchnorm, (2, 3, 4, 4)),
+                              ("squeeze", _squeeze, (1, 1, 8, 4, 3)), ("gelu", _gelu, (2, 8))):
+        body += case(tmp_path, name, make(tmp_path / f"{name}.onnx"),
+                     {"x": rng.standard_normal(shape).astype(np.float32)})
+    _as_string(tmp_path / "text.onnx")
+    body += case(tmp_path, "text", None, {"x": np.array([0.1, 1.5, -2.25], np.float32)})
+    done, cells = run(write_matrix, body)
+    assert {name: cells[name]["status"] for name in cells} == dict.fromkeys(["gmp", "bn", "squeeze", "gelu", "text"],
+                                                                            "pass"), done.stderr
+    assert cells["gelu"]["reference"].startswith("onnxruntime 1.32.0 CPU, float32, optimisations off for y: "
+                                                 "no float64 evaluation for com.microsoft Gelu (node gelu)")
+    assert "case gelu: onnxruntime 1.32.0 CPU" in done.stderr  # said once, at the run's end
+    assert "agrees with onnxruntime 1.32.0" in cells["bn"]["reference_check"]
+    assert done.returncode == 0
+
+
+def test_an_if_reading_an_outer_value_in_fp16_is_judged(tmp_path, write_matrix):
+    """Issue 40, done when 1 (and point 4): the FP16 copy of an If whose branches read a graph input
+    (through the Cast the converter inserts) is in an order onnxruntime loads, so its cells are judged."""
+    branch = lambda op, name: h.make_graph([h.make_node(op, ["x", "x"], [name])], name, [],  # noqa: E731
+                                           [h.make_tensor_value_info(name, T.FLOAT, [2, 3])])
+    _ = model(tmp_path / "branch.onnx", [
+        h.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+        h.make_node("Greater", ["total", "zero"], ["positive"]),
+        h.make_node("If", ["positive"], ["y"], then_branch=branch("Add", "sum"), else_branch=branch("Mul", "product"))],
+        [("x", T.FLOAT, [2, 3])], [("y", T.FLOAT, [2, 3])], [nh.from_array(np.array(0.0, np.float32), "zero")])
+    done, cells = run(write_matrix, case(tmp_path, "branch", None, {"x": np.full((2, 3), 0.5, np.float32)},
+                                         profiles=("fp16",)))
+    assert cells["branch"]["status"] in ("pass", "fail"), cells["branch"]["error"]
+
+
+def test_a_clamp_of_the_fp16_conversion_is_named_not_the_engine(tmp_path, write_matrix):
+    """Issue 40, done when 1 (and point 5): y = x / 1e5 in FP16. The copy holds 65504 for 1e5, so it is
+    already wrong before any engine runs; the cell's cause names the clamp and both errors."""
+    model(tmp_path / "divide.onnx", [h.make_node("Div", ["x", "scale"], ["y"], name="divide")],
+          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], [nh.from_array(np.array(1e5, np.float32), "scale")])
+    x = np.array([2e4, 3e4, 4e4, 5e4], np.float32)
+    done, cells = run(write_matrix, case(tmp_path, "divide", None, {"x": x}, profiles=("fp16",)))
+    cell = cells["divide"]
+    conversion = float(np.max(np.abs(x.astype(np.float64) / 65504 - x.astype(np.float64) / 1e5)))
+    assert cell["status"] == "fail"
+    assert cell["conversion_max_abs"] == pytest.approx(conversion, rel=1e-6)  # the copy alone, in float64
+    assert cell["copy_max_abs"] < 1e-3 < conversion  # what the engine added is FP16 rounding
+    assert "FP16 copy clamps constant 'scale' (1e+05 → 65504) at node divide: the copy alone is off by" in cell["error"]
+
+
+def test_a_users_expected_file_off_by_half_is_named_not_the_engine(tmp_path, write_matrix):
+    """Issue 40, done when 1 (and issue 41, wrong verdicts 9's cause): a Relu whose expected file is
+    0.5 off everywhere; the engine agrees with the model's own evaluation, so the file is the cause."""
+    model(tmp_path / "relu.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [2, 4])], [("y", T.FLOAT, [2, 4])])
+    x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
+    done, cells = run(write_matrix, case(tmp_path, "relu", None, {"x": x}, expected={"y": np.maximum(x, 0) + 0.5}))
+    cell = cells["relu"]
+    assert cell["status"] == "disputed"
+    assert "your expected outputs (relu-expected.npz) disagree with the model's own evaluation" in cell["error"]
+    assert "the file is the cause, not the engine" in cell["error"]
+    assert "1 cell of case relu not judged, reference disputed" in done.stderr
+    assert done.returncode == 1  # nothing judged is not all well
+
+
+def test_a_case_no_reference_can_be_made_for_says_so_and_does_not_exit_0(tmp_path, write_matrix):
+    """Issue 40, point 3: an op neither evaluation knows. One line naming the case, the node and its op,
+    and `expected`; its cells `no_reference`; exit 1."""
+    model(tmp_path / "custom.onnx", [h.make_node("Frobnicate", ["x"], ["y"], domain="example.ops", name="frob")],
+          [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])], domains=["example.ops"])
+    done, cells = run(write_matrix, case(tmp_path, "custom", None, {"x": np.ones(3, np.float32)}))
+    assert cells["custom"]["status"] == "no_reference"
+    line = next(line for line in done.stderr.splitlines() if "case custom not judged" in line)
+    assert "no reference" in line and "example.ops Frobnicate (node frob)" in line and "`expected`" in line
+    assert done.returncode == 1
+
+
+def test_the_check_names_the_node_where_the_evaluations_part(tmp_path, monkeypatch):
+    """Issue 40, point 1: without the spec's GlobalMaxPool, onnx.reference gives [2, 1] for [2, 5, 7]:
+    the check disputes the reference and names the node, its op and what differs."""
+    import matrix.reference.float64_graph as float64_graph
+
+    monkeypatch.setattr(float64_graph, "REPLACEMENTS", [r for r in float64_graph.REPLACEMENTS
+                                                        if r.__name__ != "GlobalMaxPool"])
+    proto = _gmp(tmp_path / "gmp.onnx")
+    found = onnx_reference(proto, {"x": np.ones((2, 5, 7), np.float32)}, ["y"])
+    assert found.check["verdict"] == "disputed"
+    assert found.check["parting"]["op_type"] == "GlobalMaxPool"
+    assert "shape [2, 1] against [2, 5, 1]" in found.check["text"]
+
+
+def test_no_reference_is_an_error_of_its_own():
+    proto = h.make_model(h.make_graph([h.make_node("Frobnicate", ["x"], ["y"], domain="example.ops")], "g",
+                                      [h.make_tensor_value_info("x", T.FLOAT, [1])],
+                                      [h.make_tensor_value_info("y", T.FLOAT, [1])]),
+                         opset_imports=[h.make_opsetid("", 13), h.make_opsetid("example.ops", 1)])
+    with pytest.raises(NoReference, match="example.ops Frobnicate"):
+        onnx_reference(proto, {"x": np.ones(1, np.float32)}, ["y"])
+
+
+def test_topological_order_counts_what_subgraphs_read():
+    """Issue 40, point 4: a Cast that an If's branch reads is put before the If."""
+    then = h.make_graph([h.make_node("Identity", ["half"], ["out"])], "then", [],
+                        [h.make_tensor_value_info("out", T.FLOAT16, [2])])
+    graph = h.make_graph([h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=then, name="if"),
+                          h.make_node("Cast", ["x"], ["half"], to=T.FLOAT16, name="cast")], "g", [], [])
+    assert [node.name for node in topological_order(graph)] == ["cast", "if"]
