@@ -36,6 +36,7 @@ from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, c
 from .reference.conversion import cause as conversion_cause
 from .reference import DISPUTED, NoReference
 from .prepare.graph_checks import applies
+from .report.precision_ran import nothing_ran_reduced, precision_text
 from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
@@ -243,11 +244,15 @@ class MatrixRun:
                       # TensorRT: its optimisation profile, and the row that built the engine rows share
                       shape_profile=json.dumps({"inputs": info["shape_profile"], "built_by": info.get("built_by")})
                       if info.get("shape_profile") else None)
+        ran = info.get("precision_ran")
+        fields["precision_ran"] = precision_text(ran, meta.get("fp16_forecast"))
         if fields["status"] == "ok":
             try:
                 early = self._judging.pop(cell.cell_id, None)
                 verdict, judged = early.result() if early else self._judge(cell, directory, artifacts)
                 fields.update(judged, status=verdict)
+                if untested := nothing_ran_reduced(ran, self.plan.profile(cell.profile).precision):
+                    fields.update(status="skipped", error=untested)  # measured, but not in the profile's precision
             except Exception as exc:
                 fields.update(status="error", error=f"compare failed: {error_text(exc)[0]}")
         self._record(cell, **fields)

@@ -27,9 +27,10 @@ from ..stops import removed_at_end
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
 from ..worker.values import save_values
 from ..reference.conversion import changed_constants, copy_float64
-from ..reference import Reference, expected_reference, onnx_reference, reference_text, torch_reference_check
+from ..reference import expected_reference, onnx_reference, reference_text, torch_reference_check
+from ..reference.float64_graph import Float64Values, float64_values
 from .fingerprint import variant_key
-from .fp16_forecast import fp16_forecast
+from .fp16_forecast import Forecast
 from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
 from .layers import input_types, node_types, resolve_nodes
@@ -85,7 +86,11 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path) -> Path
     inputs = typed_tensors(tmp / INPUTS)
     if spec.entry.mask is not None and spec.entry.mask not in inputs:
         raise ValueError(f"the case's mask {spec.entry.mask!r} is not one of its inputs ({', '.join(inputs)})")
-    meta["fp16_forecast"] = fp16_forecast(model, inputs)
+    forecast = Forecast()  # the FP16 forecast and the reference read one float64 pass of the model
+    float64 = float64_values(model, inputs, keep=False, each=forecast.see)
+    meta["fp16_forecast"] = forecast.result(model)
+    if spec.suite is None:  # a suite's expected outputs are the spec's own test data
+        meta.update(_checked_reference(meta, model, inputs, float64, tmp))
     meta["digests"] = _digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
@@ -102,10 +107,15 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
 
     case = spec.torch_case
     torch.manual_seed(case.seed)
-    module, inputs = case.build(**params, **spec.entry.options)
+    default = torch.get_default_dtype()
+    try:
+        module, inputs = case.build(**params, **spec.entry.options)
+    finally:  # a case that sets float64 as the default must not make every later case's FP32 cells float64
+        torch.set_default_dtype(default)
     module = module.float().eval()
     names = list(inputs)
-    args = tuple(inputs.values())
+    # The FP32 model's inputs are float32 whatever the case made (a float64 default dtype, say).
+    args = tuple(a.float() if a.is_floating_point() else a for a in inputs.values())
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.onnx.export(
@@ -127,10 +137,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     save_arrays(out / INPUTS, {n: a.detach().numpy() for n, a in zip(names, args)})
     reference = {n: r.detach().numpy() for n, r in zip(onnx_outputs, ref_outputs)}  # floats: float64 already
     save_arrays(out / REFERENCE, reference)
-    with np.load(out / INPUTS) as data:
-        onnx_inputs = {n: data[n] for n in data.files}
     return {
-        "reference_check": torch_reference_check(onnx.load(str(out / MODEL)), onnx_inputs, reference),
         "kind": "torch",
         "source": str(case.source),
         "description": case.description,
@@ -170,23 +177,30 @@ def _prepare_onnx_file(spec: CaseSpec, params: Params, out: Path) -> dict:
     with np.load(paths["inputs"]) as data:  # checked against the model when the plan was built
         inputs = {n: data[n] for n in data.files}
     save_arrays(out / INPUTS, inputs)
-    output_names = [o.name for o in model.graph.output]
+    meta = {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "input_file": str(paths["inputs"])}
     if "expected" in paths:
         with np.load(paths["expected"]) as data:  # as given: integers stay integers, float32 float32
-            expected = {n: data[n] for n in output_names}
-        reference = expected_reference(model, inputs, expected,
-                                       reference_text(f"your expected outputs ({paths['expected'].name})", expected))
+            expected = {o.name: data[o.name] for o in model.graph.output}
+        save_arrays(out / REFERENCE, expected)
+        meta["reference"] = reference_text(f"your expected outputs ({paths['expected'].name})", expected)
+    return meta
+
+
+def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: Float64Values,
+                       out: Path) -> dict:
+    """The reference, checked (matrix/reference/): a case's PyTorch outputs against its export in
+    float64; a user's expected outputs kept with the model's own evaluation beside them; an ONNX
+    file's float64 evaluation made and checked against the referee."""
+    if meta["kind"] == "torch":
+        return {"reference_check": torch_reference_check(model, inputs, typed_tensors(out / REFERENCE), float64)}
+    if "reference" in meta:  # the user's expected outputs
+        reference = expected_reference(model, inputs, typed_tensors(out / REFERENCE), meta["reference"], float64)
     else:
-        reference = onnx_reference(model, inputs, output_names)
-    _save_reference(reference, out)
-    return {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "reference": reference.how,
-            "reference_check": reference.check, "input_file": str(paths["inputs"])}
-
-
-def _save_reference(reference: Reference, out: Path) -> None:
+        reference = onnx_reference(model, inputs, [o.name for o in model.graph.output], float64)
     save_arrays(out / REFERENCE, reference.arrays)
     if reference.second:
         save_arrays(out / SECOND, reference.second)
+    return {"reference": reference.how, "reference_check": reference.check}
 
 
 def _prepare_suite_test(spec: CaseSpec, params: Params, out: Path) -> dict:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from ..reference.float64_graph import float64_nodes, node_label
+from ..reference.float64_graph import float64_values, node_label
 
 FP16_MAX = 65504.0
 FP16_SMALLEST_NORMAL = 2.0 ** -14
@@ -84,17 +84,29 @@ def node_risks(node: onnx.NodeProto, inputs: list[np.ndarray], outputs: list[np.
     return {**numbers, "reasons": reasons}
 
 
-def fp16_forecast(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict:
-    """{"risky": [{node, op_type, order, max_abs, subnormal_share, reasons}], "nodes", "unknown"}:
-    the risky nodes in topological order, how many were seen, which had no float64 value."""
-    risky, unknown = [], []
-    for order, node, given, outputs in float64_nodes(model, inputs, keep=False):
+class Forecast:
+    """Collects the risky nodes from a float64 pass as it goes (float64_values' `each`)."""
+
+    def __init__(self):
+        self.risky: list[dict] = []
+        self.unknown: list[str] = []
+
+    def see(self, order: int, node: onnx.NodeProto, given: dict, outputs: dict | str) -> None:
         if isinstance(outputs, str):
-            unknown.append(node_label(node, order))
-            continue
+            self.unknown.append(node_label(node, order))
+            return
         found = node_risks(node, [given[n] for n in node.input if n in given], list(outputs.values()))
-        serious = [r for r in found["reasons"] if "a note" not in r]
-        if serious:
-            risky.append({"node": node_label(node, order), "name": node.name, "op_type": node.op_type,
-                          "order": order, **found})
-    return {"risky": risky, "nodes": len(model.graph.node), "unknown": unknown}
+        if [r for r in found["reasons"] if "a note" not in r]:
+            self.risky.append({"node": node_label(node, order), "name": node.name, "op_type": node.op_type,
+                               "order": order, **found})
+
+    def result(self, model: onnx.ModelProto) -> dict:
+        """{"risky": [{node, op_type, order, max_abs, subnormal_share, reasons}], "nodes", "unknown"}:
+        the risky nodes in topological order, how many were seen, which had no float64 value."""
+        return {"risky": self.risky, "nodes": len(model.graph.node), "unknown": self.unknown}
+
+
+def fp16_forecast(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict:
+    forecast = Forecast()
+    float64_values(model, inputs, keep=False, each=forecast.see)
+    return forecast.result(model)

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from .agreement import end_to_end_bound, first_parting
-from .float64_graph import float64_values, node_label
+from .float64_graph import Float64Values, float64_values, node_label
 from .referee import referee_label, referee_values
 
 AGREED, REFEREE, EXPECTED, DISPUTED = "agreed", "referee", "expected", "disputed"
@@ -64,10 +64,11 @@ def _first_missing(missing: dict[str, str], model: onnx.ModelProto) -> str:
     return f"{f'{node.domain} ' if node.domain else ''}{node.op_type} (node {label})"
 
 
-def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str]) -> Reference:
-    """An ONNX file without expected outputs: float64, checked node by node against the referee;
-    an output without a float64 evaluation takes the referee's."""
-    float64 = float64_values(model, inputs)
+def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
+                   float64: Float64Values | None = None) -> Reference:
+    """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
+    checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
+    float64 = float64 or float64_values(model, inputs, keep=False)
     try:
         theirs = referee_values(model, inputs)
     except Exception as exc:  # noqa: BLE001 - onnxruntime's words, kept below
@@ -96,11 +97,11 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
 
 
 def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray],
-                       how: str) -> Reference:
+                       how: str, float64: Float64Values | None = None) -> Reference:
     """A user's expected outputs, as given; the model's own evaluation kept beside them, so that a
     cell that fails only against the file can name the file (run.py)."""
     try:
-        second = onnx_reference(model, inputs, list(expected))
+        second = onnx_reference(model, inputs, list(expected), float64)
     except NoReference as exc:
         return Reference(expected, how, _check(EXPECTED, f"your file; not checked ({exc})"))
     if second.check["verdict"] == DISPUTED:
@@ -109,10 +110,11 @@ def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], ex
                      second.arrays)
 
 
-def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray]) -> dict:
+def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray],
+                          float64: Float64Values | None = None) -> dict:
     """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
     what float32 rounding explains (the referee's distance from the latter)."""
-    float64 = float64_values(model, inputs)
+    float64 = float64 or float64_values(model, inputs, keep=False)
     try:
         theirs = referee_values(model, inputs).values
     except Exception:  # noqa: BLE001 - the bound then rests on float32's units alone

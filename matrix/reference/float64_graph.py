@@ -12,7 +12,7 @@ depends on it, rather than guessed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import onnx
@@ -186,11 +186,18 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 values.pop(name, None)
 
 
-def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Float64Values:
-    result = Float64Values({name: as_float64(array) for name, array in inputs.items()})
-    for order, node, _, outputs in float64_nodes(model, inputs):
+def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True,
+                   each: Callable[[int, onnx.NodeProto, dict, dict | str], None] | None = None) -> Float64Values:
+    """Every value (keep=False: the graph's outputs only, intermediates freed after their last use),
+    and which nodes have none. `each` sees every node's inputs and outputs as they are made (the
+    FP16 forecast reads the same pass)."""
+    wanted = None if keep else {o.name for o in model.graph.output}
+    result = Float64Values({name: as_float64(array) for name, array in inputs.items()} if keep else {})
+    for order, node, given, outputs in float64_nodes(model, inputs, keep=keep):
+        if each is not None:
+            each(order, node, given, outputs)
         if isinstance(outputs, str):
             result.missing[node_label(node, order)] = outputs
         else:
-            result.values.update(outputs)
+            result.values.update({k: v for k, v in outputs.items() if wanted is None or k in wanted})
     return result

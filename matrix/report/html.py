@@ -42,7 +42,7 @@ DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
     "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "extra_outputs", "drift_max_abs",
     "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed", "rule", "top1", "worst_slice", "reference",
-    "left_out",
+    "reference_check", "conversion_max_abs", "copy_max_abs", "precision_ran", "left_out",
     "build_s", "infer_ms", "device", "gpu", "gpu_index", "compute_capability", "driver_version", "cuda_version", "cudnn_version",
     "python_version", "image", "image_digest", "node",
     "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",

@@ -12,7 +12,10 @@ not support what it was given ("Non per-tensor quantization is not supported"), 
 """
 
 import json
+import os
 import re
+import shutil
+import tempfile
 import time
 
 import numpy as np
@@ -83,8 +86,8 @@ def _input_types(spec):
         return json.load(fh)
 
 
-def _session(spec):
-    options = ort.SessionOptions()
+def _session(spec, options=None):
+    options = options or ort.SessionOptions()
     options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL
                                         if spec["profile"]["optimization"] == "off"
                                         else ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
@@ -116,4 +119,42 @@ def run(spec, inputs, log):
         if refused is None:
             raise
         raise refused from None
-    return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": {}}
+    info = {"precision_ran": precision_ran(spec, feeds, names)} if spec["profile"]["precision"] != "fp32" else {}
+    return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": info}
+
+
+REDUCED = {"float16", "bfloat16"}
+
+
+def precision_ran(spec, feeds, names):
+    """What each node computed in, from one profiled inference of its own session (the timed ones
+    stay unprofiled): onnxruntime runs a node of an FP16 copy that has no FP16 kernel in float32,
+    behind Casts it inserts, and says so nowhere else. {"reduced": nodes that ran in FP16/BF16,
+    "wider": {op: nodes that ran in float32 or double}, "wider_nodes": their first names,
+    "reduced_data": whether any value was FP16/BF16 at all (a Cast's, say)}."""
+    folder = tempfile.mkdtemp(prefix="trtmatrix-profile-")
+    try:
+        options = ort.SessionOptions()
+        options.enable_profiling, options.profile_file_prefix = True, os.path.join(folder, "profile")
+        session = _session(spec, options)
+        session.run(names, feeds)
+        with open(session.end_profiling()) as fh:
+            events = json.load(fh)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    reduced, wider, wider_nodes, reduced_data = 0, {}, [], False
+    for event in events:
+        args = event.get("args") or {}
+        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
+            continue
+        types = {t for shapes in (args.get("input_type_shape") or []) + (args.get("output_type_shape") or [])
+                 for t in shapes}
+        reduced_data = reduced_data or bool(types & REDUCED)
+        if args.get("op_name") == "Cast":
+            continue
+        if types & REDUCED:
+            reduced += 1
+        elif types & {"float", "double"}:
+            wider[args["op_name"]] = wider.get(args["op_name"], 0) + 1
+            wider_nodes.append(event["name"][:-len("_kernel_time")])
+    return {"reduced": reduced, "wider": wider, "wider_nodes": wider_nodes[:20], "reduced_data": reduced_data}

@@ -1,0 +1,41 @@
+"""Which precision a reduced-precision cell really ran in, said on the cell (issue 40, point 6).
+
+onnxruntime's CPU provider runs the nodes of an FP16 copy that lack FP16 kernels in float32, behind
+Casts it inserts (worker/engines/onnxruntime_engine.py reads it from a profiled inference). A cell
+whose profile's precision no node ran in is not that precision's pass; one where some nodes ran
+wider says which, and the FP16 forecast's risky nodes are named on the cell with what ran them.
+"""
+
+from __future__ import annotations
+
+
+def _counts(wider: dict) -> str:
+    return ", ".join(f"{op} {count}" for op, count in sorted(wider.items(), key=lambda kv: -kv[1])[:6])
+
+
+def nothing_ran_reduced(ran: dict | None, precision: str) -> str | None:
+    """The reason a cell did not run its profile's precision at all (no value was ever FP16: a
+    DOUBLE model the converter leaves as it is), or None. FP16 weights computed in float32 are
+    still the FP16 copy as deployed: said by precision_text, not refused."""
+    if not ran or ran.get("reduced") or ran.get("reduced_data") or not ran.get("wider"):
+        return None
+    total = sum(ran["wider"].values())
+    return (f"no node ran in {precision.upper()}: the engine ran all {total} in float32 or double "
+            f"({_counts(ran['wider'])}); this profile's precision was not tested")
+
+
+def precision_text(ran: dict | None, forecast: dict | None) -> str | None:
+    """'ran in float32: 3 of 10 nodes (ReduceSum 1, Sqrt 1, Div 1); forecast: ReduceSum_3 sum of
+    squares reaches 1.15e+05 — ran in float32 here' — or None where everything ran as asked."""
+    if not ran:
+        return None
+    wider = ran.get("wider") or {}
+    said = []
+    if wider:
+        total = sum(wider.values()) + ran.get("reduced", 0)
+        said.append(f"ran in float32 or double: {sum(wider.values())} of {total} nodes ({_counts(wider)})")
+    wider_nodes = set(ran.get("wider_nodes") or ())
+    for risk in (forecast or {}).get("risky", [])[:3]:
+        how = "ran in float32 here" if risk.get("name") in wider_nodes else "ran in reduced precision here"
+        said.append(f"forecast: {risk['node']} ({risk['op_type']}) {'; '.join(risk['reasons'])} — {how}")
+    return "; ".join(said) or None

@@ -1,0 +1,77 @@
+"""Issue 40, point 2: each op of matrix/reference/ops.py pinned to the ONNX spec's formula on a one-node
+model, and a test per op that fails once onnx.reference's own op follows the spec (then the
+replacement can go: delete it from ops.REPLACEMENTS and its test here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T, helper as h
+from onnx.reference import ReferenceEvaluator
+
+from matrix.reference.ops import REPLACEMENTS
+
+
+def one_node(node, inputs: dict[str, np.ndarray], opset: int):
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info(n, T.DOUBLE, v.shape) for n, v in inputs.items()],
+                         [h.make_value_info(o, h.make_empty_tensor_value_info(o).type) for o in node.output])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+
+
+def evaluate(node, inputs, opset, replaced: bool):
+    return ReferenceEvaluator(one_node(node, inputs, opset), new_ops=REPLACEMENTS if replaced else None).run(None, inputs)[0]
+
+
+RNG = np.random.default_rng(0)
+POOL_SHAPES = [(2, 5, 7), (2, 5, 3, 4), (2, 5, 2, 3, 4)]
+
+
+def _spec_max_pool(x):  # "the other dimensions are all 1": max over every axis after N and C
+    return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@pytest.mark.parametrize("shape", POOL_SHAPES)
+def test_global_max_pool_follows_the_spec_on_any_rank(shape):
+    x = RNG.standard_normal(shape)
+    assert np.array_equal(evaluate(h.make_node("GlobalMaxPool", ["x"], ["y"]), {"x": x}, 13, True), _spec_max_pool(x))
+
+
+def test_onnx_global_max_pool_is_still_wrong_on_3d_input():
+    """When this fails, onnx's GlobalMaxPool is right: remove ops.GlobalMaxPool."""
+    x = RNG.standard_normal((2, 5, 7))
+    assert evaluate(h.make_node("GlobalMaxPool", ["x"], ["y"]), {"x": x}, 13, False).shape != (2, 5, 1)
+
+
+def _batchnorm(opset, **attributes):
+    stats = {"s": RNG.random(3) + 0.5, "b": RNG.standard_normal(3), "m": RNG.standard_normal(3), "v": RNG.random(3) + 0.5}
+    x = RNG.standard_normal((2, 3, 4, 4))
+    node = h.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], **attributes)
+    shape = (1, 3, 1, 1)
+    epsilon = float(np.float32(attributes.get("epsilon", 1e-5)))  # a FLOAT attribute
+    spec = (x - stats["m"].reshape(shape)) / np.sqrt(stats["v"].reshape(shape) + epsilon) \
+        * stats["s"].reshape(shape) + stats["b"].reshape(shape)
+    return node, {"x": x, **stats}, spec
+
+
+@pytest.mark.parametrize("opset", [9, 12, 14, 15])
+def test_batch_normalization_is_its_inference_form_whatever_its_attributes(opset):
+    node, inputs, spec = _batchnorm(opset, momentum=0.9, epsilon=1e-3)
+    assert np.allclose(evaluate(node, inputs, opset, True), spec, rtol=1e-12, atol=1e-12)
+
+
+def test_onnx_batch_normalization_9_still_takes_batch_statistics_when_momentum_is_set():
+    """When this fails, onnx's opset-9 BatchNormalization is right: remove ops.BatchNormalization."""
+    node, inputs, spec = _batchnorm(12, momentum=0.9)
+    assert not np.allclose(evaluate(node, inputs, 12, False), spec, atol=1e-6)
+
+
+def test_gather_elements_takes_along_an_axis_longer_than_64():
+    data = RNG.standard_normal((2, 100))
+    indices = RNG.integers(-100, 100, size=(2, 100))
+    node = h.make_node("GatherElements", ["d", "i"], ["y"], axis=1)
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("d", T.DOUBLE, [2, 100]),
+                                       h.make_tensor_value_info("i", T.INT64, [2, 100])],
+                         [h.make_tensor_value_info("y", T.DOUBLE, [2, 100])])
+    got = ReferenceEvaluator(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]),
+                             new_ops=REPLACEMENTS).run(None, {"d": data, "i": indices})[0]
+    assert np.array_equal(got, np.take_along_axis(data, indices % 100, axis=1))
