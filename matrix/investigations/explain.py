@@ -202,6 +202,9 @@ def node_table(model: onnx.ModelProto, metrics: dict[str, dict], missing: dict[s
 def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = lambda e: None) -> Explanation:
     cell = plan.cell(cell_id)
     own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event).judge().iloc[0]
+    if own["verdict"] == "disputed":  # the engine is not where to look: the evaluations' parting is
+        raise ExplainError(f"{cell_id} was not judged, its reference is disputed; start there, not at the engine: "
+                           f"{str(own['error']).removeprefix('reference disputed: ')}")
     if own["verdict"] not in RAN:
         raise ExplainError(f"{cell_id} is {own['verdict']}, not a cell with outputs to explain: {own['error']}")
     cache = plan.path("cache_dir")
