@@ -145,6 +145,10 @@ def test_a_users_expected_file_off_by_half_is_named_not_the_engine(tmp_path, wri
     assert "the file is the cause, not the engine" in cell["error"]
     assert "1 cell of case relu not judged, reference disputed" in done.stderr
     assert done.returncode == 1  # nothing judged is not all well
+    config = next(tmp_path.glob("*.toml"))  # issue 40, point 7: explain starts where the fault is, not at the engine
+    explained = subprocess.run([TRTMATRIX, "explain", cell["cell_id"], "-c", str(config)], capture_output=True, text=True)
+    assert explained.returncode == 2
+    assert "its reference is disputed; start there, not at the engine: your expected outputs" in explained.stderr
 
 
 def test_a_case_no_reference_can_be_made_for_says_so_and_does_not_exit_0(tmp_path, write_matrix):
