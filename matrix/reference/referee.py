@@ -7,7 +7,11 @@ It shares no code with onnx.reference, so where the two agree neither has misrea
 
 from __future__ import annotations
 
+import os
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import onnx
@@ -20,18 +24,27 @@ class RefereeValues:
     values: dict[str, np.ndarray]  # every top-level node output it could give, and the graph's outputs
 
 
-def _with_every_output(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy whose graph outputs are every top-level node output: onnxruntime keeps a graph
-    output as it is computed, so nothing it returns is a value another node's fusion changed."""
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    known = {v.name for v in copy.graph.output}
-    for node in model.graph.node:
-        for name in node.output:
-            if name and name not in known:
-                copy.graph.output.append(helper.make_value_info(name, onnx.TypeProto()))
-                known.add(name)
-    return copy
+@contextmanager
+def _every_output(model: onnx.ModelProto, every: bool = True) -> Iterator[str]:
+    """A file of the model with every top-level node output as a graph output (onnxruntime keeps a
+    graph output as it is computed). Added to the model itself and taken off again (a copy of a
+    model of a gigabyte costs as much as writing it); its weights beside it past protobuf's 2 GB."""
+    known = {v.name for v in model.graph.output}
+    added = [name for node in model.graph.node for name in node.output if name and name not in known] if every else []
+    before = len(model.graph.output)
+    model.graph.output.extend(helper.make_value_info(name, onnx.TypeProto()) for name in dict.fromkeys(added))
+    try:
+        with tempfile.TemporaryDirectory(prefix="trtmatrix-referee-") as folder:
+            path = os.path.join(folder, "model.onnx")
+            if model.ByteSize() > 1.5e9:  # writing external data moves the bytes out of the proto written: a copy
+                copy = onnx.ModelProto()
+                copy.CopyFrom(model)
+                onnx.save(copy, path, save_as_external_data=True)
+            else:
+                onnx.save(model, path)
+            yield path
+    finally:
+        del model.graph.output[before:]
 
 
 def referee_label() -> str:
@@ -40,21 +53,22 @@ def referee_label() -> str:
     return f"onnxruntime {onnxruntime.__version__} CPU, float32, optimisations off"
 
 
-def _session(model: onnx.ModelProto):
+def _session(model: onnx.ModelProto, every: bool):
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
-    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    with _every_output(model, every) as path:
+        return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
 def referee_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> RefereeValues:
     """Raises what onnxruntime raises where it cannot load or run the model."""
     try:
-        session = _session(_with_every_output(model))
+        session = _session(model, every=True)
     except Exception:  # noqa: BLE001 - an intermediate it cannot type (a sequence...): the graph's outputs alone
-        session = _session(model)
+        session = _session(model, every=False)
     names = [o.name for o in session.get_outputs()]
     feeds = {i.name: inputs[i.name] for i in session.get_inputs()}
     results = session.run(names, feeds)
