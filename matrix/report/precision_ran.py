@@ -34,8 +34,9 @@ def precision_text(ran: dict | None, forecast: dict | None) -> str | None:
     if wider:
         total = sum(wider.values()) + ran.get("reduced", 0)
         said.append(f"ran in float32 or double: {sum(wider.values())} of {total} nodes ({_counts(wider)})")
-    wider_nodes = set(ran.get("wider_nodes") or ())
+    wider_nodes, reduced_nodes = set(ran.get("wider_nodes") or ()), set(ran.get("reduced_nodes") or ())
     for risk in (forecast or {}).get("risky", [])[:3]:
-        how = "ran in float32 here" if risk.get("name") in wider_nodes else "ran in reduced precision here"
+        how = ("ran in float32 here" if risk.get("name") in wider_nodes else "ran in reduced precision here"
+               if risk.get("name") in reduced_nodes else "not run under its name here (fused, or folded into a constant)")
         said.append(f"forecast: {risk['node']} ({risk['op_type']}) {'; '.join(risk['reasons'])} — {how}")
     return "; ".join(said) or None

@@ -130,8 +130,8 @@ def precision_ran(spec, feeds, names):
     """What each node computed in, from one profiled inference of its own session (the timed ones
     stay unprofiled): onnxruntime runs a node of an FP16 copy that has no FP16 kernel in float32,
     behind Casts it inserts, and says so nowhere else. {"reduced": nodes that ran in FP16/BF16,
-    "wider": {op: nodes that ran in float32 or double}, "wider_nodes": their first names,
-    "reduced_data": whether any value was FP16/BF16 at all (a Cast's, say)}."""
+    "reduced_nodes": their names, "wider": {op: nodes that ran in float32 or double},
+    "wider_nodes": their names, "reduced_data": whether any value was FP16/BF16 at all (a Cast's)}."""
     folder = tempfile.mkdtemp(prefix="trtmatrix-profile-")
     try:
         options = ort.SessionOptions()
@@ -142,7 +142,7 @@ def precision_ran(spec, feeds, names):
             events = json.load(fh)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    reduced, wider, wider_nodes, reduced_data = 0, {}, [], False
+    reduced_nodes, wider, wider_nodes, reduced_data = [], {}, [], False
     for event in events:
         args = event.get("args") or {}
         if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
@@ -152,9 +152,11 @@ def precision_ran(spec, feeds, names):
         reduced_data = reduced_data or bool(types & REDUCED)
         if args.get("op_name") == "Cast":
             continue
+        name = event["name"][:-len("_kernel_time")]
         if types & REDUCED:
-            reduced += 1
+            reduced_nodes.append(name)
         elif types & {"float", "double"}:
             wider[args["op_name"]] = wider.get(args["op_name"], 0) + 1
-            wider_nodes.append(event["name"][:-len("_kernel_time")])
-    return {"reduced": reduced, "wider": wider, "wider_nodes": wider_nodes[:20], "reduced_data": reduced_data}
+            wider_nodes.append(name)
+    return {"reduced": len(reduced_nodes), "reduced_nodes": reduced_nodes, "wider": wider, "wider_nodes": wider_nodes,
+            "reduced_data": reduced_data}
