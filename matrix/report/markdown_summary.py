@@ -13,11 +13,12 @@ from urllib.parse import quote, urljoin
 
 import pandas as pd
 
-from ..statuses import BUILT_BOTH, CHANGES, ORDER, REGRESSED, gained_and_lost
+from ..statuses import BUILT_BOTH, CHANGES, ORDER, REGRESSED, gained_and_lost, UNJUDGED
 from .a_vs_b import a_vs_b_text
 from .error_text import drift_text, worst_error
 from .findings_view import repro_href
 from .causes import no_tensorrt_compared
+from .reference_lines import reference_lines
 from .upgrade import declared_only, env_order, version_mismatches, version_texts
 
 SHORT = 20
@@ -57,6 +58,8 @@ def verdict(cells: pd.DataFrame) -> str:
     if bad:
         return f"❌ {bad} failing or broken{also}"
     known, passed = int(counts.get("xfail", 0)), int(counts.get("pass", 0) + counts.get("xpass", 0))
+    if unjudged := int(counts[counts.index.isin(UNJUDGED)].sum()):  # no green tick over cells never judged
+        return f"⚠️ {unjudged} not judged (reference disputed or missing)" + (f", {passed} pass" if passed else "") + also
     if known:  # failing as a known issue says: never a green tick (4 of 6 cells xfail read as "✅ passes")
         return f"⚠️ {known} known failure{'s' * (known != 1)} (xfail)" + (f", {passed} pass" if passed else "") + also
     if passed:
@@ -124,6 +127,7 @@ def summary_markdown(frame: pd.DataFrame, run: dict, pair: tuple[str, str] | Non
     lines += [f"> ⚠ {_md(m)}" for m in version_mismatches(frame)]
     if said := no_tensorrt_compared(frame):
         lines += [f"> **{_md(said)}**", ""]
+    lines += [f"> **{_md(line)}**" for line in reference_lines(frame)]  # a reference not trusted, said once
     lines += _environments(frame) + [""]
     if pair is None or compared is None:
         return "\n".join(lines)
