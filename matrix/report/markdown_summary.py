@@ -13,7 +13,7 @@ from urllib.parse import quote, urljoin
 
 import pandas as pd
 
-from ..statuses import BUILT_BOTH, CHANGES, ORDER, REGRESSED, gained_and_lost, UNJUDGED
+from ..statuses import BUILT_BOTH, CHANGES, ORDER, REGRESSED, UNJUDGED, gained_and_lost
 from .a_vs_b import a_vs_b_text
 from .error_text import drift_text, worst_error
 from .findings_view import repro_href
