@@ -52,6 +52,8 @@ def main() -> None:
               f"{(referee + agreement) / base:>10.2f}×" + (f"  parts at {parting.node}" if parting else ""))
     print(f"{'all':44} {'':>6} {totals[0]:>15.2f} {totals[1]:>10.2f} {totals[2]:>12.2f} "
           f"{(totals[1] + totals[2]) / totals[0]:>10.2f}×")
+    print(json.dumps({"models": len(folders), "float64_pass_s": round(totals[0], 2), "referee_s": round(totals[1], 2),
+                      "agreement_s": round(totals[2], 2), "added_over_pass": round((totals[1] + totals[2]) / totals[0], 2)}))
 
 
 if __name__ == "__main__":
