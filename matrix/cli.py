@@ -606,7 +606,8 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
            config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Since which release does a row fail (or pass)? A binary search over the engine's releases
     from --good to --bad, each step an ordinary, cached cell run; the finding is also written
-    into the newest run folder (bisect/<row>/bisect.json) and shown in the report."""
+    into the newest run folder (bisect/<row>__<engine>-<good>..<bad>/bisect.json: every bisect of a
+    row is kept) and shown in the report."""
     import json
 
     from .environments.definitions import ENGINES
@@ -622,7 +623,8 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
     except BisectError as exc:
         _fail(str(exc))
     finding = found.to_json()
-    target = _keep_finding(run_dir, "bisect", row, finding)
+    # One finding per question asked: a fix bisect of a row beside its regression bisect, not over it.
+    target = _keep_finding(run_dir, "bisect", f"{row}/{engine}-{good}..{bad}", finding)
     if as_json:
         typer.echo(json.dumps({k: finding[k] for k in ("row", "direction", *found.found(), "tested")}))
         return

@@ -37,9 +37,12 @@ from ..prepare.float64_graph import float64_values
 from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import PROGRAM, PROGRAM_META, save_arrays
+from .blame import whose_fault
 from .explain import ExplainError, explain_cell
+from .issue_text import node_count
 from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
 from .repro_issue import IssueFacts, render_issue_md, render_repro_script
+from .trigger import trigger_text
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
 OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
@@ -51,6 +54,10 @@ RESULT_LINE = re.compile(r"^(WRONG|RIGHT): max_abs ([^;\s]+)", re.M)
 
 class ReproError(ValueError):
     """Not a cell repro can make a folder for (it passes, did not run, or failed in trtmatrix)."""
+
+
+class NotTheEngine(ReproError):
+    """The cell fails, but the engine computed the model it ran right: the fault is elsewhere."""
 
 
 # What repro.py must do where the cell failed (by its verdict: before a known issue made it xfail).
@@ -113,6 +120,8 @@ class Repro:
     reduced: bool
     verified: list[Verification] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    nodes_all: int | None = None  # nodes, also those inside subgraphs
+    trigger: str | None = None  # the failing op as it is set up (trigger.py), for the title
 
     def summary(self) -> str:
         size = ("" if self.nodes is None else
@@ -124,7 +133,8 @@ class Repro:
     def to_json(self) -> dict:
         return {"cell": self.cell, "engine": self.engine, "version": self.version, "status": self.status,
                 "folder": str(self.folder), "confirmed": self.confirmed, "nodes_original": self.nodes_original,
-                "nodes": self.nodes, "reduced": self.reduced, "notes": self.notes, "summary": self.summary(),
+                "nodes": self.nodes, "nodes_all": self.nodes_all, "reduced": self.reduced, "trigger": self.trigger,
+                "notes": self.notes, "summary": self.summary(),
                 "verified": [v.to_json() for v in self.verified]}
 
 
@@ -140,6 +150,7 @@ class Model:
     notes: list[str]
     reference: str = FLOAT64_PASS  # where expected.npz comes from
     focus: str | None = None  # the op type explain found going wrong first
+    alone_passes: bool = False  # the focus op fails only with what feeds it (the reduction kept that)
 
 
 def unconfirmed_folder(folder: Path) -> Path:
@@ -163,8 +174,13 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
                on_event: Callable[[dict], None] = lambda e: None) -> Repro:
     cell = plan.cell(cell_id)
     envdef = plan.envs[cell.env]
-    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event).judge().iloc[0].to_dict()
+    trial = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event)
+    own = trial.judge().iloc[0].to_dict()
     _refuse_unless_reproducible(cell_id, own)
+    if own["verdict"] == "fail" and envdef.engine != "torch":
+        blame = whose_fault(plan, cell_id, own, trial.result_dirs[cell_id])
+        if not blame.engine:
+            raise NotTheEngine(f"{cell_id}: {blame.line}; no upstream report written")
     if envdef.engine == "torch":
         model = _torch_module(plan, cell, own)
     else:
@@ -178,11 +194,13 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         (staging / "repro.py").write_text(render_repro_script(facts, staging, model.focus or model.ops, model.record))
         verified = _verify(plan, facts, staging, on_event)
         confirmed = all(v.ok for v in verified)
+        written = onnx.load(str(staging / "model.onnx")) if (staging / "model.onnx").is_file() else None
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
-                      verified, model.notes + facts.notes)
+                      verified, model.notes + facts.notes, written and node_count(written.graph),
+                      written and trigger_text(written, model.focus, model.alone_passes))
         (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging,
-                                                          model.reference, model.focus))
+                                                          model.reference, repro.trigger))
         for place in (folder, unconfirmed_folder(folder)):
             shutil.rmtree(place, ignore_errors=True)
         repro.folder.parent.mkdir(parents=True, exist_ok=True)
@@ -215,9 +233,9 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
              "inputs.npz": artifacts / INPUTS, "expected.npz": artifacts / REFERENCE}
     ops = op_counts(original)
 
-    def whole_model(why: str, focus: str | None = None) -> Model:
+    def whole_model(why: str, focus: str | None = None, alone_passes: bool = False) -> Model:
         return Model(whole, count, count, False, ops, own, [f"the whole model: {why}"],
-                     case_meta(artifacts).get("reference", FLOAT64_PASS), focus)
+                     case_meta(artifacts).get("reference", FLOAT64_PASS), focus, alone_passes)
 
     if own["verdict"] != "fail":
         return whole_model(f"the cell is {own['status']} (explain reduces wrong numbers, not an engine's error or crash)")
@@ -239,11 +257,12 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
 
     if found is None:
         return whole_model(f"no subgraph from {start} back to the model's inputs fails on its own (the failure "
-                           "needs what comes after it, such as a fusion across the cut)", first["op_type"])
+                           "needs what comes after it, such as a fusion across the cut)", first["op_type"], count > 1)
     subgraph, record, trial = found
     if subgraph.nodes >= count:
-        return whole_model(f"the smallest failing subgraph around {start} is all of it (a fault inside a fusion "
-                           "keeps what the fusion needs)", first["op_type"])
+        why = ("the model is that one node" if count == 1 else f"the smallest failing subgraph around {start} is all "
+               f"of it: {first['op_type']} alone gives the right numbers, so what feeds it takes part (a fusion)")
+        return whole_model(why, first["op_type"], subgraph.depth > 0)
     trial_artifacts = artifact_dir(cache, trial.case, trial.artifact_key)
     ran = model_for_profile(trial_artifacts, profile, envdef.runs_fp16_copy(profile))
     notes = [f"reduced from {count} to {subgraph.nodes} nodes: {start}, with {subgraph.depth} layer"

@@ -67,6 +67,7 @@ class KnownIssue(Strict):
     expected: Literal["fail", "error", "crash"] = "fail"
     reported: str = ""
     source: str
+    fixed: str = ""  # what the tracker or the release notes say of the fix, with the release
 
     @field_validator("versions")
     @classmethod

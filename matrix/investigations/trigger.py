@@ -1,0 +1,82 @@
+"""What makes a fault's op fail, in words for a report's title, read from the repro's model: the
+op with its attributes, its constant inputs' values, the optional inputs it was not given, the
+element type it computes in, and, where the op alone gives the right numbers (the reduction kept
+what comes before it), the nodes before it: `Pad(…) → AveragePool(count_include_pad=0, …)`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+LARGEST_SHOWN = 4  # elements of a constant input written out
+
+
+def _value(value) -> str:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, np.ndarray):
+        flat = value.ravel()
+        text = ", ".join(f"{v:g}" if isinstance(v, (float, np.floating)) else str(v) for v in flat.tolist())
+        return text if flat.size == 1 else f"[{text}]"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, onnx.TensorProto):
+        return _value(numpy_helper.to_array(value)) if np.prod(value.dims) <= LARGEST_SHOWN else "a tensor"
+    if isinstance(value, onnx.GraphProto):
+        return "a subgraph"
+    return str(value)
+
+
+def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    found = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            found[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return found
+
+
+def _element_types(model: onnx.ModelProto) -> dict[str, str]:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001 - a model shape inference cannot follow: no types said
+        return {}
+    infos = [*inferred.input, *inferred.value_info, *inferred.output]
+    return {i.name: helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type).name
+            for i in infos if i.type.HasField("tensor_type") and i.type.tensor_type.elem_type}
+
+
+def node_text(model: onnx.ModelProto, node: onnx.NodeProto) -> str:
+    """'Clip(min=-0.5, max not given) in float16'."""
+    parts = [f"{a.name}={_value(helper.get_attribute_value(a))}" for a in node.attribute]
+    constants = _constants(model)
+    opset = next((o.version for o in model.opset_import if o.domain == node.domain), None)
+    try:
+        names = [i.name for i in onnx.defs.get_schema(node.op_type, opset or 1, node.domain).inputs]
+    except onnx.defs.SchemaError:
+        names = [f"input {n}" for n in range(len(node.input))]
+    for index, name in enumerate(names):
+        given = node.input[index] if index < len(node.input) else ""
+        if not given:
+            parts.append(f"{name} not given")
+        elif given in constants and constants[given].size <= LARGEST_SHOWN and index > 0:
+            parts.append(f"{name}={_value(constants[given])}")
+    dtype = _element_types(model).get(node.input[0]) if node.input and node.input[0] else None
+    return f"{node.op_type}({', '.join(parts)})" + (f" in {dtype}" if dtype and dtype != "float32" else "")
+
+
+def trigger_text(model: onnx.ModelProto, op_type: str | None, alone_passes: bool) -> str | None:
+    """The failing op as it is set up; with what feeds it where the op alone passes (a fusion)."""
+    node = next((n for n in model.graph.node if n.op_type == op_type), None)
+    if node is None:
+        return None
+    text = node_text(model, node)
+    if alone_passes:
+        producers = {out: n for n in model.graph.node for out in n.output if n.op_type != "Constant"}
+        before = [producers[name] for name in node.input if name in producers]
+        if before:
+            text = " + ".join(node_text(model, n) for n in before) + " → " + text
+    return text
