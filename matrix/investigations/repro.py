@@ -50,6 +50,7 @@ FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
 UNCONFIRMED = "-unconfirmed"
 FLOAT64_PASS = "the ONNX graph evaluated in float64, node by node (onnx.reference)"
 RESULT_LINE = re.compile(r"^(WRONG|RIGHT): max_abs ([^;\s]+)", re.M)
+CANNOT_RUN = re.compile(r"^CANNOT RUN: (.*)$", re.M)  # repro.py's exit status 2
 
 
 class ReproError(ValueError):
@@ -100,6 +101,12 @@ class Verification:
             return "did not run: " + (self.run.output.strip().splitlines() or ["no output"])[-1]
         if code < 0:
             return f"killed by signal {-code}"
+        cannot = CANNOT_RUN.findall(self.run.output)
+        if code == 2 and cannot:
+            return f"exit status 2 (could not run: {cannot[-1]})"
+        if code == 1 and not self.result:  # the engine raised: its own last words
+            said = [line for line in self.run.output.strip().splitlines() if line.strip()]
+            return "exit status 1 (raised: " + (said[-1].strip() if said else "no message") + ")"
         return f"exit status {code}" + (f" ({self.result})" if self.result else "")
 
     def to_json(self) -> dict:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +42,7 @@ PRODUCTS = {"onnxruntime": "onnxruntime", "tensorrt": "TensorRT", "tensorrt-rtx"
 PACKAGES = {"onnxruntime": "onnxruntime", "tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt-rtx-cu12", "torch": "torch"}
 SDPA = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
 PLATFORM = r"^platform: (\S+) \((\S+)\)$"
+NUMPY2_ORT = "1.19.0"  # the first onnxruntime built against numpy 2
 MEASURED = ("pass", "fail", "error", "crash")  # verdicts that say how a release does on the row
 
 
@@ -74,11 +76,16 @@ class IssueFacts:
     @property
     def requirements(self) -> list[str]:
         """What `pip install` needs for this environment: a venv's own pins, the pins an image
-        built here from a Dockerfile was given, else the engine's package at this version and numpy."""
+        built here from a Dockerfile was given, else the engine's package at this version; numpy
+        pinned below 2 where the release was built against numpy 1 (it does not import with 2)."""
         if self.envdef.backend == "venv":
-            return list(self.envdef.requirements)
-        pinned = [value for value in self.envdef.build_args.values() if "==" in value]
-        return pinned or [f"{PACKAGES[self.envdef.label]}=={self.version}", "numpy"]
+            found = list(self.envdef.requirements)
+        else:
+            found = [value for value in self.envdef.build_args.values() if "==" in value] or \
+                [f"{PACKAGES[self.envdef.label]}=={self.version}"]
+        if not any(r.startswith("numpy") and r != "numpy" for r in found):
+            found = [r for r in found if r != "numpy"] + [numpy_requirement(self.envdef.engine, self.version)]
+        return found
 
     @property
     def commands(self) -> list[str]:
@@ -86,7 +93,7 @@ class IssueFacts:
         if self.envdef.backend == "docker" and self.envdef.image:
             gpus = "--gpus all " if self.envdef.needs_gpu else ""
             return [f'docker run --rm {gpus}-v "$PWD":/repro -w /repro {self.envdef.image} python3 repro.py']
-        return [f"pip install {' '.join(self.requirements)}", "python repro.py"]
+        return [f"pip install {' '.join(map(shlex.quote, self.requirements))}", "python repro.py"]
 
     @classmethod
     def gather(cls, plan: Plan, cell: Cell, envdef: EnvDef, own: dict, run_dir: Path | None) -> IssueFacts:
@@ -156,6 +163,13 @@ class IssueFacts:
     @property
     def fp16_copy(self) -> bool:
         return self.envdef.runs_fp16_copy(self.profile)
+
+
+def numpy_requirement(engine: str, version: str) -> str:
+    """onnxruntime before 1.19 was built against numpy 1: with numpy 2 it does not import."""
+    if engine == "onnxruntime" and version_key(version) < version_key(NUMPY2_ORT):
+        return "numpy<2"
+    return "numpy"
 
 
 def _profile_words(plan: Plan, name: str) -> str:
