@@ -71,10 +71,12 @@ class ReleaseHistory:
             said = [f"A regression: {product} {self.last_good} gives the right numbers, {self.first_bad} is the first "
                     f"release of the {tried} that does not."]
         else:
-            said = [f"Not a regression: present since the oldest of the {tried}, {self.releases[0]}."]
+            said = [f"Present since the oldest of the {tried}, {self.releases[0]}: no older release tried gives the "
+                    "right numbers."]
         if self.fixed_in:
-            said.append(f"Already fixed in {product} {self.fixed_in} (the last bad release tried: {self.last_bad})"
-                        + (f": {fixed_words}" if fixed_words else "") + ".")
+            said.append(f"Already fixed: {product} {self.fixed_in} gives the right numbers (the last bad release "
+                        f"tried: {self.last_bad})" + (f"; known upstream as fixed {fixed_words}" if fixed_words else "")
+                        + ".")
         elif self.newest_fails:
             said.append(f"The newest release tried, {self.releases[-1]}, still fails.")
         return said
