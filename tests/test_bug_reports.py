@@ -202,3 +202,32 @@ def test_repro_blames_the_fp16_conversion_of_a_constant_beyond_fp16s_range(tmp_p
     assert "(constant k: 100000, beyond FP16's largest 65504)" in errors[0]
     assert "onnxruntime 1.20.1 computed the FP16 copy it ran right" in errors[0]
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
+
+
+def test_explain_takes_the_expected_file_where_a_node_has_no_float64_evaluation(tmp_path, cache_dir):
+    """Issue 42, point 8: com.microsoft's Gelu has no float64 evaluation (onnx.reference lacks the
+    domain), but the user gave `expected`: on a one-node model the graph's outputs are that node's,
+    so explain compares them with the file (here off by 0.25 in one element) instead of exiting 2."""
+    from math import erf
+
+    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8)
+    gelu = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))(x.astype(np.float64))
+    gelu[1, 2] += 0.25
+    np.savez(tmp_path / "in.npz", x=x)
+    np.savez(tmp_path / "expected.npz", y=gelu.astype(np.float32))
+    graph = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft", name="gelu")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17),
+                                                                  helper.make_opsetid("com.microsoft", 1)])
+    onnx.save(model, tmp_path / "gelu.onnx")
+    body = FP32 + onnx_case("gelu", tmp_path / "gelu.onnx", tmp_path / "in.npz", tmp_path / "expected.npz")
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    assert trtmatrix("run", "-c", str(config)).returncode in (0, 1)
+    result = trtmatrix("explain", "gelu/fp32/ort-1.20", "-c", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["verdict"] == "fail" and found["first_divergent"]["node"] == "gelu"
+    assert 0.24 < found["first_divergent"]["max_abs"] < 0.26
+    assert any("compared with the case's reference instead (your expected outputs (expected.npz)" in note
+               for note in found["notes"])

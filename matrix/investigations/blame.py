@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from ..acceptance import judge_by_rule
 from ..compare import compare_runs, load_runs
 from ..plan import Plan
 from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, mask_array, model_for_profile
 from ..prepare.float64_graph import float64_values
+from ..sources.fault_patterns import constants
 from ..worker.files import OUTPUTS, REPEATS
 
 FP16_MAX = float(np.finfo(np.float16).max)
@@ -94,9 +94,8 @@ def _outputs(model: onnx.ModelProto, inputs: dict, names: list[str]) -> dict[str
 
 
 def _out_of_fp16_range(model: onnx.ModelProto) -> str:
-    """' (constant k: 1e+05, beyond FP16's largest 65504)' for the first such initializer."""
-    for tensor in model.graph.initializer:
-        array = numpy_helper.to_array(tensor)
+    """' (constant k: 1e+05, beyond FP16's largest 65504)' for the first such constant."""
+    for name, array in constants(model).items():
         if np.issubdtype(array.dtype, np.floating) and array.size and np.nanmax(np.abs(array)) > FP16_MAX:
-            return f" (constant {tensor.name}: {float(np.nanmax(np.abs(array))):g}, beyond FP16's largest {FP16_MAX:g})"
+            return f" (constant {name}: {float(np.nanmax(np.abs(array))):g}, beyond FP16's largest {FP16_MAX:g})"
     return ""

@@ -26,7 +26,7 @@ import onnx
 import pandas as pd
 
 from ..plan import Plan, plan_of_trials
-from ..prepare import INPUTS, MODEL, artifact_dir, case_meta
+from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta
 from ..prepare.layers import resolve_nodes
 from ..run import MatrixRun
 from ..store.locks import cache_lock
@@ -210,6 +210,7 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     with np.load(artifacts / INPUTS) as data:
         inputs = dict(data)
     reference = float64_values(model, inputs)
+    stood_in = _graph_outputs_from_reference(model, reference, artifacts)
     observable, untyped = observable_tensors(model)
     tensors = [v for name, v in observable.items() if name in reference.values]
     for order, node in enumerate(model.graph.node):
@@ -220,7 +221,7 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
         raise ExplainError(f"no intermediate tensor of {cell.case}'s model has a float64 value to compare with")
     profile = plan.profile(cell.profile)
     fp32_nodes = set(resolve_nodes(model, profile.keep_fp32)) if profile.precision == "fp16" else None
-    notes = [f"{label}: {reason}" for label, reason in reference.missing.items()]
+    notes = [f"{label}: {reason}" for label, reason in reference.missing.items()] + stood_in
     with cache_lock(cache, f"explain-{cell.artifact_key[:16]}"):
         observer = Observer(plan, cell_id, model, artifacts / INPUTS, reference.values,
                             cache / "investigations" / "explain" / cell.artifact_key[:16], on_event)
@@ -237,6 +238,22 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     nodes = node_table(model, metrics, reference.missing, fp32_nodes, risks, roundings, stand_ins)
     max_abs = None if pd.isna(own["max_abs"]) else float(own["max_abs"])
     return Explanation(cell_id, own["verdict"], max_abs, float(own["atol"]), float(own["rtol"]), observed, nodes, notes)
+
+
+def _graph_outputs_from_reference(model: onnx.ModelProto, reference, artifacts: Path) -> list[str]:
+    """Where a node has no float64 evaluation, the graph's outputs still have the case's reference
+    (the user's expected file, or what prepare took instead): those are compared with it, so a
+    model of such nodes (on a one-node model, the graph's outputs are that node's) is explained
+    rather than refused. Returns the notes saying so."""
+    absent = [o.name for o in model.graph.output if o.name not in reference.values]
+    if not absent:
+        return []
+    with np.load(artifacts / REFERENCE) as data:
+        given = {name: data[name] for name in absent if name in data.files}
+    reference.values.update(given)
+    how = case_meta(artifacts).get("reference", "the case's reference")
+    return [f"{name}: no float64 evaluation; the graph's output, compared with the case's reference instead ({how})"
+            for name in given]
 
 
 def _one_at_a_time(observer: Observer, model: onnx.ModelProto, tensors: list[onnx.ValueInfoProto]) -> dict[str, dict]:

@@ -10,6 +10,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..sources.fault_patterns import constants, element_types, input_names
+
 LARGEST_SHOWN = 4  # elements of a constant input written out
 
 
@@ -31,40 +33,17 @@ def _value(value) -> str:
     return str(value)
 
 
-def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    found = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
-            found[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    return found
-
-
-def _element_types(model: onnx.ModelProto) -> dict[str, str]:
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model).graph
-    except Exception:  # noqa: BLE001 - a model shape inference cannot follow: no types said
-        return {}
-    infos = [*inferred.input, *inferred.value_info, *inferred.output]
-    return {i.name: helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type).name
-            for i in infos if i.type.HasField("tensor_type") and i.type.tensor_type.elem_type}
-
-
 def node_text(model: onnx.ModelProto, node: onnx.NodeProto) -> str:
     """'Clip(min=-0.5, max not given) in float16'."""
     parts = [f"{a.name}={_value(helper.get_attribute_value(a))}" for a in node.attribute]
-    constants = _constants(model)
-    opset = next((o.version for o in model.opset_import if o.domain == node.domain), None)
-    try:
-        names = [i.name for i in onnx.defs.get_schema(node.op_type, opset or 1, node.domain).inputs]
-    except onnx.defs.SchemaError:
-        names = [f"input {n}" for n in range(len(node.input))]
-    for index, name in enumerate(names):
+    found = constants(model)
+    for index, name in enumerate(input_names(model, node)):
         given = node.input[index] if index < len(node.input) else ""
         if not given:
             parts.append(f"{name} not given")
-        elif given in constants and constants[given].size <= LARGEST_SHOWN and index > 0:
-            parts.append(f"{name}={_value(constants[given])}")
-    dtype = _element_types(model).get(node.input[0]) if node.input and node.input[0] else None
+        elif given in found and found[given].size <= LARGEST_SHOWN and index > 0:
+            parts.append(f"{name}={_value(found[given])}")
+    dtype = element_types(model).get(node.input[0]) if node.input and node.input[0] else None
     return f"{node.op_type}({', '.join(parts)})" + (f" in {dtype}" if dtype and dtype != "float32" else "")
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 from packaging.specifiers import SpecifierSet
 from pydantic import Field
 
@@ -27,6 +28,15 @@ def element_types(model: onnx.ModelProto) -> dict[str, str]:
     infos = [*graph.input, *graph.value_info, *graph.output]
     return {i.name: helper.tensor_dtype_to_np_dtype(i.type.tensor_type.elem_type).name
             for i in infos if i.type.HasField("tensor_type") and i.type.tensor_type.elem_type}
+
+
+def constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """{name: value} of the initializers and the `Constant` nodes' tensors."""
+    found = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            found[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
+    return found
 
 
 def opset_of(model: onnx.ModelProto, domain: str) -> int:

@@ -16,7 +16,7 @@ import onnx
 import pandas as pd
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
 from .fault_patterns import FaultPattern
