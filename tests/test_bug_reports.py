@@ -231,3 +231,33 @@ def test_explain_takes_the_expected_file_where_a_node_has_no_float64_evaluation(
     assert 0.24 < found["first_divergent"]["max_abs"] < 0.26
     assert any("compared with the case's reference instead (your expected outputs (expected.npz)" in note
                for note in found["notes"])
+
+
+def test_explain_and_repro_leave_no_trial_files_in_the_cache(clip_run, cache_dir):
+    """Issue 42, point 9 (investigations clean up after themselves): after repro (which runs explain and
+    the reduction's trials) no observed copy, subgraph trial or their results stay in the cache."""
+    config, _ = clip_run
+    assert trtmatrix("repro", f"{CLIP}/ort-1.19.0", "-c", str(config)).returncode == 0
+    left = [p.name for p in (cache_dir / "artifacts").iterdir() if p.name.startswith("ort_clip_fp16_min_only.")]
+    assert left == []  # ".all", ".node<N>", ".repro-depth<N>" trials: gone
+    assert not any((cache_dir / "investigations").rglob("*.onnx"))
+    sizes = json.loads(trtmatrix("cache", "-c", str(config), "--json").stdout)
+    assert sizes["cache"] == str(cache_dir.resolve()) and sizes["parts"]["venvs"] > 0
+
+
+def test_the_cache_command_says_what_is_kept_and_frees_a_part(tmp_path):
+    """Issue 42, point 9: `trtmatrix cache` says how much each part holds and `--free PART` removes it."""
+    config = matrix_file(tmp_path, tmp_path / "cache", FP32, environments=("ort-1.20",))
+    (tmp_path / "cache" / "investigations" / "explain" / "x").mkdir(parents=True)
+    (tmp_path / "cache" / "investigations" / "explain" / "x" / "model.onnx").write_bytes(b"\0" * 5000)
+    (tmp_path / "cache" / "results").mkdir()
+    (tmp_path / "cache" / "results" / "outputs.npz").write_bytes(b"\0" * 700)
+    shown = trtmatrix("cache", "-c", str(config))
+    assert shown.returncode == 0
+    assert [line.split()[:3] for line in shown.stdout.splitlines()] == \
+        [["results", "700", "B"], ["investigations", "5.0", "KB"], ["total", "5.7", "KB"]]
+    freed = trtmatrix("cache", "-c", str(config), "--free", "investigations", "--json")
+    assert json.loads(freed.stdout)["freed"] == {"investigations": 5000}
+    assert not (tmp_path / "cache" / "investigations").exists() and (tmp_path / "cache" / "results").is_dir()
+    wrong = trtmatrix("cache", "-c", str(config), "--free", "venv")
+    assert wrong.returncode == 2 and "'venv' is no part of the cache" in wrong.stderr

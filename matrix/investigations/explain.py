@@ -33,6 +33,7 @@ from ..store.locks import cache_lock
 from ..worker.files import save_arrays
 from ..prepare.float64_graph import FLOAT_TYPES, float64_values, node_label
 from ..prepare.fp16_forecast import stand_in_only
+from .trial_files import TrialFiles
 
 ALL_AT_ONCE, ONE_AT_A_TIME = "every tensor at once", "one node at a time"
 # One rounding (half a unit in the last place) of a value of magnitude 1, per profile precision.
@@ -131,6 +132,7 @@ class Observer:
                  reference: dict[str, np.ndarray], folder: Path, on_event: Callable[[dict], None]):
         self.plan, self.cell_id, self.model, self.inputs = plan, cell_id, model, inputs
         self.reference, self.folder, self.on_event = reference, folder, on_event
+        self.files = TrialFiles(plan.path("cache_dir"), folder)  # removed once observed
 
     def copy(self, name: str, outputs: list[onnx.ValueInfoProto]) -> dict[str, Path]:
         target = self.folder / name
@@ -144,7 +146,7 @@ class Observer:
         """{tensor: its metrics (compare.OutputMetrics as a dict)} over every copy run."""
         case = self.plan.cell(self.cell_id).case
         models = {f"{case}.{name}": self.copy(name, outputs) for name, outputs in copies.items()}
-        frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, models=models), on_event=self.on_event).judge()
+        frame = self.files.judge(plan_of_trials(self.plan, self.cell_id, models=models), self.on_event)
         broken = frame[~frame["verdict"].isin(RAN)]
         if not broken.empty:
             row = broken.iloc[0]
@@ -225,11 +227,14 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     with cache_lock(cache, f"explain-{cell.artifact_key[:16]}"):
         observer = Observer(plan, cell_id, model, artifacts / INPUTS, reference.values,
                             cache / "investigations" / "explain" / cell.artifact_key[:16], on_event)
-        metrics, observed = observer.run({"all": tensors}), ALL_AT_ONCE
-        if own["verdict"] == "fail" and all(m["mismatch_frac"] == 0 for m in metrics.values()):
-            notes.append("with every tensor observed at once the cell passes: the failure needs a fusion "
-                         "across tensors that observing breaks, so each node was observed alone")
-            metrics, observed = _one_at_a_time(observer, model, tensors), ONE_AT_A_TIME
+        try:
+            metrics, observed = observer.run({"all": tensors}), ALL_AT_ONCE
+            if own["verdict"] == "fail" and all(m["mismatch_frac"] == 0 for m in metrics.values()):
+                notes.append("with every tensor observed at once the cell passes: the failure needs a fusion "
+                             "across tensors that observing breaks, so each node was observed alone")
+                metrics, observed = _one_at_a_time(observer, model, tensors), ONE_AT_A_TIME
+        finally:  # the finding keeps the numbers; the observed copies are not kept
+            observer.files.remove()
     forecast = case_meta(artifacts).get("fp16_forecast") or {"risky": []}
     risks = {r["node"]: "; ".join(r["reasons"]) for r in forecast["risky"]}
     unit = ROUNDING[profile.precision]

@@ -42,6 +42,7 @@ from .explain import ExplainError, explain_cell
 from .issue_text import node_count
 from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
 from .repro_issue import IssueFacts, render_issue_md, render_repro_script
+from .trial_files import TrialFiles
 from .trigger import trigger_text
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
@@ -265,18 +266,15 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
     if found is None:
         return whole_model(f"no subgraph from {start} back to the model's inputs fails on its own (the failure "
                            "needs what comes after it, such as a fusion across the cut)", first["op_type"], count > 1)
-    subgraph, record, trial = found
+    subgraph, record, ran = found
     if subgraph.nodes >= count:
         why = ("the model is that one node" if count == 1 else f"the smallest failing subgraph around {start} is all "
                f"of it: {first['op_type']} alone gives the right numbers, so what feeds it takes part (a fusion)")
         return whole_model(why, first["op_type"], subgraph.depth > 0)
-    trial_artifacts = artifact_dir(cache, trial.case, trial.artifact_key)
-    ran = model_for_profile(trial_artifacts, profile, envdef.runs_fp16_copy(profile))
     notes = [f"reduced from {count} to {subgraph.nodes} nodes: {start}, with {subgraph.depth} layer"
              f"{'s' * (subgraph.depth != 1)} of predecessors, fails on its own (inputs from the float64 pass)"]
-    if ran.name != MODEL:
-        notes.append(f"model.onnx is the FP16 copy the engine ran ({len(onnx.load(str(ran)).graph.node)} nodes "
-                     "with its casts)")
+    if envdef.runs_fp16_copy(profile):
+        notes.append(f"model.onnx is the FP16 copy the engine ran ({len(ran.graph.node)} nodes with its casts)")
     return Model({"model.onnx": ran, "inputs.npz": subgraph.inputs, "expected.npz": subgraph.expected},
                  count, subgraph.nodes, True, op_counts(subgraph.model), record, notes, focus=first["op_type"])
 
@@ -290,11 +288,14 @@ def op_counts(model: onnx.ModelProto) -> list[str]:
 
 
 def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts, on_event
-                               ) -> tuple[Subgraph, dict, Cell] | None:
-    """Each batch of depths runs as ONNX-file trials of the cell, in one environment job."""
+                               ) -> tuple[Subgraph, dict, onnx.ModelProto] | None:
+    """Each batch of depths runs as ONNX-file trials of the cell, in one environment job; the
+    smallest failing one comes back with the model the engine ran (its FP16 copy where it runs one),
+    and the trials' files are removed from the cache."""
     cell = plan.cell(cell_id)
     cache = plan.path("cache_dir")
     work = cache / "investigations" / "repro" / f"{cell.artifact_key[:16]}-{cell.profile}-{cell.env}"
+    trials_files = TrialFiles(cache, work)
     judged: dict[int, tuple[Subgraph, dict, Cell]] = {}
 
     def fails(indices: list[int]) -> list[bool]:
@@ -309,14 +310,23 @@ def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts,
             models[f"{cell.case}.repro-depth{subgraph.depth}"] = {"onnx": target / MODEL, "inputs": target / INPUTS,
                                                                   "expected": target / "expected.npz"}
         trials = plan_of_trials(plan, cell_id, models=models)
-        frame = MatrixRun(trials, on_event=on_event).judge()
+        frame = trials_files.judge(trials, on_event)
         for index, trial, (_, record) in zip(indices, trials.cells, frame.iterrows()):
             judged[index] = (made[index], record.to_dict(), trial)
         return [judged[index][1]["verdict"] == "fail" for index in indices]
 
+    profile, envdef = plan.profile(cell.profile), plan.envs[cell.env]
     with cache_lock(cache, f"repro-{cell.artifact_key[:16]}-{cell.env}"):
-        index = smallest_failing(len(cuts), fails)
-    return None if index is None else judged[index]
+        try:
+            index = smallest_failing(len(cuts), fails)
+            if index is None:
+                return None
+            subgraph, record, trial = judged[index]
+            ran = model_for_profile(artifact_dir(cache, trial.case, trial.artifact_key), profile,
+                                    envdef.runs_fp16_copy(profile))
+            return subgraph, record, onnx.load(str(ran))
+        finally:
+            trials_files.remove()
 
 
 def _torch_module(plan: Plan, cell: Cell, own: dict) -> Model:
