@@ -336,7 +336,7 @@ def test_the_tensorrt_script_builds_with_tensorrt_rtx_here_and_says_it_cannot_ru
     from matrix.investigations.repro_issue import render_repro_script
 
     model, inputs = tiny_model
-    own = {"engine_version": "1.7.1.116", "status": "fail", "atol": 1e-4, "rtol": 1e-3, "max_abs": 1.0}
+    own = {"engine_version": "1.7.1.116", "status": "fail", "verdict": "fail", "atol": 1e-4, "rtol": 1e-3, "max_abs": 1.0}
     plan, cell, facts = rtx_facts(tmp_path, cache_dir, tiny_model, "fp32", own)
     folder = tmp_path / "folder"
     folder.mkdir()

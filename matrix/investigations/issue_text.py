@@ -110,9 +110,10 @@ def outputs_sentence(facts: IssueFacts, repro: Repro, record: dict, where: str) 
 
 
 def expected_words(arrays: dict[str, np.ndarray], how: str) -> str:
-    """What expected.npz holds, by its own dtypes: `how` says where it comes from."""
+    """What expected.npz holds, by its own dtypes: `how` says where it comes from (prepare's words
+    address the user — "your expected outputs" — and a report is read by someone else)."""
     dtypes = sorted({str(a.dtype) for a in arrays.values()})
-    return f"{how}; stored as {', '.join(dtypes)}"
+    return f"{how.replace('your expected outputs', 'the expected outputs given with the model')}; stored as {', '.join(dtypes)}"
 
 
 def profile_settings(profile) -> str:
