@@ -247,7 +247,8 @@ def test_explain_and_repro_leave_no_trial_files_in_the_cache(clip_run, cache_dir
 
 def test_the_cache_command_says_what_is_kept_and_frees_a_part(tmp_path):
     """Issue 42, point 9: `trtmatrix cache` says how much each part holds and `--free PART` removes it."""
-    config = matrix_file(tmp_path, tmp_path / "cache", FP32, environments=("ort-1.20",))
+    config = matrix_file(tmp_path, tmp_path / "cache", FP32 + '[cases.ort_clip_fp16_min_only]\nprofiles = ["fp32"]\n',
+                         environments=("ort-1.20",))
     (tmp_path / "cache" / "investigations" / "explain" / "x").mkdir(parents=True)
     (tmp_path / "cache" / "investigations" / "explain" / "x" / "model.onnx").write_bytes(b"\0" * 5000)
     (tmp_path / "cache" / "results").mkdir()
