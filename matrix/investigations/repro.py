@@ -41,7 +41,7 @@ from .blame import whose_fault
 from .explain import ExplainError, explain_cell
 from .issue_text import node_count
 from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
-from .repro_issue import IssueFacts, render_issue_md, render_repro_script
+from .repro_issue import IssueFacts, nodes, render_issue_md, render_repro_script
 from .trial_files import TrialFiles
 from .trigger import trigger_text
 
@@ -133,7 +133,7 @@ class Repro:
 
     def summary(self) -> str:
         size = ("" if self.nodes is None else
-                f"{self.nodes} of {self.nodes_original} nodes" if self.reduced else f"the whole model ({self.nodes} nodes)")
+                f"{self.nodes} of {self.nodes_original} nodes" if self.reduced else f"the whole model ({nodes(self.nodes)})")
         checks = "; ".join(f"{v.version}: {v.outcome()}" for v in self.verified)
         state = "verified" if self.confirmed else "NOT reproduced as expected"
         return f"{self.engine} {self.version} {self.status}: {size or 'the module'}; repro.py {state} ({checks})"

@@ -13,6 +13,8 @@ from onnx import helper, numpy_helper
 from ..sources.fault_patterns import constants, element_types, input_names
 
 LARGEST_SHOWN = 4  # elements of a constant input written out
+# Attributes whose value here means "none of it": left out of a trigger.
+NEUTRAL = {"pads": 0, "strides": 1, "dilations": 1}
 
 
 def _value(value) -> str:
@@ -33,9 +35,16 @@ def _value(value) -> str:
     return str(value)
 
 
+def _neutral(attribute: onnx.AttributeProto) -> bool:
+    """Zero pads, unit strides or dilations: what leaving them out means, no part of a trigger.
+    (A schema default the exporter wrote is kept: count_include_pad=0 is one, and a trigger.)"""
+    value = helper.get_attribute_value(attribute)
+    return attribute.name in NEUTRAL and isinstance(value, list) and all(v == NEUTRAL[attribute.name] for v in value)
+
+
 def node_text(model: onnx.ModelProto, node: onnx.NodeProto) -> str:
     """'Clip(min=-0.5, max not given) in float16'."""
-    parts = [f"{a.name}={_value(helper.get_attribute_value(a))}" for a in node.attribute]
+    parts = [f"{a.name}={_value(helper.get_attribute_value(a))}" for a in node.attribute if not _neutral(a)]
     found = constants(model)
     for index, name in enumerate(input_names(model, node)):
         given = node.input[index] if index < len(node.input) else ""

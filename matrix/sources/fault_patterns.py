@@ -48,6 +48,11 @@ def attribute_value(model: onnx.ModelProto, node: onnx.NodeProto, name: str):
     given = next((a for a in node.attribute if a.name == name), None)
     if given is not None:
         return helper.get_attribute_value(given)
+    return schema_default(model, node, name)
+
+
+def schema_default(model: onnx.ModelProto, node: onnx.NodeProto, name: str):
+    """The default the op's schema gives an attribute (None where it gives none)."""
     try:
         schema = onnx.defs.get_schema(node.op_type, opset_of(model, node.domain), node.domain)
     except onnx.defs.SchemaError:
