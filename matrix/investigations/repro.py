@@ -205,7 +205,7 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         written = onnx.load(str(staging / "model.onnx")) if (staging / "model.onnx").is_file() else None
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
-                      verified, model.notes + facts.notes, written and node_count(written.graph),
+                      verified, model.notes + facts.notes, _with_subgraphs(model.nodes, written),
                       written and trigger_text(written, model.focus, model.alone_passes))
         (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging,
                                                           model.reference, repro.trigger))
@@ -216,6 +216,14 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return repro
+
+
+def _with_subgraphs(nodes: int | None, written: onnx.ModelProto | None) -> int | None:
+    """The nodes counted with those inside subgraphs (an If's branches): a model called "5 nodes"
+    may hold thousands. Not the FP16 copy's casts: they are not the model's own nodes."""
+    if nodes is None or written is None:
+        return nodes
+    return nodes + node_count(written.graph) - len(written.graph.node)
 
 
 def _refuse_unless_reproducible(cell_id: str, own: dict) -> None:
