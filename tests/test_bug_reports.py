@@ -144,11 +144,16 @@ def test_the_pip_line_pins_numpy_below_2_for_releases_built_against_numpy_1():
 def test_a_users_own_model_with_a_registered_faults_pattern_is_matched(tmp_path, cache_dir):
     """Issue 42, build 3 and done-when: a user's own ONNX model (not the case file) holding the
     registered Clip fault (here: max given, min not) is xfail on 1.19.0 with the registry's entry, its
-    report links the upstream issue; the same Clip given both bounds is no known issue."""
+    report links the upstream issue; the same Clip given both bounds is no known issue, and the
+    pattern on data that does not trigger it passes as plain `pass` (not `xpass`)."""
     inputs = tmp_path / "inputs.npz"
     np.savez(inputs, x=np.random.default_rng(3).standard_normal((3, 5, 7)).astype(np.float32))
     body = FP32 + onnx_case("max_only", clip_fp16(tmp_path / "max_only.onnx", {"max": 0.75}), inputs)
     body += onnx_case("both", clip_fp16(tmp_path / "both.onnx", {"min": -0.25, "max": 0.75}), inputs)
+    # The pattern with data that does not trigger it (no value below the bound taken as 0): no news.
+    quiet = tmp_path / "quiet.npz"
+    np.savez(quiet, x=np.random.default_rng(4).uniform(0, 0.7, (3, 5, 7)).astype(np.float32))
+    body += onnx_case("quiet", tmp_path / "max_only.onnx", quiet)
     config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.19.0", "ort-1.20"))
     assert trtmatrix("run", "-c", str(config)).returncode == 0  # an xfail is no regression
     frame = pd.read_parquet(list_runs(tmp_path / "reports")[-1] / "results.parquet").set_index("cell_id")
@@ -156,6 +161,8 @@ def test_a_users_own_model_with_a_registered_faults_pattern_is_matched(tmp_path,
     assert frame.loc["max_only/fp32/ort-1.19.0", "known_issue"] == "ort-clip-fp16-missing-bound"
     assert frame.loc["max_only/fp32/ort-1.20", "status"] == "pass"  # outside the entry's versions
     assert frame.loc["both/fp32/ort-1.19.0", "status"] == "pass" and pd.isna(frame.loc["both/fp32/ort-1.19.0", "known_issue"])
+    assert frame.loc["quiet/fp32/ort-1.19.0", "status"] == "pass"  # not xpass: the data did not trigger it
+    assert pd.isna(frame.loc["quiet/fp32/ort-1.19.0", "known_issue"])
     done = trtmatrix("repro", "max_only/fp32/ort-1.19.0", "-c", str(config), "--json")
     assert done.returncode == 0, done.stderr
     issue = (Path(json.loads(done.stdout)["folder"]) / "ISSUE.md").read_text()

@@ -96,6 +96,13 @@ class KnownIssue(Strict):
             raise ValueError("`params` and `profiles` name rows of `case`: give `case` too")
         return self
 
+    @field_validator("profiles")
+    @classmethod
+    def _some_profiles(cls, value: tuple) -> tuple:
+        if not value:  # given, but empty: the entry would name no row
+            raise ValueError("should have at least 1 item: the profiles of `case` it covers")
+        return value
+
     @field_validator("params")
     @classmethod
     def _param_values(cls, params: dict) -> dict:
@@ -106,9 +113,12 @@ class KnownIssue(Strict):
         return params
 
     def matches(self, row: pd.Series) -> bool:
+        """The rows it names, and a cell whose model holds its fault and that failed as it says (a
+        pattern present where the cell passes is no news: the data did not trigger it)."""
         if row["engine"] != self.engine:
             return False
-        if not (self.fault is not None and self.id in faults_of(row)) and not self._row_named(row):
+        found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected
+        if not found and not self._row_named(row):
             return False
         if self.gpu and not fnmatchcase(str(row.get("gpu") or ""), self.gpu):
             return False
