@@ -289,3 +289,31 @@ def test_outputs_that_change_between_inferences_are_said_as_not_written(tmp_path
     assert "max_abs" not in title and title.endswith("fixed in 1.19.0")
     assert "outputs change between inferences (by up to" in issue  # repro.py's own words, in the attached run
     assert found["nodes_all"] == found["nodes"]  # the FP16 copy's casts are not counted as subgraphs
+
+
+def test_a_model_whose_if_holds_the_failing_nodes_is_counted_with_its_subgraphs(tmp_path, cache_dir):
+    """Issue 42, point 7 (how many nodes, subgraphs included): an If whose branches hold the Clip
+    regression (Cast → FP16, Clip(min only), Cast back) is a 1-node model that holds 9 nodes."""
+    def branch(name: str, low: float) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node("Cast", ["x"], [f"{name}16"], to=TensorProto.FLOAT16),
+             helper.make_node("Constant", [], [f"{name}_min"], value=numpy_helper.from_array(np.array(low, np.float16))),
+             helper.make_node("Clip", [f"{name}16", f"{name}_min"], [f"{name}c"]),
+             helper.make_node("Cast", [f"{name}c"], [f"{name}_y"], to=TensorProto.FLOAT)],
+            name, [], [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, [3, 5, 7])])
+    model = save_model(tmp_path / "if.onnx", [helper.make_node("If", ["cond"], ["y"], then_branch=branch("a", -0.5),
+                                                               else_branch=branch("b", -0.25), name="if")],
+                       [helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+                        helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5, 7])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5, 7])])
+    np.savez(tmp_path / "in.npz", cond=np.array(True),
+             x=np.random.default_rng(5).standard_normal((3, 5, 7)).astype(np.float32))
+    config = matrix_file(tmp_path, cache_dir, FP32 + onnx_case("branches", model, tmp_path / "in.npz"),
+                         environments=("ort-1.19.0", "ort-1.20"))
+    assert trtmatrix("run", "-c", str(config)).returncode in (0, 1)
+    done = trtmatrix("repro", "branches/fp32/ort-1.19.0", "-c", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert (found["nodes"], found["nodes_all"]) == (1, 9)
+    issue = (Path(found["folder"]) / "ISSUE.md").read_text()
+    assert "the model's 1 node holds 9 with their subgraphs" in issue and "1 node, 9 with its subgraphs (If)" in issue

@@ -4,15 +4,17 @@ repro.py (the engine's public API and numpy only) and ISSUE.md (the upstream tra
 filled in), verified before it is written.
 
 1. The cell runs as an ordinary cell (cached). A cell that passes, or did not get to run, is
-   refused with the reason; so is an error that is trtmatrix's own rather than the engine's.
+   refused with the reason; so is an error that is trtmatrix's own rather than the engine's, and
+   wrong numbers that are not the engine's (blame.py: the FP16 conversion, the user's expected
+   file or the reference is at fault).
 2. Wrong numbers (fail, xfail): explain's first divergent node, then reduce.py grows the subgraph
    around it, a layer of predecessors at a time, each candidate an ordinary cell of the case in
    the cell's environment and profile (an ONNX-file trial, as explain's observed copies), until
    one fails. Where none does (a fusion across the cut), the whole model. An engine error or
    crash keeps the whole model (explain needs outputs). A torch cell keeps its module (program.pt2).
 3. repro.py runs in the cell's own environment (it must fail) and in the environment of every
-   good version the run or a bisect of its row knows of (it must pass): the versions next to
-   the failing one. Only then is the folder written where asked; otherwise it is kept as
+   good version the run or the bisects of its row (either direction) know of (it must pass): the
+   versions next to the failing one. Only then is the folder written where asked; otherwise it is kept as
    `repro-unconfirmed`, and the command says so.
 """
 
@@ -245,12 +247,16 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
     profile, envdef = plan.profile(cell.profile), plan.envs[cell.env]
     original = onnx.load(str(artifacts / MODEL))
     count = len(original.graph.node)
+    inside = node_count(original.graph)
+    subgraphs = [f"the model's {nodes(count)} {'holds' if count == 1 else 'hold'} {inside} with their subgraphs "
+                 "(an If's or a Loop's branches)"] \
+        if inside != count else []
     whole = {"model.onnx": model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile)),
              "inputs.npz": artifacts / INPUTS, "expected.npz": artifacts / REFERENCE}
     ops = op_counts(original)
 
     def whole_model(why: str, focus: str | None = None, alone_passes: bool = False) -> Model:
-        return Model(whole, count, count, False, ops, own, [f"the whole model: {why}"],
+        return Model(whole, count, count, False, ops, own, [f"the whole model: {why}", *subgraphs],
                      case_meta(artifacts).get("reference", FLOAT64_PASS), focus, alone_passes)
 
     if own["verdict"] != "fail":
@@ -280,7 +286,7 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
                f"of it: {first['op_type']} alone gives the right numbers, so what feeds it takes part (a fusion)")
         return whole_model(why, first["op_type"], subgraph.depth > 0)
     notes = [f"reduced from {count} to {subgraph.nodes} nodes: {start}, with {subgraph.depth} layer"
-             f"{'s' * (subgraph.depth != 1)} of predecessors, fails on its own (inputs from the float64 pass)"]
+             f"{'s' * (subgraph.depth != 1)} of predecessors, fails on its own (inputs from the float64 pass)", *subgraphs]
     if envdef.runs_fp16_copy(profile):
         notes.append(f"model.onnx is the FP16 copy the engine ran ({len(ran.graph.node)} nodes with its casts)")
     return Model({"model.onnx": ran, "inputs.npz": subgraph.inputs, "expected.npz": subgraph.expected},

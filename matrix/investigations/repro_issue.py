@@ -1,6 +1,6 @@
 """What a repro's repro.py and ISSUE.md say, gathered from the cell, its run and the findings
 kept there: the engine and its settings, the versions that fail and the good ones next to them
-(the row's other columns of the same engine, a bisect of the row), the FP32 workaround
+(the row's other columns of the same engine, every bisect of the row), the FP32 workaround
 (`precision`), what the other engines of the row give, the known issue that covers it.
 """
 
