@@ -317,3 +317,25 @@ def test_a_model_whose_if_holds_the_failing_nodes_is_counted_with_its_subgraphs(
     assert (found["nodes"], found["nodes_all"]) == (1, 9)
     issue = (Path(found["folder"]) / "ISSUE.md").read_text()
     assert "the model's 1 node holds 9 with their subgraphs" in issue and "1 node, 9 with its subgraphs (If)" in issue
+
+
+def test_a_release_that_refuses_the_model_is_shown_in_its_own_words_and_repro_py_exits_2_there(tmp_path, cache_dir):
+    """Issue 42, build 2 (a refused release with the engine's words, not "error —") and build 4 (exit 2
+    when the release refuses the model): the Clip regression at opset 21, which onnxruntime 1.16.3
+    cannot load."""
+    model = clip_fp16(tmp_path / "clip21.onnx", {"min": -0.5})
+    proto = onnx.load(str(model))
+    proto.opset_import[0].version, proto.ir_version = 21, 10
+    onnx.save(proto, str(model))
+    np.savez(tmp_path / "in.npz", x=np.random.default_rng(6).standard_normal((3, 5, 7)).astype(np.float32))
+    config = matrix_file(tmp_path, cache_dir, FP32 + onnx_case("clip21", model, tmp_path / "in.npz"),
+                         environments=("ort-1.16.3", "ort-1.19.0", "ort-1.20"))
+    assert trtmatrix("run", "-c", str(config)).returncode in (0, 1)
+    done = trtmatrix("repro", "clip21/fp32/ort-1.19.0", "-c", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    folder = Path(json.loads(done.stdout)["folder"])
+    row = next(line for line in (folder / "ISSUE.md").read_text().splitlines() if line.startswith("| 1.16.3 |"))
+    assert "| unsupported: IR version 10 (reads up to 9)" in row and "Unsupported model IR version: 10" in row, row
+    refused = run_repro(venv_python(cache_dir, "ort-1.16.3"), folder)
+    assert refused.returncode == 2 and refused.stdout.splitlines()[-1].startswith(
+        "CANNOT RUN: onnxruntime 1.16.3 refuses the model: "), refused.stdout
