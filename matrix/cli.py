@@ -611,7 +611,8 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
            config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Since which release does a row fail (or pass)? A binary search over the engine's releases
     from --good to --bad, each step an ordinary, cached cell run; the finding is also written
-    into the newest run folder (bisect/<row>/bisect.json) and shown in the report."""
+    into the newest run folder (bisect/<row>__<engine>-<good>..<bad>/bisect.json: every bisect of a
+    row is kept) and shown in the report."""
     import json
 
     from .environments.definitions import ENGINES
@@ -627,7 +628,8 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
     except BisectError as exc:
         _fail(str(exc))
     finding = found.to_json()
-    target = _keep_finding(run_dir, "bisect", row, finding)
+    # One finding per question asked: a fix bisect of a row beside its regression bisect, not over it.
+    target = _keep_finding(run_dir, "bisect", f"{row}/{engine}-{good}..{bad}", finding)
     if as_json:
         typer.echo(json.dumps({k: finding[k] for k in ("row", "direction", *found.found(), "tested")}))
         return
@@ -773,6 +775,45 @@ def repro(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing ce
     if not found.confirmed:
         typer.echo(f"not reproduced as expected: kept as {found.folder}", err=True)
         raise typer.Exit(EXIT_REGRESSION)
+
+
+@app.command("cache")
+def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
+                  "--free", metavar="PART", help="Remove this part of the cache (repeatable; all: every part).")] = None,
+              config: ConfigOpt = Path("matrix.toml"),
+              as_json: Annotated[bool, typer.Option("--json", help="Print the sizes as JSON (bytes).")] = False) -> None:
+    """How much trtmatrix's cache (the matrix file's cache_dir) holds, part by part, and what freeing
+    each costs; --free removes parts. Every part is made again when needed: freeing one costs time
+    at the next run, never a result (run folders keep their own outputs). Don't free while a run
+    or an investigation is going."""
+    import json
+
+    from .config import load_config
+    from .report.console import escape, out
+    from .store.cache_usage import PARTS, free as free_parts, size_text, usage
+
+    if not config.is_file():
+        _fail(f"{config}: no matrix file (its cache_dir is the cache)")
+    cache = (config.resolve().parent / load_config(config).run.cache_dir).resolve()
+    if free:
+        try:
+            freed = free_parts(cache, free)
+        except ValueError as exc:
+            _fail(str(exc))
+        if as_json:
+            typer.echo(json.dumps({"cache": str(cache), "freed": freed}))
+            return
+        for part, count in freed.items():
+            out.print(escape(f"freed {part}: {size_text(count)}"), soft_wrap=True, highlight=False)
+        out.print(escape(f"freed {size_text(sum(freed.values()))} of {cache}"), soft_wrap=True, highlight=False)
+        return
+    sizes = usage(cache)
+    if as_json:
+        typer.echo(json.dumps({"cache": str(cache), "parts": sizes, "total": sum(sizes.values())}))
+        return
+    for part, count in sizes.items():
+        out.print(escape(f"{part:<15} {size_text(count):>9}  {PARTS[part]}"), soft_wrap=True, highlight=False)
+    out.print(escape(f"{'total':<15} {size_text(sum(sizes.values())):>9}  in {cache}"), soft_wrap=True, highlight=False)
 
 
 def _relative(path: Path, run_dir: Path) -> str:

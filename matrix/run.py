@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import onnx
 import pandas as pd
 
 from . import acceptance, compare
@@ -31,14 +32,14 @@ from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
-from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, copy_path, mask_array, prepare,
-                      prepared)
-from .reference.conversion import cause as conversion_cause
+from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, copy_path, mask_array, model_for_profile,
+                      prepare, prepared)
 from .reference import DISPUTED, NoReference
+from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
 from .report.precision_ran import nothing_ran_reduced, precision_text
 from .report.publish import publish_staged
-from .sources.known_issues import apply_known_issues, known_status
+from .sources.known_issues import apply_known_issues, faults_found, known_status
 from .sources.onnx_suites import suite_label
 from .statuses import ORDER
 from .store import RUNS, remove_dead_partials, stage_run, to_frame
@@ -95,6 +96,7 @@ class MatrixRun:
         self.records: dict[str, dict] = {}
         self.result_dirs: dict[str, Path] = {}
         self._artifacts: dict[tuple, Path | BaseException] = {}
+        self._faults: dict[tuple, str] = {}  # (model ran, optimisation, engine) → the fault patterns in it
         self._model_digests: dict[Path, str] = {}
         self._shapes: dict[Path, dict] = {}
         self._rows = len({(cell.case, cell.params) for cell in plan.cells})  # artifacts at most, for progress
@@ -238,7 +240,7 @@ class MatrixRun:
                           w, envdef.engine, raw.get("engine_version") or envdef.version)) or None,
                       model_checks=json.dumps([w["text"] for w in meta["graph_warnings"]])
                       if meta.get("graph_warnings") else None,
-                      operators=" ".join(meta.get("operators", [])) or None,
+                      operators=" ".join(meta.get("operators", [])) or None, faults=self._faults_in(cell, artifacts),
                       fp16_forecast=json.dumps(meta.get("fp16_forecast")), reference=meta.get("reference"),
                       reference_check=(meta.get("reference_check") or {}).get("text"),
                       # TensorRT: its optimisation profile, and the row that built the engine rows share
@@ -256,6 +258,19 @@ class MatrixRun:
             except Exception as exc:
                 fields.update(status="error", error=f"compare failed: {error_text(exc)[0]}")
         self._record(cell, **fields)
+
+    def _faults_in(self, cell: Cell, artifacts: Path) -> str | None:
+        """The registry's fault patterns found in the model this cell ran (the FP16 copy where the
+        engine runs one): known issues match a user's own model by what its fault is."""
+        envdef, profile = self.plan.envs[cell.env], self.plan.profile(cell.profile)
+        if envdef.engine == "torch" or not any(i.fault and i.engine == envdef.label for i in self.plan.known_issues):
+            return None
+        ran = model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile))
+        key = (ran, profile.optimization, envdef.label)
+        if key not in self._faults:  # a model's patterns read once per run, not once per cell
+            model = onnx.load(str(ran), load_external_data=False)
+            self._faults[key] = json.dumps(faults_found(model, self.plan.known_issues, envdef.label, profile.optimization))
+        return self._faults[key]
 
     def _judge_early(self, event: dict) -> None:
         """A cell judged as soon as its worker says it ran (the event names its folder), on a

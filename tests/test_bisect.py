@@ -74,7 +74,9 @@ def test_bisect_finds_the_documented_first_bad_release(project):
     assert found["first_bad"] == documented_boundary("ort_pad_avgpool_fusion", RELEASES) == "1.19.0"
     assert found["last_good"] == "1.18.1" and found["direction"] == "regression"
     assert {step["status"] for step in found["tested"] if step["version"] >= "1.19.0"} == {"fail"}
-    written = json.loads((list_runs(home / "reports")[-1] / "bisect" / "ort_pad_avgpool_fusion__fp32" / "bisect.json").read_text())
+    # One folder per bisect asked (issue 42, build 1: every bisect of a row kept, not the last only).
+    kept = list_runs(home / "reports")[-1] / "bisect" / "ort_pad_avgpool_fusion__fp32__onnxruntime-1.18.1..1.20.1"
+    written = json.loads((kept / "bisect.json").read_text())
     assert written["first_bad"] == "1.19.0" and written["tested"] == found["tested"]
 
 

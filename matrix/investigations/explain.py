@@ -26,13 +26,14 @@ import onnx
 import pandas as pd
 
 from ..plan import Plan, plan_of_trials
-from ..prepare import INPUTS, MODEL, artifact_dir, case_meta
+from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta
 from ..prepare.layers import resolve_nodes
 from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import save_arrays
 from ..reference.float64_graph import FLOAT_TYPES, float64_values, node_label
 from ..prepare.fp16_forecast import stand_in_only
+from .trial_files import TrialFiles
 
 ALL_AT_ONCE, ONE_AT_A_TIME = "every tensor at once", "one node at a time"
 # One rounding (half a unit in the last place) of a value of magnitude 1, per profile precision.
@@ -131,6 +132,7 @@ class Observer:
                  reference: dict[str, np.ndarray], folder: Path, on_event: Callable[[dict], None]):
         self.plan, self.cell_id, self.model, self.inputs = plan, cell_id, model, inputs
         self.reference, self.folder, self.on_event = reference, folder, on_event
+        self.files = TrialFiles(plan.path("cache_dir"), folder)  # removed once observed
 
     def copy(self, name: str, outputs: list[onnx.ValueInfoProto]) -> dict[str, Path]:
         target = self.folder / name
@@ -144,7 +146,7 @@ class Observer:
         """{tensor: its metrics (compare.OutputMetrics as a dict)} over every copy run."""
         case = self.plan.cell(self.cell_id).case
         models = {f"{case}.{name}": self.copy(name, outputs) for name, outputs in copies.items()}
-        frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, models=models), on_event=self.on_event).judge()
+        frame = self.files.judge(plan_of_trials(self.plan, self.cell_id, models=models), self.on_event)
         broken = frame[~frame["verdict"].isin(RAN)]
         if not broken.empty:
             row = broken.iloc[0]
@@ -213,6 +215,7 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     with np.load(artifacts / INPUTS) as data:
         inputs = dict(data)
     reference = float64_values(model, inputs)
+    stood_in = _graph_outputs_from_reference(model, reference, artifacts)
     observable, untyped = observable_tensors(model)
     tensors = [v for name, v in observable.items() if name in reference.values]
     for order, node in enumerate(model.graph.node):
@@ -223,15 +226,18 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
         raise ExplainError(f"no intermediate tensor of {cell.case}'s model has a float64 value to compare with")
     profile = plan.profile(cell.profile)
     fp32_nodes = set(resolve_nodes(model, profile.keep_fp32)) if profile.precision == "fp16" else None
-    notes = [f"{label}: {reason}" for label, reason in reference.missing.items()]
+    notes = [f"{label}: {reason}" for label, reason in reference.missing.items()] + stood_in
     with cache_lock(cache, f"explain-{cell.artifact_key[:16]}"):
         observer = Observer(plan, cell_id, model, artifacts / INPUTS, reference.values,
                             cache / "investigations" / "explain" / cell.artifact_key[:16], on_event)
-        metrics, observed = observer.run({"all": tensors}), ALL_AT_ONCE
-        if own["verdict"] == "fail" and all(m["mismatch_frac"] == 0 for m in metrics.values()):
-            notes.append("with every tensor observed at once the cell passes: the failure needs a fusion "
-                         "across tensors that observing breaks, so each node was observed alone")
-            metrics, observed = _one_at_a_time(observer, model, tensors), ONE_AT_A_TIME
+        try:
+            metrics, observed = observer.run({"all": tensors}), ALL_AT_ONCE
+            if own["verdict"] == "fail" and all(m["mismatch_frac"] == 0 for m in metrics.values()):
+                notes.append("with every tensor observed at once the cell passes: the failure needs a fusion "
+                             "across tensors that observing breaks, so each node was observed alone")
+                metrics, observed = _one_at_a_time(observer, model, tensors), ONE_AT_A_TIME
+        finally:  # the finding keeps the numbers; the observed copies are not kept
+            observer.files.remove()
     forecast = case_meta(artifacts).get("fp16_forecast") or {"risky": []}
     risks = {r["node"]: "; ".join(r["reasons"]) for r in forecast["risky"]}
     unit = ROUNDING[profile.precision]
@@ -240,6 +246,22 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     nodes = node_table(model, metrics, reference.missing, fp32_nodes, risks, roundings, stand_ins)
     max_abs = None if pd.isna(own["max_abs"]) else float(own["max_abs"])
     return Explanation(cell_id, own["verdict"], max_abs, float(own["atol"]), float(own["rtol"]), observed, nodes, notes)
+
+
+def _graph_outputs_from_reference(model: onnx.ModelProto, reference, artifacts: Path) -> list[str]:
+    """Where a node has no float64 evaluation, the graph's outputs still have the case's reference
+    (the user's expected file, or what prepare took instead): those are compared with it, so a
+    model of such nodes (on a one-node model, the graph's outputs are that node's) is explained
+    rather than refused. Returns the notes saying so."""
+    absent = [o.name for o in model.graph.output if o.name not in reference.values]
+    if not absent:
+        return []
+    with np.load(artifacts / REFERENCE) as data:
+        given = {name: data[name] for name in absent if name in data.files}
+    reference.values.update(given)
+    how = case_meta(artifacts).get("reference", "the case's reference")
+    return [f"{name}: no float64 evaluation; the graph's output, compared with the case's reference instead ({how})"
+            for name in given]
 
 
 def _one_at_a_time(observer: Observer, model: onnx.ModelProto, tensors: list[onnx.ValueInfoProto]) -> dict[str, dict]:

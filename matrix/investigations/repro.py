@@ -4,15 +4,17 @@ repro.py (the engine's public API and numpy only) and ISSUE.md (the upstream tra
 filled in), verified before it is written.
 
 1. The cell runs as an ordinary cell (cached). A cell that passes, or did not get to run, is
-   refused with the reason; so is an error that is trtmatrix's own rather than the engine's.
+   refused with the reason; so is an error that is trtmatrix's own rather than the engine's, and
+   wrong numbers that are not the engine's (blame.py: the FP16 conversion, the user's expected
+   file or the reference is at fault).
 2. Wrong numbers (fail, xfail): explain's first divergent node, then reduce.py grows the subgraph
    around it, a layer of predecessors at a time, each candidate an ordinary cell of the case in
    the cell's environment and profile (an ONNX-file trial, as explain's observed copies), until
    one fails. Where none does (a fusion across the cut), the whole model. An engine error or
    crash keeps the whole model (explain needs outputs). A torch cell keeps its module (program.pt2).
 3. repro.py runs in the cell's own environment (it must fail) and in the environment of every
-   good version the run or a bisect of its row knows of (it must pass): the versions next to
-   the failing one. Only then is the folder written where asked; otherwise it is kept as
+   good version the run or the bisects of its row (either direction) know of (it must pass): the
+   versions next to the failing one. Only then is the folder written where asked; otherwise it is kept as
    `repro-unconfirmed`, and the command says so.
 """
 
@@ -37,9 +39,13 @@ from ..reference.float64_graph import float64_values
 from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import PROGRAM, PROGRAM_META, save_arrays
+from .blame import whose_fault
 from .explain import ExplainError, explain_cell
+from .issue_text import node_count
 from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
-from .repro_issue import IssueFacts, render_issue_md, render_repro_script
+from .repro_issue import IssueFacts, nodes, render_issue_md, render_repro_script
+from .trial_files import TrialFiles
+from .trigger import trigger_text
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
 OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
@@ -47,10 +53,15 @@ FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
 UNCONFIRMED = "-unconfirmed"
 FLOAT64_PASS = "the ONNX graph evaluated in float64, node by node (onnx.reference)"
 RESULT_LINE = re.compile(r"^(WRONG|RIGHT): max_abs ([^;\s]+)", re.M)
+CANNOT_RUN = re.compile(r"^CANNOT RUN: (.*)$", re.M)  # repro.py's exit status 2
 
 
 class ReproError(ValueError):
     """Not a cell repro can make a folder for (it passes, did not run, or failed in trtmatrix)."""
+
+
+class NotTheEngine(ReproError):
+    """The cell fails, but the engine computed the model it ran right: the fault is elsewhere."""
 
 
 # What repro.py must do where the cell failed (by its verdict: before a known issue made it xfail).
@@ -93,6 +104,12 @@ class Verification:
             return "did not run: " + (self.run.output.strip().splitlines() or ["no output"])[-1]
         if code < 0:
             return f"killed by signal {-code}"
+        cannot = CANNOT_RUN.findall(self.run.output)
+        if code == 2 and cannot:
+            return f"exit status 2 (could not run: {cannot[-1]})"
+        if code == 1 and not self.result:  # the engine raised: its own last words
+            said = [line for line in self.run.output.strip().splitlines() if line.strip()]
+            return "exit status 1 (raised: " + (said[-1].strip() if said else "no message") + ")"
         return f"exit status {code}" + (f" ({self.result})" if self.result else "")
 
     def to_json(self) -> dict:
@@ -113,10 +130,12 @@ class Repro:
     reduced: bool
     verified: list[Verification] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    nodes_all: int | None = None  # nodes, also those inside subgraphs
+    trigger: str | None = None  # the failing op as it is set up (trigger.py), for the title
 
     def summary(self) -> str:
         size = ("" if self.nodes is None else
-                f"{self.nodes} of {self.nodes_original} nodes" if self.reduced else f"the whole model ({self.nodes} nodes)")
+                f"{self.nodes} of {self.nodes_original} nodes" if self.reduced else f"the whole model ({nodes(self.nodes)})")
         checks = "; ".join(f"{v.version}: {v.outcome()}" for v in self.verified)
         state = "verified" if self.confirmed else "NOT reproduced as expected"
         return f"{self.engine} {self.version} {self.status}: {size or 'the module'}; repro.py {state} ({checks})"
@@ -124,7 +143,8 @@ class Repro:
     def to_json(self) -> dict:
         return {"cell": self.cell, "engine": self.engine, "version": self.version, "status": self.status,
                 "folder": str(self.folder), "confirmed": self.confirmed, "nodes_original": self.nodes_original,
-                "nodes": self.nodes, "reduced": self.reduced, "notes": self.notes, "summary": self.summary(),
+                "nodes": self.nodes, "nodes_all": self.nodes_all, "reduced": self.reduced, "trigger": self.trigger,
+                "notes": self.notes, "summary": self.summary(),
                 "verified": [v.to_json() for v in self.verified]}
 
 
@@ -140,6 +160,7 @@ class Model:
     notes: list[str]
     reference: str = FLOAT64_PASS  # where expected.npz comes from
     focus: str | None = None  # the op type explain found going wrong first
+    alone_passes: bool = False  # the focus op fails only with what feeds it (the reduction kept that)
 
 
 def unconfirmed_folder(folder: Path) -> Path:
@@ -163,8 +184,13 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
                on_event: Callable[[dict], None] = lambda e: None) -> Repro:
     cell = plan.cell(cell_id)
     envdef = plan.envs[cell.env]
-    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event).judge().iloc[0].to_dict()
+    trial = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event)
+    own = trial.judge().iloc[0].to_dict()
     _refuse_unless_reproducible(cell_id, own)
+    if own["verdict"] == "fail" and envdef.engine != "torch":
+        blame = whose_fault(plan, cell_id, own, trial.result_dirs[cell_id])
+        if not blame.engine:
+            raise NotTheEngine(f"{cell_id}: {blame.line}; no upstream report written")
     if envdef.engine == "torch":
         model = _torch_module(plan, cell, own)
     else:
@@ -178,11 +204,13 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         (staging / "repro.py").write_text(render_repro_script(facts, staging, model.focus or model.ops, model.record))
         verified = _verify(plan, facts, staging, on_event)
         confirmed = all(v.ok for v in verified)
+        written = onnx.load(str(staging / "model.onnx")) if (staging / "model.onnx").is_file() else None
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
-                      verified, model.notes + facts.notes)
+                      verified, model.notes + facts.notes, _with_subgraphs(model.nodes, written),
+                      written and trigger_text(written, model.focus, model.alone_passes))
         (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging,
-                                                          model.reference, model.focus))
+                                                          model.reference, repro.trigger))
         for place in (folder, unconfirmed_folder(folder)):
             shutil.rmtree(place, ignore_errors=True)
         repro.folder.parent.mkdir(parents=True, exist_ok=True)
@@ -190,6 +218,14 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return repro
+
+
+def _with_subgraphs(nodes: int | None, written: onnx.ModelProto | None) -> int | None:
+    """The nodes counted with those inside subgraphs (an If's branches): a model called "5 nodes"
+    may hold thousands. Not the FP16 copy's casts: they are not the model's own nodes."""
+    if nodes is None or written is None:
+        return nodes
+    return nodes + node_count(written.graph) - len(written.graph.node)
 
 
 def _refuse_unless_reproducible(cell_id: str, own: dict) -> None:
@@ -211,13 +247,17 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
     profile, envdef = plan.profile(cell.profile), plan.envs[cell.env]
     original = onnx.load(str(artifacts / MODEL))
     count = len(original.graph.node)
+    inside = node_count(original.graph)
+    subgraphs = [f"the model's {nodes(count)} {'holds' if count == 1 else 'hold'} {inside} with their subgraphs "
+                 "(an If's or a Loop's branches)"] \
+        if inside != count else []
     whole = {"model.onnx": model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile)),
              "inputs.npz": artifacts / INPUTS, "expected.npz": artifacts / REFERENCE}
     ops = op_counts(original)
 
-    def whole_model(why: str, focus: str | None = None) -> Model:
-        return Model(whole, count, count, False, ops, own, [f"the whole model: {why}"],
-                     case_meta(artifacts).get("reference", FLOAT64_PASS), focus)
+    def whole_model(why: str, focus: str | None = None, alone_passes: bool = False) -> Model:
+        return Model(whole, count, count, False, ops, own, [f"the whole model: {why}", *subgraphs],
+                     case_meta(artifacts).get("reference", FLOAT64_PASS), focus, alone_passes)
 
     if own["verdict"] != "fail":
         return whole_model(f"the cell is {own['status']} (explain reduces wrong numbers, not an engine's error or crash)")
@@ -239,18 +279,16 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
 
     if found is None:
         return whole_model(f"no subgraph from {start} back to the model's inputs fails on its own (the failure "
-                           "needs what comes after it, such as a fusion across the cut)", first["op_type"])
-    subgraph, record, trial = found
+                           "needs what comes after it, such as a fusion across the cut)", first["op_type"], count > 1)
+    subgraph, record, ran = found
     if subgraph.nodes >= count:
-        return whole_model(f"the smallest failing subgraph around {start} is all of it (a fault inside a fusion "
-                           "keeps what the fusion needs)", first["op_type"])
-    trial_artifacts = artifact_dir(cache, trial.case, trial.artifact_key)
-    ran = model_for_profile(trial_artifacts, profile, envdef.runs_fp16_copy(profile))
+        why = ("the model is that one node" if count == 1 else f"the smallest failing subgraph around {start} is all "
+               f"of it: {first['op_type']} alone gives the right numbers, so what feeds it takes part (a fusion)")
+        return whole_model(why, first["op_type"], subgraph.depth > 0)
     notes = [f"reduced from {count} to {subgraph.nodes} nodes: {start}, with {subgraph.depth} layer"
-             f"{'s' * (subgraph.depth != 1)} of predecessors, fails on its own (inputs from the float64 pass)"]
-    if ran.name != MODEL:
-        notes.append(f"model.onnx is the FP16 copy the engine ran ({len(onnx.load(str(ran)).graph.node)} nodes "
-                     "with its casts)")
+             f"{'s' * (subgraph.depth != 1)} of predecessors, fails on its own (inputs from the float64 pass)", *subgraphs]
+    if envdef.runs_fp16_copy(profile):
+        notes.append(f"model.onnx is the FP16 copy the engine ran ({len(ran.graph.node)} nodes with its casts)")
     return Model({"model.onnx": ran, "inputs.npz": subgraph.inputs, "expected.npz": subgraph.expected},
                  count, subgraph.nodes, True, op_counts(subgraph.model), record, notes, focus=first["op_type"])
 
@@ -264,11 +302,14 @@ def op_counts(model: onnx.ModelProto) -> list[str]:
 
 
 def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts, on_event
-                               ) -> tuple[Subgraph, dict, Cell] | None:
-    """Each batch of depths runs as ONNX-file trials of the cell, in one environment job."""
+                               ) -> tuple[Subgraph, dict, onnx.ModelProto] | None:
+    """Each batch of depths runs as ONNX-file trials of the cell, in one environment job; the
+    smallest failing one comes back with the model the engine ran (its FP16 copy where it runs one),
+    and the trials' files are removed from the cache."""
     cell = plan.cell(cell_id)
     cache = plan.path("cache_dir")
     work = cache / "investigations" / "repro" / f"{cell.artifact_key[:16]}-{cell.profile}-{cell.env}"
+    trials_files = TrialFiles(cache, work)
     judged: dict[int, tuple[Subgraph, dict, Cell]] = {}
 
     def fails(indices: list[int]) -> list[bool]:
@@ -283,14 +324,23 @@ def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts,
             models[f"{cell.case}.repro-depth{subgraph.depth}"] = {"onnx": target / MODEL, "inputs": target / INPUTS,
                                                                   "expected": target / "expected.npz"}
         trials = plan_of_trials(plan, cell_id, models=models)
-        frame = MatrixRun(trials, on_event=on_event).judge()
+        frame = trials_files.judge(trials, on_event)
         for index, trial, (_, record) in zip(indices, trials.cells, frame.iterrows()):
             judged[index] = (made[index], record.to_dict(), trial)
         return [judged[index][1]["verdict"] == "fail" for index in indices]
 
+    profile, envdef = plan.profile(cell.profile), plan.envs[cell.env]
     with cache_lock(cache, f"repro-{cell.artifact_key[:16]}-{cell.env}"):
-        index = smallest_failing(len(cuts), fails)
-    return None if index is None else judged[index]
+        try:
+            index = smallest_failing(len(cuts), fails)
+            if index is None:
+                return None
+            subgraph, record, trial = judged[index]
+            ran = model_for_profile(artifact_dir(cache, trial.case, trial.artifact_key), profile,
+                                    envdef.runs_fp16_copy(profile))
+            return subgraph, record, onnx.load(str(ran))
+        finally:
+            trials_files.remove()
 
 
 def _torch_module(plan: Plan, cell: Cell, own: dict) -> Model:

@@ -1,6 +1,6 @@
 """What a repro's repro.py and ISSUE.md say, gathered from the cell, its run and the findings
 kept there: the engine and its settings, the versions that fail and the good ones next to them
-(the row's other columns of the same engine, a bisect of the row), the FP32 workaround
+(the row's other columns of the same engine, every bisect of the row), the FP32 workaround
 (`precision`), what the other engines of the row give, the known issue that covers it.
 """
 
@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import onnx
 import pandas as pd
-from packaging.version import InvalidVersion, Version
 
 from ..config import Profile
 from ..environments.definitions import EnvDef, available_envdefs
@@ -29,6 +30,8 @@ from ..store.findings import read_findings
 from ..worker.engines import REPEATS, WARMUP
 from ..worker.files import PROGRAM_META
 from .bisect import BisectError, envdef_for
+from .release_history import ReleaseHistory, version_key
+from .issue_text import expected_words, outputs_sentence, profile_settings, title
 from .repro_render import md, render_issue, render_script
 
 if TYPE_CHECKING:
@@ -39,13 +42,8 @@ PRODUCTS = {"onnxruntime": "onnxruntime", "tensorrt": "TensorRT", "tensorrt-rtx"
 PACKAGES = {"onnxruntime": "onnxruntime", "tensorrt": "tensorrt", "tensorrt-rtx": "tensorrt-rtx-cu12", "torch": "torch"}
 SDPA = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION", "math": "MATH"}
 PLATFORM = r"^platform: (\S+) \((\S+)\)$"
-
-
-def _version_key(text: str):
-    try:
-        return (0, Version(text))
-    except (InvalidVersion, TypeError):
-        return (1, str(text))
+NUMPY2_ORT = "1.19.0"  # the first onnxruntime built against numpy 2
+MEASURED = ("pass", "fail", "error", "crash")  # verdicts that say how a release does on the row
 
 
 def _number(value) -> float | None:
@@ -62,9 +60,10 @@ class IssueFacts:
     version: str  # the engine's version as the environment reports it
     run_id: str | None
     row: list[dict]  # the row's cells in the run: env, engine, version, status, worst
-    failing: list[str]  # versions of this engine that fail the row (run, bisect)
+    failing: list[str]  # versions of this engine that fail the row as this cell does (run, bisects)
     good_envs: dict[str, EnvDef]  # good versions next to this one → where to run them
-    bisect: dict | None
+    bisects: list[dict]  # every bisect of the row, in either direction
+    history: ReleaseHistory
     workaround: dict | None  # precision's finding with a profile that passes
     known_issue: KnownIssue | None
     profiles_here: list[dict] = field(default_factory=list)  # the same model, other profiles, same environment
@@ -77,11 +76,16 @@ class IssueFacts:
     @property
     def requirements(self) -> list[str]:
         """What `pip install` needs for this environment: a venv's own pins, the pins an image
-        built here from a Dockerfile was given, else the engine's package at this version and numpy."""
+        built here from a Dockerfile was given, else the engine's package at this version; numpy
+        pinned below 2 where the release was built against numpy 1 (it does not import with 2)."""
         if self.envdef.backend == "venv":
-            return list(self.envdef.requirements)
-        pinned = [value for value in self.envdef.build_args.values() if "==" in value]
-        return pinned or [f"{PACKAGES[self.envdef.label]}=={self.version}", "numpy"]
+            found = list(self.envdef.requirements)
+        else:
+            found = [value for value in self.envdef.build_args.values() if "==" in value] or \
+                [f"{PACKAGES[self.envdef.label]}=={self.version}"]
+        if not any(r.startswith("numpy") and r != "numpy" for r in found):
+            found = [r for r in found if r != "numpy"] + [numpy_requirement(self.envdef.engine, self.version)]
+        return found
 
     @property
     def commands(self) -> list[str]:
@@ -89,7 +93,7 @@ class IssueFacts:
         if self.envdef.backend == "docker" and self.envdef.image:
             gpus = "--gpus all " if self.envdef.needs_gpu else ""
             return [f'docker run --rm {gpus}-v "$PWD":/repro -w /repro {self.envdef.image} python3 repro.py']
-        return [f"pip install {' '.join(self.requirements)}", "python repro.py"]
+        return [f"pip install {' '.join(map(shlex.quote, self.requirements))}", "python repro.py"]
 
     @classmethod
     def gather(cls, plan: Plan, cell: Cell, envdef: EnvDef, own: dict, run_dir: Path | None) -> IssueFacts:
@@ -99,38 +103,41 @@ class IssueFacts:
         row = frame[frame["row_id"] == cell.row_id] if frame is not None else pd.DataFrame()
         cells = [{"env": r["env"], "engine": PRODUCTS.get(r["engine"], r["engine"]), "version": r["engine_version"]
                   if isinstance(r["engine_version"], str) else r["env_version"], "status": r["status"],
-                  "worst": worst_error(r, 2) or "—", "label": r["engine"], "verdict": r["verdict"]}
+                  "worst": worst_error(r, 2) or "—", "label": r["engine"], "verdict": r["verdict"],
+                  # a release that refused or raised, in the engine's own words
+                  "said": (str(r["error"]).strip().splitlines() or [""])[0] if r["verdict"] not in ("pass", "fail")
+                  and isinstance(r["error"], str) else ""}
                  for r in row.to_dict("records")]
-        bisect = next((f for f in findings.get("bisect", []) if f["row"] == cell.row_id
-                       and f["engine"] == envdef.engine), None)
+        bisects = [f for f in findings.get("bisect", []) if f["row"] == cell.row_id and f["engine"] == envdef.engine]
         workaround = next((f for f in findings.get("precision", []) if f.get("profile")
                            and f["cell"].startswith(cell.row_id + "/")), None)
-        same = [c for c in cells if c["label"] == envdef.label and c["version"]]
-        failing = {c["version"] for c in same if c["verdict"] == "fail"} | {version}
-        failing |= {s["version"] for s in (bisect or {}).get("tested", []) if s["status"] == "fail"}
-        goods = {c["version"] for c in same if c["status"] in ("pass", "xpass")}
-        if bisect and bisect.get("last_good"):
-            goods.add(bisect["last_good"])
+        verdicts = {step["version"]: step["status"] for found in bisects for step in found.get("tested", [])
+                    if step["status"] in MEASURED}
+        verdicts.update({c["version"]: c["verdict"] for c in cells if c["label"] == envdef.label and c["version"]
+                         and c["verdict"] in MEASURED})
+        verdicts[version] = own["verdict"]
+        history = ReleaseHistory(version, verdicts)
+        failing = [v for v in history.releases if v == version or verdicts[v] == own["verdict"]]
+        goods = {v for v in history.releases if history.good(v)}
         facts = cls(plan, cell, envdef, plan.profile(cell.profile), own, version, run_dir.name if run_dir else None,
-                    cells, sorted(failing, key=_version_key), {}, bisect, workaround,
+                    cells, failing, {}, bisects, history, workaround,
                     next((i for i in plan.known_issues if i.id == own.get("known_issue")), None))
         facts.good_envs = facts._good_envs(goods)
         if frame is not None:
             same = frame[(frame["case"] == cell.case) & (frame["env"] == cell.env) & (frame["profile"] != cell.profile)
                          & (frame["params"].map(json.loads) == dict(cell.params))]
             facts.profiles_here = [{"profile": r["profile"], "status": r["status"], "worst": worst_error(r, 2) or "—",
-                                    "description": plan.config.profiles[r["profile"]].description
-                                    if r["profile"] in plan.config.profiles else ""} for r in same.to_dict("records")]
+                                    "description": _profile_words(plan, r["profile"])} for r in same.to_dict("records")]
         return facts
 
     def _good_envs(self, goods: set[str]) -> dict[str, EnvDef]:
         """The good versions next to this one (the newest older, the oldest newer) and the
         environment each runs in: a definition in images/ (a venv first), else a venv made for it."""
-        here = _version_key(self.version)
-        older = [v for v in goods if _version_key(v) < here]
-        newer = [v for v in goods if _version_key(v) > here]
-        chosen = [max(older, key=_version_key)] if older else []
-        chosen += [min(newer, key=_version_key)] if newer else []
+        here = version_key(self.version)
+        older = [v for v in goods if version_key(v) < here]
+        newer = [v for v in goods if version_key(v) > here]
+        chosen = [max(older, key=version_key)] if older else []
+        chosen += [min(newer, key=version_key)] if newer else []
         known = available_envdefs(self.plan.path("images_dir"))
         found = {}
         for version in chosen:
@@ -158,17 +165,31 @@ class IssueFacts:
         return self.envdef.runs_fp16_copy(self.profile)
 
 
-def _headline(facts: IssueFacts, what: str | list[str], record: dict) -> str:
+def numpy_requirement(engine: str, version: str) -> str:
+    """onnxruntime before 1.19 was built against numpy 1: with numpy 2 it does not import."""
+    if engine == "onnxruntime" and version_key(version) < version_key(NUMPY2_ORT):
+        return "numpy<2"
+    return "numpy"
+
+
+def _profile_words(plan: Plan, name: str) -> str:
+    """A profile's description, with what it sets (the settings are what tells a fusion from a kernel)."""
+    profile = plan.config.profiles.get(name)
+    if profile is None:
+        return ""
+    return "; ".join(text for text in (profile.description, profile_settings(profile)) if text)
+
+
+def _headline(facts: IssueFacts, what: str | list[str]) -> str:
     """`what`: the op that goes wrong, or the model's ops."""
-    worst = worst_error(record, 2)
     if not isinstance(what, str):
         what = ", ".join(what[:4]) + (", …" if len(what) > 4 else "") if what else "the module"
-    result = {"error": "raises", "crash": "crashes"}.get(facts.own["status"], f"max_abs {worst} against the reference")
+    result = {"error": "raises", "crash": "crashes"}.get(facts.own["verdict"], "wrong outputs")
     return f"{facts.product} {facts.version} ({facts.record_where}): {what}: {result}"
 
 
 def render_repro_script(facts: IssueFacts, folder: Path, what: str | list[str], record: dict) -> str:
-    context = {"headline": _headline(facts, what, record), "commands": facts.commands,
+    context = {"headline": _headline(facts, what), "commands": facts.commands,
                "cell": facts.cell.cell_id, "atol": float(facts.own["atol"]), "rtol": float(facts.own["rtol"]),
                "runs": RUNS, "session_word": {"onnxruntime": "session", "tensorrt": "engine"}.get(facts.envdef.engine,
                                                                                                "module")}
@@ -214,65 +235,49 @@ def nodes(count: int) -> str:
     return f"{count} node{'s' * (count != 1)}"
 
 
-def _percent(value) -> str:
-    value = _number(value)
-    return "—" if value is None else f"{100 * value:.1f} %"
-
-
 def _description(facts: IssueFacts, repro: Repro, record: dict, ops: list[str]) -> list[str]:
-    """Two sentences with the numbers: what goes wrong where, and where it does not."""
-    model = ("the attached module (program.pt2)" if repro.nodes is None else
-             f"the attached {repro.nodes}-node model ({', '.join(ops)})" + (
-                 f", cut from a {repro.nodes_original}-node model around its first node to go wrong,"
-                 if repro.reduced else ""))
-    where = f"On {facts.product} {facts.version} ({facts.record_where}), {model}"
-    status = facts.own["status"]
-    if status == "error":
-        first = f"{where} fails with: {str(facts.own.get('error')).splitlines()[0]}."
-    elif status == "crash":
-        first = f"{where} crashes the process ({str(facts.own.get('error') or 'killed by a signal').splitlines()[0]})."
+    """The sentences with the numbers: what goes wrong where, where it does not, and the releases."""
+    if repro.nodes is None:
+        model = "the attached module (program.pt2)"
     else:
-        first = (f"{where} gives outputs up to {worst_error(record, 3)} away from the reference: "
-                 f"{_percent(record.get('mismatch_frac'))} of the elements are outside atol "
-                 f"{float(facts.own['atol']):g} + rtol {float(facts.own['rtol']):g}·|reference|.")
+        inside = f", {repro.nodes_all} with its subgraphs" if repro.nodes_all != repro.nodes else ""
+        model = f"the attached model of {nodes(repro.nodes)}{inside} ({', '.join(ops)})" + (
+            f", cut from a model of {nodes(repro.nodes_original)} around its first node to go wrong,"
+            if repro.reduced else "")
+    said = [outputs_sentence(facts, repro, record, f"On {facts.product} {facts.version} ({facts.record_where}), {model}")]
     goods = [v for v in repro.verified if v.expect == "pass"]
     if goods:
         right = ", ".join(f"{v.version} ({'max_abs ' + v.max_abs if v.max_abs else v.outcome()})" for v in goods)
-        if all(v.ok for v in goods):
-            second = f"On the same files {facts.product} {right} {'gives' if len(goods) == 1 else 'give'} the right numbers"
-        else:
-            second = f"The versions the run found good did not all pass on these files: {right}"
-        if facts.bisect:
-            second += (f"; a bisect over the releases found {facts.bisect['first_bad']} the first bad and "
-                       f"{facts.bisect['last_good']} the last good one")
-        second += "."
-    else:
-        right = "runs it" if status in ("error", "crash") else "gives the right numbers on it"
-        second = (f"No {facts.product} version in {'run ' + facts.run_id if facts.run_id else 'a trtmatrix run'} "
-                  f"{right} (failing: {', '.join(facts.failing)}); `trtmatrix bisect ROW --good A --bad B` over the "
-                  "releases finds where that changes.")
-    return [first, second]
+        said.append(f"On the same files {facts.product} {right} {'gives' if len(goods) == 1 else 'give'} the right "
+                    "numbers." if all(v.ok for v in goods) else
+                    f"The releases the run found good did not all pass on these files: {right}.")
+    fixed = facts.known_issue.fixed if facts.known_issue is not None else None
+    said += facts.history.sentences(facts.product, fixed)
+    if not goods:
+        said.append(f"`trtmatrix bisect ROW --good A --bad B` over the releases finds where that changes.")
+    return said
 
 
 def render_issue_md(facts: IssueFacts, repro: Repro, record: dict, ops: list[str], folder: Path,
-                    reference: str, focus: str | None) -> str:
+                    reference: str, trigger: str | None) -> str:
     """`folder`: where the files are now (repro.folder is where they go once verified); `reference`:
     where expected.npz comes from."""
     platform = next(iter(re.findall(PLATFORM, repro.verified[0].run.output, re.M)), None)
     others = [c for c in facts.row if c["label"] != facts.envdef.label]
     files = (["program.pt2", "inputs.npz", "expected.npz", "repro.py"] if repro.nodes is None
              else ["model.onnx", "inputs.npz", "expected.npz", "repro.py"])
-    latest = max((c for c in facts.row if c["label"] == facts.envdef.label), key=lambda c: _version_key(c["version"]),
-                 default=None)
+    with np.load(folder / "expected.npz") as data:
+        expected = expected_words(dict(data), reference)
     context = {
         "facts": facts, "repro": repro, "record": record, "ops": ops, "files": files, "platform": platform,
-        "sentences": _description(facts, repro, record, ops), "others": others, "latest": latest,
+        "sentences": _description(facts, repro, record, ops), "others": others,
         "same_engine": [c for c in facts.row if c["label"] == facts.envdef.label],
-        "commands": facts.commands,
+        "commands": facts.commands, "history": facts.history,
+        "latest": max((c for c in facts.row if c["label"] == facts.envdef.label), key=lambda c: version_key(c["version"]),
+                      default=None),
         "container": image_ref(facts.envdef) if facts.envdef.backend == "docker" else None,
-        "title": f"{_headline(facts, focus or ops, record)}" + (f"; right on {', '.join(v.version for v in repro.verified[1:])}"
-                                                       if len(repro.verified) > 1 else ""),
-        "workaround": _workaround(facts), "reference": reference, "nodes": nodes,
+        "title": title(facts, repro, record, trigger, ops), "expected": expected,
+        "workaround": _workaround(facts), "nodes": nodes,
         "polygraphy": _tensorrt_settings(facts, folder)["polygraphy"] if facts.envdef.engine == "tensorrt" else None,
     }
     return render_issue(facts.envdef.engine, context)

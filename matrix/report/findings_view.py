@@ -59,7 +59,8 @@ def _repro_view(finding: dict) -> dict:
 
 
 def findings_by_cell(findings: dict[str, list[dict]], cells_of_row: dict[str, list[str]]) -> dict[str, dict]:
-    """{cell id: {"explain": …, "bisect": …, "precision": …, "repro": …}} for the cells that have any."""
+    """{cell id: {"explain": …, "bisect": [… each bisect of its row], "precision": …, "repro": …}} for the
+    cells that have any."""
     shown: dict[str, dict] = defaultdict(dict)
     views = {"explain": lambda f: {"summary": first_divergent_line(f), "notes": f["notes"], "plot": explain_plot(f)},
              "precision": _precision_view, "repro": _repro_view, "bisect": _bisect_view}
@@ -72,8 +73,11 @@ def findings_by_cell(findings: dict[str, list[dict]], cells_of_row: dict[str, li
                 print(f"warning: {finding.get('_file', kind)}: not a finding trtmatrix wrote ({type(exc).__name__}: "
                       f"{exc}); left out of the report", file=sys.stderr, flush=True)
                 continue
-            for cell in cells:
-                shown[cell][kind] = made
+            for cell in cells:  # a row keeps every bisect of it (either direction), one finding each
+                if kind == "bisect":
+                    shown[cell].setdefault(kind, []).append(made)
+                else:
+                    shown[cell][kind] = made
     return dict(shown)
 
 

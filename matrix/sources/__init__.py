@@ -145,7 +145,7 @@ def check_known_issues(issues: tuple[KnownIssue, ...], config: MatrixConfig, con
     cases_dir = config_path.parent / config.run.cases_dir
     known = set(config.cases) | set(declared_cases(cases_dir)[0])
     for i, issue in enumerate(issues):
-        if issue.case not in known:
+        if issue.case is not None and issue.case not in known:
             raise ConfigError(cases_dir / REGISTRY, f"issue.{i}.case", f"unknown case {issue.case!r}")
 
 

@@ -12,12 +12,14 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
 
+import onnx
 import pandas as pd
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pydantic import Field, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
+from .fault_patterns import FaultPattern
 
 REGISTRY = "known_issues.toml"
 
@@ -56,10 +58,14 @@ def _witnesses(specifier: SpecifierSet) -> set[str]:
 
 
 class KnownIssue(Strict):
+    """A known fault: what it is (`fault`: the pattern of the model that triggers it), where (the
+    engine, its versions, a GPU) and what upstream said (`source`, `fixed`). `case`, `profiles` and
+    `params` name rows instead, for faults no pattern describes (a whole-model accuracy problem)."""
     id: Name
     title: str
-    case: Name
-    profiles: Items[Name] = Field(min_length=1)
+    fault: FaultPattern | None = None
+    case: Name | None = None
+    profiles: Items[Name] = ()
     params: dict[Name, ParamValue] = {}
     engine: Literal["onnxruntime", "tensorrt", "tensorrt-rtx"]
     versions: str
@@ -67,6 +73,7 @@ class KnownIssue(Strict):
     expected: Literal["fail", "error", "crash"] = "fail"
     reported: str = ""
     source: str
+    fixed: str = ""  # what the tracker or the release notes say of the fix, with the release
 
     @field_validator("versions")
     @classmethod
@@ -81,6 +88,21 @@ class KnownIssue(Strict):
             raise ValueError(f"{value!r} matches no version at all: the entry could never apply")
         return value
 
+    @model_validator(mode="after")
+    def _what_it_matches(self) -> KnownIssue:
+        if self.fault is None and (self.case is None or not self.profiles):
+            raise ValueError("give `fault` (the op pattern that triggers it), or `case` and `profiles` (the rows)")
+        if self.case is None and (self.params or self.profiles):
+            raise ValueError("`params` and `profiles` name rows of `case`: give `case` too")
+        return self
+
+    @field_validator("profiles")
+    @classmethod
+    def _some_profiles(cls, value: tuple) -> tuple:
+        if not value:  # given, but empty: the entry would name no row
+            raise ValueError("should have at least 1 item: the profiles of `case` it covers")
+        return value
+
     @field_validator("params")
     @classmethod
     def _param_values(cls, params: dict) -> dict:
@@ -91,17 +113,41 @@ class KnownIssue(Strict):
         return params
 
     def matches(self, row: pd.Series) -> bool:
-        if (row["case"], row["engine"]) != (self.case, self.engine) or row["profile"] not in self.profiles:
+        """The rows it names, and a cell whose model holds its fault and that failed as it says (a
+        pattern present where the cell passes is no news: the data did not trigger it)."""
+        if row["engine"] != self.engine:
             return False
-        params = json.loads(row["params"]) if isinstance(row["params"], str) else (row["params"] or {})
-        if any(k not in params or value_kind(params[k]) != value_kind(v) or params[k] != v for k, v in self.params.items()):
-            return False  # `true` is no 1, as in the case's own rows
+        found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected
+        if not found and not self._row_named(row):
+            return False
         if self.gpu and not fnmatchcase(str(row.get("gpu") or ""), self.gpu):
             return False
         try:
             return Version(str(row["engine_version"])) in SpecifierSet(self.versions, prereleases=True)
         except InvalidVersion:
             return False
+
+    def _row_named(self, row) -> bool:
+        """The row is one `case`, `profiles` and `params` name."""
+        if self.case is None or row["case"] != self.case or row["profile"] not in self.profiles:
+            return False
+        params = json.loads(row["params"]) if isinstance(row["params"], str) else (row["params"] or {})
+        # `true` is no 1, as in the case's own rows
+        return not any(k not in params or value_kind(params[k]) != value_kind(v) or params[k] != v
+                       for k, v in self.params.items())
+
+
+def faults_of(row) -> list[str]:
+    """The ids of the registry's fault patterns found in the model the cell ran (column `faults`)."""
+    found = row.get("faults")
+    return json.loads(found) if isinstance(found, str) and found else []
+
+
+def faults_found(model: onnx.ModelProto, issues: tuple[KnownIssue, ...], engine: str, optimization: str) -> list[str]:
+    """Which of the registry's fault patterns for `engine` the model holds, run with graph
+    optimisations `optimization` (on or off)."""
+    return [issue.id for issue in issues if issue.fault is not None and issue.engine == engine
+            and issue.fault.found_in(model, optimization)]
 
 
 class Registry(Strict):

@@ -1,0 +1,101 @@
+"""Whose fault a cell's wrong numbers are, before anything is reported upstream (DESIGN: "blame
+where it is due").
+
+An engine is blamed only for what it computed: its outputs against the float64 evaluation of the
+exact model it ran (the FP16 copy for an FP16 onnxruntime cell, else the model). Where those
+agree, the failure is someone else's, and repro says whose in one line instead of writing a
+report: the FP16 conversion (the copy's float64 evaluation already differs from the original's),
+the user's expected file, or the reference trtmatrix made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from ..acceptance import judge_by_rule
+from ..compare import compare_runs, load_runs
+from ..plan import Plan
+from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, mask_array, model_for_profile
+from ..reference.float64_graph import float64_values
+from ..sources.fault_patterns import constants
+from ..worker.files import OUTPUTS, REPEATS
+
+FP16_MAX = float(np.finfo(np.float16).max)
+USERS_FILE = "your expected outputs ("  # how prepare names a reference the user gave (case.json)
+
+
+@dataclass
+class Blame:
+    party: str  # engine, conversion, expected or reference
+    line: str  # one line saying so, with the numbers
+    ran_expected: dict[str, np.ndarray] | None = None  # the float64 evaluation of the model the engine ran
+
+    @property
+    def engine(self) -> bool:
+        return self.party == "engine"
+
+
+def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Blame:
+    """The party to blame for a `fail` cell whose outputs are in `outputs_dir`."""
+    cell = plan.cell(cell_id)
+    envdef, profile = plan.envs[cell.env], plan.profile(cell.profile)
+    artifacts = artifact_dir(plan.path("cache_dir"), cell.case, cell.artifact_key)
+    ran_path = model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile))
+    original, ran = onnx.load(str(artifacts / MODEL)), onnx.load(str(ran_path))
+    with np.load(artifacts / INPUTS) as data:
+        inputs = dict(data)
+    with np.load(artifacts / REFERENCE) as data:
+        reference = dict(data)
+    mask = mask_array(artifacts / INPUTS, plan.config.cases[cell.case].mask)
+    accept = plan.config.acceptance(cell.case, cell.profile)
+    atol, rtol = float(record["atol"]), float(record["rtol"])
+
+    def verdict(runs: list[dict], against: dict) -> tuple[str, float]:
+        judged, worst, _ = compare_runs(runs, against, atol, rtol, mask)
+        if accept is not None:
+            judged = judge_by_rule(runs, against, accept, mask)[0]
+        return judged, float(worst["max_abs"])
+
+    names = list(reference)
+    ran64 = _outputs(ran, inputs, names)
+    if ran64 is None:  # some node has no float64 evaluation: the engine cannot be cleared
+        return Blame("engine", "not checked against a float64 evaluation of the model it ran (some node has none)")
+    first, later = load_runs(outputs_dir / OUTPUTS, outputs_dir / REPEATS)
+    engine_verdict, engine_gap = verdict([first, *later.values()], ran64)
+    what = "the FP16 copy it ran" if ran_path.name != MODEL else "the model"
+    product = f"{record['engine']} {record.get('engine_version') or envdef.version}"
+    if engine_verdict == "fail":
+        return Blame("engine", f"{product}'s outputs are {engine_gap:.3g} from {what} evaluated in float64", ran64)
+    cleared = f"{product} computed {what} right (max_abs {engine_gap:.3g} from its float64 evaluation)"
+    if ran_path.name != MODEL:
+        original64 = _outputs(original, inputs, names)
+        if original64 is not None:
+            converted, gap = verdict([ran64], original64)
+            if converted == "fail":
+                return Blame("conversion", f"the FP16 conversion is at fault, not {record['engine']}: the FP16 copy "
+                                           f"evaluated in float64 is {gap:.3g} from the original model evaluated in "
+                                           f"float64{_out_of_fp16_range(original)}; {cleared}")
+    how = str(case_meta(artifacts).get("reference", "the reference"))
+    if how.startswith(USERS_FILE):
+        given = how[len(USERS_FILE):].split(")", 1)[0]
+        return Blame("expected", f"your expected file {given} is at fault, not {record['engine']}: the model "
+                                 f"evaluated in float64 is {verdict([ran64], reference)[1]:.3g} from it; {cleared}")
+    return Blame("reference", f"the reference is at fault, not {record['engine']}: the model evaluated in float64 "
+                              f"is {verdict([ran64], reference)[1]:.3g} from it ({how}); {cleared}")
+
+
+def _outputs(model: onnx.ModelProto, inputs: dict, names: list[str]) -> dict[str, np.ndarray] | None:
+    values = float64_values(model, inputs).values
+    return {name: values[name] for name in names} if all(name in values for name in names) else None
+
+
+def _out_of_fp16_range(model: onnx.ModelProto) -> str:
+    """' (constant k: 1e+05, beyond FP16's largest 65504)' for the first such constant."""
+    for name, array in constants(model).items():
+        if np.issubdtype(array.dtype, np.floating) and array.size and np.nanmax(np.abs(array)) > FP16_MAX:
+            return f" (constant {name}: {float(np.nanmax(np.abs(array))):g}, beyond FP16's largest {FP16_MAX:g})"
+    return ""
