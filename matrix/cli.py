@@ -213,6 +213,8 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     _check_output("--junit-xml", junit_xml)  # first: it creates no folder
     for setting in ("reports_dir", "cache_dir"):
         problem = folder_problem(the_plan.path(setting))
+        if problem and getattr(the_plan.config.run, setting) is None:  # not the file's: the user's cache
+            _fail(f"the user's cache folder (no run.cache_dir in {the_plan.config_path}): {problem}")
         if problem:
             _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
     problem = folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)
