@@ -26,6 +26,7 @@ from .compare import compare_files
 from .environments import remove_left_behind
 from .environments.definitions import EnvDef
 from .environments.gpus import gpu_missing_reason
+from .environments.resolve import resolved_together
 from .environments.staging import stage_worker
 from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
@@ -281,9 +282,10 @@ class MatrixRun:
         by_env: dict[str, list[Cell]] = defaultdict(list)
         for cell in self.plan.cells:
             by_env[cell.env].append(cell)
-        runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
-        with cache_lock(self.cache, "worker"):
-            worker_home = stage_worker(self.cache)
+        with resolved_together([self.plan.envs[name] for name in by_env if not env_skip_reason(self.plan.envs[name])]):
+            runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
+            with cache_lock(self.cache, "worker"):
+                worker_home = stage_worker(self.cache)
         self._judges = ThreadPoolExecutor(JUDGES, thread_name_prefix="judge")
         try:
             self.executor.run_all([self._unit(self.plan.envs[name], cells, worker_home)

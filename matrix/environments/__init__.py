@@ -37,9 +37,12 @@ def planned_fingerprints(envdefs: list[EnvDef]) -> dict[str, str | None]:
     only — each with the host's GPUs for GPU environments; None where that cannot be known (the
     requirements do not resolve, no Docker engine answers)."""
     from .host import host_fingerprint
+    from .resolve import resolved_together
     from .venv import venv_fingerprint
 
     found: dict[str, str | None] = {}
+    with resolved_together(envdefs):  # at once, then each from the cache
+        pass
     for envdef in (e for e in envdefs if e.backend != "docker"):
         try:
             found[envdef.name] = (host_fingerprint if envdef.backend == "host" else venv_fingerprint)(envdef)

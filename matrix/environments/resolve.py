@@ -8,15 +8,19 @@ folder, is installed exactly (`uv pip sync`), and its hash is the venv backend's
 Resolving asks the package index (uv's HTTP cache keeps that fast); without a network uv resolves
 from its own cache (`--offline`), which is what a run here would install. When neither works the
 environment's state is unknown: EnvironmentUnavailable, never a silent "nothing changed".
-Resolutions are kept for the life of the process, so a run uses one resolution throughout.
+Resolutions are kept for the life of the process, so a run uses one resolution throughout, and
+a run asks for all of them at once (resolved_together): each waits about a second on the index.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
+from typing import Iterator
 
 from uv import find_uv_bin
 
@@ -44,6 +48,26 @@ def resolve_env(envdef: EnvDef) -> Resolution:
         return _resolve(envdef.requirements, envdef.python or sys.executable)
     except EnvironmentUnavailable as exc:
         raise EnvironmentUnavailable(f"cannot resolve the requirements of {envdef.name}: {exc}") from None
+
+
+@contextmanager
+def resolved_together(envdefs: list[EnvDef]) -> Iterator[None]:
+    """The venv definitions' resolutions asked for at once, in threads, while the block does other
+    work; at its end they are in this process's cache. One after another, a re-run of the default
+    matrix's seven venvs spent most of its seconds waiting on the index."""
+    wanted = {(e.requirements, e.python or sys.executable) for e in envdefs if e.backend == "venv"}
+    with ThreadPoolExecutor(max(len(wanted), 1), thread_name_prefix="resolve") as pool:
+        for requirements, python in wanted:
+            pool.submit(_resolve_or_not, requirements, python)
+        yield
+
+
+def _resolve_or_not(requirements: tuple[str, ...], python: str) -> None:
+    """A failure is not kept: the environment's own resolve_env asks again and reports it."""
+    try:
+        _resolve(requirements, python)
+    except EnvironmentUnavailable:
+        pass
 
 
 @cache
