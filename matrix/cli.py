@@ -97,7 +97,7 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
     if shard:
         the_plan = _shard(the_plan, shard)
     cache = the_plan.path("cache_dir")
-    fingerprints = planned_fingerprints(list(the_plan.envs.values()))
+    fingerprints = planned_fingerprints(list(the_plan.envs.values()), cache)
     skipped = {name for name, envdef in the_plan.envs.items() if env_skip_reason(envdef)}
     for cell in the_plan.cells:
         fingerprint = fingerprints[cell.env]

@@ -282,7 +282,8 @@ class MatrixRun:
         by_env: dict[str, list[Cell]] = defaultdict(list)
         for cell in self.plan.cells:
             by_env[cell.env].append(cell)
-        with resolved_together([self.plan.envs[name] for name in by_env if not env_skip_reason(self.plan.envs[name])]):
+        running = [self.plan.envs[name] for name in by_env if not env_skip_reason(self.plan.envs[name])]
+        with resolved_together(running, self.cache):
             runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
             with cache_lock(self.cache, "worker"):
                 worker_home = stage_worker(self.cache)

@@ -54,6 +54,11 @@ def case_index(cache_dir: Path) -> Path:
     return cache_dir / "case-index"
 
 
+def resolutions_folder(cache_dir: Path) -> Path:
+    """Venv resolutions asked of the package index lately (environments/resolve.py)."""
+    return cache_dir / "resolutions"
+
+
 def jobs_folder(cache_dir: Path) -> Path:
     return cache_dir / "jobs"
 
