@@ -39,7 +39,8 @@ from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
 from .statuses import ORDER
 from .store import RUNS, remove_dead_partials, stage_run, to_frame
-from .store.hashing import hash_files, hash_json
+from .store.cache import digest_memo
+from .store.hashing import hash_files, hash_json, remembered_digest
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail
@@ -141,7 +142,7 @@ class MatrixRun:
 
     def _model_digest(self, artifacts: Path) -> str:
         if artifacts not in self._model_digests:
-            self._model_digests[artifacts] = hash_files([artifacts / MODEL])
+            self._model_digests[artifacts] = remembered_digest(artifacts / MODEL, digest_memo(self.cache, artifacts, MODEL))
         return self._model_digests[artifacts]
 
     def _input_shapes(self, artifacts: Path) -> dict:

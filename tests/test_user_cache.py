@@ -2,12 +2,10 @@
 `$XDG_CACHE_HOME/trtmatrix`, so the same model in a second folder reuses the first folder's cells,
 and two runs from two folders at once share it safely. Real runs of onnxruntime 1.32 through
 `trtmatrix run`, under an XDG_CACHE_HOME of the session's own (conftest's cache_dir is its
-`trtmatrix` folder), never the real user's cache. And what the cache keeps so that an unchanged
-re-run is quick (issue 44, point 2): venv resolutions."""
+`trtmatrix` folder), never the real user's cache."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -111,41 +109,3 @@ def test_two_folders_running_at_once_share_the_cache(tmp_path, cache_dir):
         frame = read_run(list_runs(tmp_path / name / "reports")[-1])
         assert list(frame["status"]) == ["pass", "pass"], frame[["cell_id", "status", "error"]]
 
-
-RESOLVE = """
-import json, sys
-from pathlib import Path
-from matrix.environments.definitions import load_envdefs
-from matrix.environments.resolve import resolve_env, resolved_together
-repo, cache = Path(sys.argv[1]), Path(sys.argv[2])
-[envdef] = load_envdefs(repo / "images", ("ort-1.32",), repo / "matrix.toml")
-with resolved_together([envdef], cache):
-    pass
-print(json.dumps(resolve_env(envdef).lock))
-"""
-
-
-def test_a_venv_resolution_stands_for_ten_minutes_then_is_asked_again(tmp_path):
-    """issue 44, point 2 (an unchanged re-run asks no index): the resolution a run got from the
-    index is kept in the cache; the next run within KEPT_S takes it as kept (its lock here carries
-    a mark the index would never give), a later one asks the index again and keeps the new answer.
-    Each step is a fresh process, as each run is."""
-    from matrix.environments.resolve import KEPT_S
-    from matrix.store.cache import resolutions_folder
-
-    def lock() -> str:
-        done = subprocess.run([sys.executable, "-c", RESOLVE, str(REPO), str(tmp_path)], capture_output=True,
-                              text=True, check=True)
-        return json.loads(done.stdout)
-
-    first = lock()
-    assert "onnxruntime==1.32.0" in first
-    [kept] = resolutions_folder(tmp_path).glob("*.json")
-    stored = json.loads(kept.read_text())
-    stored["resolution"]["lock"] += "marked==1\n"
-    kept.write_text(json.dumps(stored))
-    assert lock() == first + "marked==1\n"  # within KEPT_S: the kept one, no index asked
-    stored["at"] -= KEPT_S + 1
-    kept.write_text(json.dumps(stored))
-    assert lock() == first  # older: asked again
-    assert "marked" not in kept.read_text()

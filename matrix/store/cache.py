@@ -54,6 +54,11 @@ def case_index(cache_dir: Path) -> Path:
     return cache_dir / "case-index"
 
 
+def digest_memo(cache_dir: Path, artifacts: Path, name: str) -> Path:
+    """Where the digest of an artifact's file is remembered (hashing.remembered_digest)."""
+    return cache_dir / "digests" / f"{artifacts.name}.{name}.json"
+
+
 def resolutions_folder(cache_dir: Path) -> Path:
     """Venv resolutions asked of the package index lately (environments/resolve.py)."""
     return cache_dir / "resolutions"
