@@ -157,6 +157,8 @@ class MatrixRun:
         """TensorRT: the input shapes of the rows of the case that share this cell's model, in the
         case's row order (the engine's optimisation profile spans them; opt is the first), and a
         name for their one engine; ((), None) where the cell's own inputs are all there is."""
+        if len(cell.span) < 2:  # one row, or not TensorRT: no model to compare (nor to hash)
+            return (), None
         own = self._model_digest(artifacts)
         shapes, keys = [], []
         for params, key in cell.span:
