@@ -94,11 +94,15 @@ def _kept_or_resolved(wanted: tuple[tuple[str, ...], str], folder: Path, keep: b
         resolution = _resolve(*wanted)
     except EnvironmentUnavailable:  # not kept: the environment's own resolve_env asks again and says why
         return
-    if keep and not resolution.offline:  # uv's cache without the index stands for this run only
+    if not keep or resolution.offline:  # uv's cache without the index stands for this run only
+        return
+    try:
         folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps({"at": time.time(), "resolution": dataclasses.asdict(resolution)}))
         tmp.replace(path)
+    except OSError:  # a read-only cache: the index is asked again next run
+        pass
 
 
 @cache
