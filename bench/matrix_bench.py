@@ -1,6 +1,6 @@
 """trtmatrix against the loops people write by hand, on the same cells, in one run.
 
-Cells: every ONNX backend node test the installed onnx package generates that is a row (1,679
+Cells: every ONNX backend node test the installed onnx package generates that is a row (1,692
 with onnx 1.23.2: numeric tensors, string tensors and sequences), plus the onnx package's shipped
 models: `pytorch-converted` (a folder in the ONNX test layout) and the nine `light` networks
 (resnet50, vgg19, densenet121, ...: real shapes, generated weights), on onnxruntime 1.32 (the
