@@ -96,7 +96,7 @@ class MatrixRun:
         self._model_digests: dict[Path, str] = {}
         self._shapes: dict[Path, dict] = {}
         self._rows = len({(cell.case, cell.params) for cell in plan.cells})  # artifacts at most, for progress
-        self.env_logs: dict[str, Path] = {}
+        self.env_logs: dict[str, str] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
         self._cells = {cell.cell_id: cell for cell in plan.cells}
         self._judging: dict[str, Future] = {}  # cells being judged while their environment runs
@@ -197,7 +197,7 @@ class MatrixRun:
     def _done(self, unit: EnvironmentUnit, result: UnitResult) -> None:
         """A unit's outcomes, back from wherever it ran: recorded, or compared and recorded."""
         self.env_seconds[unit.name] = result.seconds
-        if result.log:
+        if result.log is not None:
             self.env_logs[unit.name] = result.log
         cells = {p.cell.cell_id: p for p in unit.cells}
         for outcome in result.outcomes:
