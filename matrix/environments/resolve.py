@@ -11,8 +11,8 @@ environment's state is unknown: EnvironmentUnavailable, never a silent "nothing 
 Resolutions are kept for the life of the process, so a run uses one resolution throughout. A run
 asks for all of them at once, and keeps each in the cache for ten minutes (resolved_together):
 each asks the index for about a second, which an unchanged re-run of the default matrix's seven
-venvs paid one after another. Ten minutes is as long as package indexes commonly let clients
-cache their pages (Cache-Control: max-age=600): a release newer than that is seen by the next run.
+venvs paid one after another. A release newer than the kept resolution is seen by the first run
+after its ten minutes (a nightly run resolves anew).
 """
 
 from __future__ import annotations
