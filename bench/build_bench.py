@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from matrix.store import list_runs, read_run  # noqa: E402
+from matrix.store.cache import user_cache  # noqa: E402
 
 ENV = "trt-rtx-1.7"
 MATRIX = """\
@@ -38,7 +39,6 @@ environments = ["{env}"]
 timeout_s = 300
 cases_dir = "{repo}/cases"
 images_dir = "{repo}/images"
-cache_dir = "{repo}/.trtmatrix-cache"
 reports_dir = "{home}/reports"
 
 [profiles.fp32]
@@ -85,7 +85,7 @@ def timed(command: list[str], **kwargs) -> tuple[float, str]:
 
 
 def main() -> None:
-    cache = REPO / ".trtmatrix-cache"
+    cache = user_cache()  # the matrix names no cache_dir
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         config = home / "matrix.toml"

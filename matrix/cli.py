@@ -97,7 +97,7 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
     if shard:
         the_plan = _shard(the_plan, shard)
     cache = the_plan.path("cache_dir")
-    fingerprints = planned_fingerprints(list(the_plan.envs.values()))
+    fingerprints = planned_fingerprints(list(the_plan.envs.values()), cache)
     skipped = {name for name, envdef in the_plan.envs.items() if env_skip_reason(envdef)}
     for cell in the_plan.cells:
         fingerprint = fingerprints[cell.env]
@@ -218,6 +218,8 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     _check_output("--junit-xml", junit_xml)  # first: it creates no folder
     for setting in ("reports_dir", "cache_dir"):
         problem = folder_problem(the_plan.path(setting))
+        if problem and getattr(the_plan.config.run, setting) is None:  # not the file's: the user's cache
+            _fail(f"the user's cache folder (no run.cache_dir in {the_plan.config_path}): {problem}")
         if problem:
             _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
     problem = folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)

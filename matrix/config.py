@@ -214,7 +214,7 @@ class RunSettings(Strict):
     environments: Annotated[Items[Name], AfterValidator(_no_repeats)] = Field(min_length=1)
     cases_dir: PathText = "cases"
     images_dir: PathText = "images"
-    cache_dir: PathText = ".trtmatrix-cache"
+    cache_dir: PathText | None = None  # None: the user's cache (store/cache.py user_cache)
     reports_dir: PathText = "reports"
     timeout_s: float = Field(default=900, gt=0)
     jobs: int = Field(default=1, ge=1)

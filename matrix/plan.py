@@ -19,6 +19,7 @@ from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_file
                                   tool_versions, variant_key)
 from .sources import CaseSpec, Params, case_specs, check_known_issue_params, check_known_issues
 from .sources.known_issues import KnownIssue, load_registry, registry_path
+from .store.cache import cache_folder
 from .store.hashing import hash_files, hash_json
 
 
@@ -73,6 +74,8 @@ class Plan:
         return self.config_path.parent
 
     def path(self, setting: str) -> Path:
+        if setting == "cache_dir":
+            return cache_folder(self.root, self.config.run.cache_dir)
         return (self.root / getattr(self.config.run, setting)).resolve()
 
     def profile(self, name: str) -> Profile:

@@ -27,6 +27,7 @@ from .compare import compare_files
 from .environments import remove_left_behind
 from .environments.definitions import EnvDef
 from .environments.gpus import gpu_missing_reason
+from .environments.resolve import resolved_together
 from .environments.staging import stage_worker
 from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
@@ -43,7 +44,8 @@ from .sources.known_issues import apply_known_issues, faults_found, known_status
 from .sources.onnx_suites import suite_label
 from .statuses import ORDER
 from .store import RUNS, remove_dead_partials, stage_run, to_frame
-from .store.hashing import hash_files, hash_json
+from .store.cache import digest_memo
+from .store.hashing import hash_files, hash_json, remembered_digest
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail
@@ -100,7 +102,7 @@ class MatrixRun:
         self._model_digests: dict[Path, str] = {}
         self._shapes: dict[Path, dict] = {}
         self._rows = len({(cell.case, cell.params) for cell in plan.cells})  # artifacts at most, for progress
-        self.env_logs: dict[str, Path] = {}
+        self.env_logs: dict[str, str] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
         self._cells = {cell.cell_id: cell for cell in plan.cells}
         self._judging: dict[str, Future] = {}  # cells being judged while their environment runs
@@ -146,7 +148,7 @@ class MatrixRun:
 
     def _model_digest(self, artifacts: Path) -> str:
         if artifacts not in self._model_digests:
-            self._model_digests[artifacts] = hash_files([artifacts / MODEL])
+            self._model_digests[artifacts] = remembered_digest(artifacts / MODEL, digest_memo(self.cache, artifacts, MODEL))
         return self._model_digests[artifacts]
 
     def _input_shapes(self, artifacts: Path) -> dict:
@@ -161,6 +163,8 @@ class MatrixRun:
         """TensorRT: the input shapes of the rows of the case that share this cell's model, in the
         case's row order (the engine's optimisation profile spans them; opt is the first), and a
         name for their one engine; ((), None) where the cell's own inputs are all there is."""
+        if len(cell.span) < 2:  # one row, or not TensorRT: no model to compare (nor to hash)
+            return (), None
         own = self._model_digest(artifacts)
         shapes, keys = [], []
         for params, key in cell.span:
@@ -207,7 +211,7 @@ class MatrixRun:
     def _done(self, unit: EnvironmentUnit, result: UnitResult) -> None:
         """A unit's outcomes, back from wherever it ran: recorded, or compared and recorded."""
         self.env_seconds[unit.name] = result.seconds
-        if result.log:
+        if result.log is not None:
             self.env_logs[unit.name] = result.log
         cells = {p.cell.cell_id: p for p in unit.cells}
         for outcome in result.outcomes:
@@ -348,9 +352,11 @@ class MatrixRun:
         by_env: dict[str, list[Cell]] = defaultdict(list)
         for cell in self.plan.cells:
             by_env[cell.env].append(cell)
-        runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
-        with cache_lock(self.cache, "worker"):
-            worker_home = stage_worker(self.cache)
+        running = [self.plan.envs[name] for name in by_env if not env_skip_reason(self.plan.envs[name])]
+        with resolved_together(running, self.cache):
+            runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
+            with cache_lock(self.cache, "worker"):
+                worker_home = stage_worker(self.cache)
         self._judges = ThreadPoolExecutor(JUDGES, thread_name_prefix="judge")
         try:
             self.executor.run_all([self._unit(self.plan.envs[name], cells, worker_home)

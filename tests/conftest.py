@@ -64,7 +64,27 @@ def wait_for(check, seconds: float = 180.0):
 
 @pytest.fixture(scope="session")
 def cache_dir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("cache")
+    """The session's cache, laid out as the user's cache under an XDG_CACHE_HOME of its own
+    (`<xdg>/trtmatrix`), so a test of the default location shares its venvs."""
+    folder = tmp_path_factory.mktemp("xdg") / "trtmatrix"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_user_cache(cache_dir):
+    """Every run of the session, in-process or a subprocess, without a `cache_dir` of its matrix
+    file (the examples, the repository's own matrix files) uses the session's cache: the tests never
+    write into the cache of the person who runs them."""
+    from matrix.store.cache import CACHE_VARIABLE
+
+    before = os.environ.get(CACHE_VARIABLE)
+    os.environ[CACHE_VARIABLE] = str(cache_dir)
+    yield
+    if before is None:
+        os.environ.pop(CACHE_VARIABLE)
+    else:
+        os.environ[CACHE_VARIABLE] = before
 
 
 SMI = """#!/bin/sh

@@ -4,10 +4,10 @@ the folder, with this interpreter's bin folder (the repository's .venv) first on
 status, what it prints and the files it writes are checked against the README's markers (the
 conventions are in examples/README.md). So a walkthrough cannot drift from what trtmatrix does.
 
-The copy sits at <tmp>/examples/NN_name beside links named `cases` (the repository's cases/) and
-`.trtmatrix-cache` (this test session's cache), so the matrix files' own relative paths
-(`../../cases`, `../../.trtmatrix-cache`) hold unchanged and the venvs the other tests make are
-reused, not made again."""
+The copy sits at <tmp>/examples/NN_name beside a link named `cases` (the repository's cases/), so
+the matrix files' own relative paths (`../../cases`) hold unchanged; their cache is the user's,
+which conftest points at this test session's (TRTMATRIX_CACHE_DIR), so the venvs the other tests
+make are reused, not made again."""
 
 from __future__ import annotations
 
@@ -104,10 +104,9 @@ def files(folder: Path) -> set[str]:
             if p.is_file() and "__pycache__" not in p.parts}
 
 
-def stage(example: Path, root: Path, cache_dir: Path) -> Path:
+def stage(example: Path, root: Path) -> Path:
     """A fresh copy of the example at <root>/examples/<name>, without what its README says it
-    writes (a developer's earlier run of it), beside links to the repository's cases and to the
-    test session's cache."""
+    writes (a developer's earlier run of it), beside a link to the repository's cases."""
     written = [w for block in blocks(example / "README.md") for w in block.writes]
     copy = root / "examples" / example.name
     copy.mkdir(parents=True)
@@ -115,9 +114,8 @@ def stage(example: Path, root: Path, cache_dir: Path) -> Path:
         if not any(_matches(name, pattern) for pattern in written):
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(example / name, copy / name)
-    for link, target in (("cases", REPO / "cases"), (".trtmatrix-cache", cache_dir)):
-        if not (root / link).exists():
-            (root / link).symlink_to(target)
+    if not (root / "cases").exists():
+        (root / "cases").symlink_to(REPO / "cases")
     return copy
 
 
@@ -150,11 +148,11 @@ def run_walkthrough(folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("example", WALKTHROUGHS, ids=[p.name for p in WALKTHROUGHS])
-def test_the_walkthrough_runs_as_its_readme_says(example, tmp_path, cache_dir):
+def test_the_walkthrough_runs_as_its_readme_says(example, tmp_path):
     text = (example / "README.md").read_text()
     assert all(section in text for section in SECTIONS), f"{example.name}/README.md needs the sections {SECTIONS}"
     assert blocks(example / "README.md"), f"{example.name}/README.md has no bash block"
-    problems = run_walkthrough(stage(example, tmp_path, cache_dir))
+    problems = run_walkthrough(stage(example, tmp_path))
     assert not problems, "\n".join(problems)
 
 

@@ -30,16 +30,19 @@ def open_backend(envdef: EnvDef, cache_dir: Path, worker_home: Path, run_id: str
     return VenvBackend(envdef, cache_dir, worker_home)
 
 
-def planned_fingerprints(envdefs: list[EnvDef]) -> dict[str, str | None]:
+def planned_fingerprints(envdefs: list[EnvDef], cache_dir: Path) -> dict[str, str | None]:
     """What each environment's fingerprint would be in a run, found without changing anything
-    (no venv made, no image built or pulled, no worker staged): a venv's resolution (by uv, which may
-    refresh its own cache; nothing installed), a docker environment's image id or "absent" — looked up in Docker, read
+    (no venv made, no image built or pulled, no worker staged): a venv's resolution (the one a run
+    kept in the cache lately, else by uv, which may refresh its own cache; nothing installed or kept), a docker environment's image id or "absent" — looked up in Docker, read
     only — each with the host's GPUs for GPU environments; None where that cannot be known (the
     requirements do not resolve, no Docker engine answers)."""
     from .host import host_fingerprint
+    from .resolve import resolved_together
     from .venv import venv_fingerprint
 
     found: dict[str, str | None] = {}
+    with resolved_together(envdefs, cache_dir, keep=False):  # at once, then each from the process's cache
+        pass
     for envdef in (e for e in envdefs if e.backend != "docker"):
         try:
             found[envdef.name] = (host_fingerprint if envdef.backend == "host" else venv_fingerprint)(envdef)

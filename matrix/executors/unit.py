@@ -67,7 +67,9 @@ class CellOutcome:
 @dataclass
 class UnitResult:
     outcomes: list[CellOutcome]
-    log: Path | None = None  # the worker's / container's own output, when a worker ran
+    # The worker's / container's own output, when a worker ran: read while this unit held its
+    # environment's lock, since the next run of the environment (from any folder) writes the same file.
+    log: str | None = None
     seconds: float = 0.0
 
 
@@ -134,7 +136,7 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
             raws, log = _run_spread(backend, unit, [job for job, _ in jobs], [gpu, *more], on_event, node)
     outcomes += [CellOutcome(job.cell.cell_id, {**raws[job.cell.cell_id], **facts}, key, job.result_dir)
                  for job, key in jobs]
-    return UnitResult(outcomes, log=log)
+    return UnitResult(outcomes, log=log.read_text(errors="replace") if log.is_file() else None)
 
 
 def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..case import CaseDef
 from ..config import NAME_PATTERN, CaseEntry, ConfigError, MatrixConfig, input_set_name, param_values_problem
-from ..store.cache import case_index
+from ..store.cache import cache_folder, case_index
 from .case_files import declared_cases, discover_cases
 from .known_issues import REGISTRY, KnownIssue, value_kind
 from .onnx_files import check_onnx_case
@@ -81,13 +81,14 @@ def case_specs(config: MatrixConfig, config_path: Path, engines: set[str],
     that is used: the BGE reranker's imports transformers, seconds on a GPU host). `engines`: those
     of the matrix's environments, which decide the suite tests that are rows."""
     root = config_path.parent
+    cache = cache_folder(root, config.run.cache_dir)
     chosen = {name: entry for name, entry in config.cases.items() if not only or name in only}
     wanted = {name for name, entry in chosen.items() if not (entry.onnx or entry.is_suite)}
-    found = discover_cases(root / config.run.cases_dir, wanted, case_index(root / config.run.cache_dir)) if wanted else {}
+    found = discover_cases(root / config.run.cases_dir, wanted, case_index(cache)) if wanted else {}
     specs = {}
     for name, entry in chosen.items():
         if entry.is_suite:
-            tests, left_out = _suite(name, entry, root / config.run.cache_dir, config_path, engines)
+            tests, left_out = _suite(name, entry, cache, config_path, engines)
             spec = CaseSpec(name, entry, root, suite=tests, left_out=left_out)
         elif entry.onnx:
             spec = CaseSpec(name, entry, root)

@@ -93,7 +93,7 @@ def write_tables(run_dir: Path, frame: pd.DataFrame) -> None:
 
 
 def stage_run(reports_dir: Path, meta: dict, frame: pd.DataFrame, result_dirs: dict[str, Path],
-              env_logs: dict[str, Path], references: list[Path]) -> Path:
+              env_logs: dict[str, str], references: list[Path]) -> Path:
     """Write a run folder under its temporary name `<run-id>.partial`; finish_run gives it its name.
     `references`: each artifact's reference file; its inputs file beside it is kept too (a case's
     mask input, when `report` re-judges)."""
@@ -107,7 +107,7 @@ def stage_run(reports_dir: Path, meta: dict, frame: pd.DataFrame, result_dirs: d
 
 
 def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: dict[str, Path],
-                     env_logs: dict[str, Path], references: list[Path]) -> None:
+                     env_logs: dict[str, str], references: list[Path]) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     for folder in (tmp / CELLS, tmp / REFS, tmp / "envs"):
         folder.mkdir(parents=True)
@@ -118,8 +118,7 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
             if (directory / name).is_file():
                 _link_or_copy(directory / name, tmp / CELLS / f"{directory.name}{suffix}")
     for env, log in env_logs.items():  # the worker's / container's own output, per environment
-        if log.is_file():
-            shutil.copy2(log, tmp / "envs" / f"{env}.log")
+        (tmp / "envs" / f"{env}.log").write_text(log)
     for reference in references:
         _link_or_copy(reference, tmp / REFS / f"{reference.parent.name}.npz")
         if (inputs := reference.with_name(INPUTS)).is_file():

@@ -1,13 +1,16 @@
-"""The layout of the cache folder (`[run] cache_dir`): where prepared artifacts, job files, cell
-results and engine caches (TensorRT's timing cache, TensorRT-RTX's runtime cache) live, and which stored results may be reused.
+"""The cache folder: where it is (one per user unless the matrix file names one), its layout (where
+prepared artifacts, job files, cell results and engine caches — TensorRT's timing cache,
+TensorRT-RTX's runtime cache — live), and which stored results may be reused.
 
 Results and engine caches are kept per environment, so a container is given only its own
-folders to write to.
+folders to write to. Every entry is named by its content and written whole (a temporary name,
+then a rename) or under a lock (store/locks.py), so any number of folders and runs share one cache.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -21,6 +24,27 @@ NOT_REUSED = {"crash", "timeout"}
 ENGINE_FIELD = "engine_version"
 
 
+# Overrides the user's cache folder where the matrix file names none (a CI runner's mounted volume,
+# a test session's own folder).
+CACHE_VARIABLE = "TRTMATRIX_CACHE_DIR"
+
+
+def user_cache() -> Path:
+    """One cache per user, whichever folder a run starts from: identical cells of the same model in
+    two folders are one stored result. `$TRTMATRIX_CACHE_DIR`, else the XDG base directory rule
+    (`$XDG_CACHE_HOME/trtmatrix`, a relative `XDG_CACHE_HOME` ignored as the rule says, else
+    `~/.cache/trtmatrix`)."""
+    if chosen := os.environ.get(CACHE_VARIABLE):
+        return Path(chosen).expanduser().resolve()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "trtmatrix"
+
+
+def cache_folder(root: Path, cache_dir: str | None) -> Path:
+    """The matrix file's `[run] cache_dir` (relative to the file's folder), else the user's cache."""
+    return (root / cache_dir).resolve() if cache_dir else user_cache()
+
+
 def artifacts_folder(cache_dir: Path) -> Path:
     return cache_dir / "artifacts"
 
@@ -28,6 +52,16 @@ def artifacts_folder(cache_dir: Path) -> Path:
 def case_index(cache_dir: Path) -> Path:
     """What each case file declared, by the file's digest (sources/case_files.indexed_cases)."""
     return cache_dir / "case-index"
+
+
+def digest_memo(cache_dir: Path, artifacts: Path, name: str) -> Path:
+    """Where the digest of an artifact's file is remembered (hashing.remembered_digest)."""
+    return cache_dir / "digests" / f"{artifacts.name}.{name}.json"
+
+
+def resolutions_folder(cache_dir: Path) -> Path:
+    """Venv resolutions asked of the package index lately (environments/resolve.py)."""
+    return cache_dir / "resolutions"
 
 
 def jobs_folder(cache_dir: Path) -> Path:

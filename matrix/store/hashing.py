@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -20,3 +22,26 @@ def hash_files(paths: Iterable[Path], root: Path | None = None) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def remembered_digest(path: Path, memo: Path) -> str:
+    """hash_files([path]), remembered in the file `memo` with the file's identity (device, inode,
+    size, modification time), so that a file rewritten or replaced is hashed again. A gigabyte
+    model costs a second to hash, at every run that asks (the BGE reranker's, twice a re-run)."""
+    stat = path.stat()
+    identity = [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns]
+    try:
+        kept = json.loads(memo.read_text())
+        if kept["identity"] == identity:
+            return kept["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):  # none yet, or of another shape
+        pass
+    digest = hash_files([path])
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_name(f".{memo.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps({"identity": identity, "sha256": digest}))
+        tmp.replace(memo)
+    except OSError:  # a read-only cache: hashed again next time
+        pass
+    return digest

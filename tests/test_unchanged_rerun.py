@@ -1,0 +1,66 @@
+"""What the cache keeps so that an unchanged re-run is quick (issue 44, point 2), and when it lets
+go of it: venv resolutions asked of the index, digests of large artifact files. Real uv, real
+files, each step in a fresh process where a run would be one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO
+from matrix.store.hashing import hash_files, remembered_digest
+
+
+RESOLVE = """
+import json, sys
+from pathlib import Path
+from matrix.environments.definitions import load_envdefs
+from matrix.environments.resolve import resolve_env, resolved_together
+repo, cache = Path(sys.argv[1]), Path(sys.argv[2])
+[envdef] = load_envdefs(repo / "images", ("ort-1.32",), repo / "matrix.toml")
+with resolved_together([envdef], cache):
+    pass
+print(json.dumps(resolve_env(envdef).lock))
+"""
+
+
+def test_a_venv_resolution_stands_for_ten_minutes_then_is_asked_again(tmp_path):
+    """issue 44, point 2 (an unchanged re-run asks no index): the resolution a run got from the
+    index is kept in the cache; the next run within KEPT_S takes it as kept (its lock here carries
+    a mark the index would never give), a later one asks the index again and keeps the new answer.
+    Each step is a fresh process, as each run is."""
+    from matrix.environments.resolve import KEPT_S
+    from matrix.store.cache import resolutions_folder
+
+    def lock() -> str:
+        done = subprocess.run([sys.executable, "-c", RESOLVE, str(REPO), str(tmp_path)], capture_output=True,
+                              text=True, check=True)
+        return json.loads(done.stdout)
+
+    first = lock()
+    assert "onnxruntime==1.32.0" in first
+    [kept] = resolutions_folder(tmp_path).glob("*.json")
+    stored = json.loads(kept.read_text())
+    stored["resolution"]["lock"] += "marked==1\n"
+    kept.write_text(json.dumps(stored))
+    assert lock() == first + "marked==1\n"  # within KEPT_S: the kept one, no index asked
+    stored["at"] -= KEPT_S + 1
+    kept.write_text(json.dumps(stored))
+    assert lock() == first  # older: asked again
+    assert "marked" not in kept.read_text()
+
+
+def test_a_remembered_digest_holds_while_the_file_is_the_same_file(tmp_path):
+    """issue 44, point 2 (a re-run hashed the BGE reranker's gigabyte model twice): the digest is
+    remembered with the file's identity; the same file is not read again (the memo's digest, here
+    marked, is returned), a rewritten one is hashed again."""
+    model, memo = tmp_path / "model.onnx", tmp_path / "digests" / "model.json"
+    model.write_bytes(b"first model" * 1000)
+    first = remembered_digest(model, memo)
+    assert first == hash_files([model])
+    kept = json.loads(memo.read_text())
+    memo.write_text(json.dumps({**kept, "sha256": "marked"}))
+    assert remembered_digest(model, memo) == "marked"  # the same file: not hashed again
+    model.write_bytes(b"second model, longer" * 1000)
+    assert remembered_digest(model, memo) == hash_files([model]) != first
