@@ -217,7 +217,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
         left_out=left_out, left_out_reasons=Counter(left_out_kind(why) for _, _, why in left_out).most_common(),
         run=run, envs=envs, not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
-        plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame),
+        plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame, run.get("models")),
         model_checks=model_checks(frame), tensorrt_truth=no_tensorrt_compared(frame),
         speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None, places)) for case in cases],
         timing_p=P_THRESHOLD, timing_factor=f"{FACTOR:g}",
