@@ -37,6 +37,8 @@ from .upgrade import declared_only, default_pair, env_order, records_by_row, ver
 STATUSES = ORDER
 DETAILS = "report-details"  # the folder beside report.html
 DETAILS_CHUNK = 250  # cells per details file: one click loads one small file
+TIMING = "timing.js"  # in DETAILS: every timed cell's text for the speed table, loaded when it is opened
+PLOTTED_CASES = 24  # per-case plots drawn at most (the cases with the most failing cells beyond it)
 DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
     "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "extra_outputs", "drift_max_abs",
@@ -121,7 +123,9 @@ def case_plot(frame: pd.DataFrame, case: str, envs: list[str], column: str = "ma
     """A case's `column` per environment (its rows' `per_env`: the worst max_abs, the median
     latency) for each profile, on a log scale (exact zeros on a "0" row, NaN/Inf on a top row),
     with each profile's `line` (atol) dashed: geometry for a small inline SVG. `places` ({env:
-    where it runs}): a line per profile and place, never one joining a venv's point to a container's."""
+    where it runs}): a line per profile and place, never one joining a venv's point to a container's.
+    `frame` may be the case's cells alone (a run of a thousand cases is split once, not filtered
+    a thousand times)."""
     width, height, left, top, bottom = 560, 180, 46, 10, 40
     sub = frame[(frame["case"] == case) & frame[column].notna()]
     plotted = [e for e in envs if e in set(sub["env"])]
@@ -150,11 +154,59 @@ def case_plot(frame: pd.DataFrame, case: str, envs: list[str], column: str = "ma
 class Report:
     page: str  # report.html
     details: list[str]  # report-details/<n>.js: the details of cells n*DETAILS_CHUNK, ...
+    timing: str = "trtmatrixTiming([]);\n"  # report-details/timing.js: the speed table's cells
 
 
 def details_script(index: int, cells: list[dict]) -> str:
     """A details file: a call the page defines, so that it loads from file:// as a script."""
     return f"trtmatrixDetails({index}, {json.dumps(cells)});\n"  # NaN, Infinity: JavaScript has both
+
+
+# The engines' column groups, left to right: what the matrix is for (TensorRT) first, so that it is
+# in view in a window of ordinary width; other engines after it, in the order of upgrade.ENGINE_ORDER.
+GROUP_ORDER = {"tensorrt": 0, "tensorrt-rtx": 1, "torch": 2, "onnxruntime": 3}
+GROUP_NAMES = {"tensorrt": "TensorRT", "tensorrt-rtx": "TensorRT-RTX", "torch": "PyTorch", "onnxruntime": "onnxruntime"}
+
+
+def column_groups(frame: pd.DataFrame) -> list[tuple[str, list[str]]]:
+    """[(engine, [env, ...])]: the matrix's columns grouped by engine, TensorRT's first; within a
+    group in upgrade.env_order (by version; environments of which nothing ran after the rest)."""
+    engines = frame.groupby("env", sort=False)["engine"].first().to_dict()
+    groups: dict[str, list[str]] = {}
+    for env in env_order(frame):
+        groups.setdefault(engines[env], []).append(env)
+    return sorted(groups.items(), key=lambda group: GROUP_ORDER.get(group[0], len(GROUP_ORDER)))
+
+
+def _number(value):
+    """max_abs for the page's compact line: four significant digits are all the upgrade view
+    shows (its Δ and worst text), and a full float's repr is 22 characters at 50,000 cells."""
+    value = _plain(value)
+    return float(f"{value:.4g}") if isinstance(value, float) else value
+
+
+def cell_line(row_index: int, env_index: int, r: dict) -> list:
+    """What the upgrade view needs of a cell, inline: [row, env, status (index in ORDER), max_abs,
+    worst text where it is not max_abs's own (NaN×n, a missed reference NaN), drift text]; empty
+    trailing fields are left out."""
+    max_abs, worst = _number(r.get("max_abs")), worst_error(r, 3)
+    line = [row_index, env_index, STATUSES.index(r["status"]), max_abs,
+            None if isinstance(max_abs, float) and worst == f"{max_abs:.3e}" else worst, drift_text(r)]
+    while line[-1] is None:
+        line.pop()
+    return line
+
+
+def plotted_cases(frame: pd.DataFrame, limit: int) -> tuple[list[str], int]:
+    """The cases the per-case plots draw: every case up to `limit`, beyond it the `limit` cases with
+    the most cells that fail, err, crash or time out (a suite's thousand cases would be a thousand
+    plots), in their order in the run; with the number left out."""
+    cases = list(dict.fromkeys(frame["case"]))
+    if len(cases) <= limit:
+        return cases, 0
+    bad = frame["status"].isin(REGRESSED).groupby(frame["case"]).sum()
+    chosen = set(sorted(cases, key=lambda case: -bad.get(case, 0))[:limit])
+    return [case for case in cases if case in chosen], len(cases) - limit
 
 
 def not_run_columns(frame: pd.DataFrame, envs: list[str]) -> list[tuple[str, str, list[str]]]:
@@ -175,7 +227,8 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     """`findings`: what investigations wrote into the run folder (store/findings.py), shown in
     the details of the cells they concern. `against`: a_vs_b of the default pair, shown in the
     upgrade view when the reader looks at that pair."""
-    envs = env_order(frame)
+    groups = column_groups(frame)
+    envs = [env for _, members in groups for env in members]
     shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
     engines = frame.groupby("env")["engine"].first().to_dict()
     declared = declared_only(frame)
@@ -188,22 +241,19 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     away = any(set(n) - {run.get("host")} for n in ran_on.values())
     nodes = {env: ran_on.get(env, []) if away else [] for env in envs}
     config = run.get("config", "matrix.toml")
-    cells, lines, rows = [], [], []
+    cells, lines, rows, timing = [], [], [], []
     tested = tested_operators(frame)
     timing_envs, timed = timing_view(frame)
     timings = {(row["row_id"], env): cell for row in timed for env, cell in zip(timing_envs, row["cells"]) if cell}
+    column = {env: i for i, env in enumerate(envs)}
     for row_id, group in records_by_row(frame).items():
         by_env = {}
         for r in group:
-            by_env[r["env"]] = {"index": len(cells), "status": r["status"], "text": key_number(r),
-                                "cell_id": r["cell_id"]}
+            by_env[r["env"]] = {"status": r["status"], "text": key_number(r)}
+            if timed_cell := timings.get((row_id, r["env"])):  # the speed table's, loaded when it is opened
+                timing.append([len(cells), timing_text(timed_cell), timed_cell["flag"]])
             cells.append({**cell_data(r, config), "findings": shown.get(r["cell_id"], {})})
-            # What the upgrade view and the speed table need of every cell, inline:
-            # [row, env, status, worst, drift, max_abs, timing text, timing flag]
-            timing = timings.get((row_id, r["env"]))
-            lines.append([len(rows), envs.index(r["env"]), r["status"], worst_error(r, 3), drift_text(r),
-                          _plain(r.get("max_abs")), timing_text(timing) if timing else None,
-                          timing["flag"] if timing else None])
+            lines.append(cell_line(len(rows), column[r["env"]], r))
         first = group[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
                      "operators": " ".join(tested.get(row_id, [])),
@@ -211,23 +261,29 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
                      "cells": [by_env.get(e) for e in envs]})
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))
+    drawn, undrawn = plotted_cases(frame, PLOTTED_CASES)
+    by_case = dict(list(frame[frame["case"].isin(drawn)].groupby("case", sort=False)))
     places = place_names(frame)
+    flags = Counter(flag for _, _, flag in timing if flag)
     left_out = [(case, test, why) for case, tests in (run.get("left_out") or {}).items() for test, why in tests.items()]
     page = TEMPLATES.get_template("report.html.j2").render(
         left_out=left_out, left_out_reasons=Counter(left_out_kind(why) for _, _, why in left_out).most_common(),
-        run=run, envs=envs, not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
+        run=run, envs=envs, groups=[(GROUP_NAMES.get(engine, engine), members) for engine, members in groups],
+        not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
-        plots=[(case, case_plot(frame, case, envs)) for case in cases], forecasts=forecasts(frame, run.get("models")),
+        plots=[(case, case_plot(by_case[case], case, envs)) for case in drawn], undrawn=undrawn,
+        forecasts=forecasts(frame, run.get("models")),
         model_checks=model_checks(frame), tensorrt_truth=no_tensorrt_compared(frame),
-        speed_plots=[(case, case_plot(frame, case, envs, "infer_ms", "median", None, places)) for case in cases],
+        speed_plots=[(case, case_plot(by_case[case], case, envs, "infer_ms", "median", None, places)) for case in drawn],
         timing_p=P_THRESHOLD, timing_factor=f"{FACTOR:g}",
         operators=operator_counts(frame, tested), mismatches=version_mismatches(frame),
         data={"cells": lines, "rows": [row["row_id"] for row in rows], "envs": envs, "pair": default_pair(frame),
               "against": {row: a_vs_b_text(m) for row, m in (against or {}).items()},
-              "details": {"folder": DETAILS, "chunk": DETAILS_CHUNK},
+              "details": {"folder": DETAILS, "chunk": DETAILS_CHUNK, "timing": TIMING},
+              "speed_flags": {"slower": flags["slower"], "faster": flags["faster"]}, "order": STATUSES,
               # statuses.change, in the browser: the upgrade view for any pair the reader picks
               "statuses": {"good": sorted(GOOD), "bad": sorted(BAD), "regressed": sorted(REGRESSED),
                            "not_comparable": sorted(NOT_COMPARABLE),
                            "changes": CHANGES}})
     return Report(page, [details_script(i // DETAILS_CHUNK, cells[i:i + DETAILS_CHUNK])
-                         for i in range(0, len(cells), DETAILS_CHUNK)])
+                         for i in range(0, len(cells), DETAILS_CHUNK)], f"trtmatrixTiming({json.dumps(timing)});\n")
