@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from ..statuses import BAD, CHANGES, GOOD, NOT_COMPARABLE, ORDER, REGRESSED
 from .findings_view import findings_by_cell, forecasts, model_checks
@@ -57,6 +58,9 @@ TRTMATRIX = shlex.quote(str(_BESIDE)) if _BESIDE.is_file() else "trtmatrix"
 
 # The templates of every page (report, index, history), shared by html and publish.
 TEMPLATES = Environment(loader=PackageLoader("matrix.report", "templates"), autoescape=select_autoescape(default=True))
+# JSON in pages without the spaces after its commas: at 50,000 cells half a megabyte of the page.
+TEMPLATES.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}
+COMPACT = {"separators": (",", ":")}
 
 
 # The columns key_number reads: the history page hands it only these (a dict of every column of
@@ -178,7 +182,7 @@ class Report:
 
 def details_script(index: int, cells: list[dict]) -> str:
     """A details file: a call the page defines, so that it loads from file:// as a script."""
-    return f"trtmatrixDetails({index}, {json.dumps(cells)});\n"  # NaN, Infinity: JavaScript has both
+    return f"trtmatrixDetails({index}, {json.dumps(cells, **COMPACT)});\n"  # NaN, Infinity: JavaScript has both
 
 
 # The engines' column groups, left to right: what the matrix is for (TensorRT) first, so that it is
@@ -214,6 +218,23 @@ def cell_line(row_index: int, env_index: int, r: dict) -> list:
     while line[-1] is None:
         line.pop()
     return line
+
+
+def matrix_body(rows: list[dict]) -> Markup:
+    """The matrix's <tbody> rows, escaped: made here rather than in the template, where 50,000
+    cells cost seconds of attribute look-ups. Cells carry only their class and text (the page's
+    script gives them ids, focus and their details index)."""
+    out = []
+    for row in rows:
+        row_id = escape(row["row_id"])
+        ops = f' data-ops=" {escape(row["operators"])} "' if row["operators"] else ""
+        params = "".join(f' <span class="muted">{escape(k)}={escape(v)}</span>' for k, v in row["params"].items())
+        cells = "".join(f'<td class="c {escape(cell["status"])}">{escape(cell["text"])}</td>' if cell else "<td></td>"
+                        for cell in row["cells"])
+        out.append(f'<tr id="row-{row_id}" data-case="{escape(row["case"])}" data-statuses="{escape(row["statuses"])}" '
+                   f'data-row="{row_id}"{ops}><th class="row">{escape(row["case"])}{params} · {escape(row["profile"])}'
+                   f'<a class="anchor" href="#row-{row_id}">#</a></th>{cells}</tr>')
+    return Markup("\n".join(out))
 
 
 def plotted_cases(frame: pd.DataFrame, limit: int) -> tuple[list[str], int]:
@@ -282,14 +303,15 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     counts = frame["status"].value_counts().reindex(STATUSES, fill_value=0)
     cases = list(dict.fromkeys(frame["case"]))
     drawn, undrawn = plotted_cases(frame, PLOTTED_CASES)
-    by_case = dict(list(frame[frame["case"].isin(drawn)].groupby("case", sort=False)))
+    plotted = frame.loc[frame["case"].isin(drawn), ["case", "env", "profile", "max_abs", "atol", "infer_ms"]]
+    by_case = dict(list(plotted.groupby("case", sort=False)))  # what case_plot reads, split once
     places = place_names(frame)
     flags = Counter(flag for _, _, flag in timing if flag)
     left_out = [(case, test, why) for case, tests in (run.get("left_out") or {}).items() for test, why in tests.items()]
     page = TEMPLATES.get_template("report.html.j2").render(
         left_out=left_out, left_out_reasons=Counter(left_out_kind(why) for _, _, why in left_out).most_common(),
         run=run, envs=envs, groups=[(GROUP_NAMES.get(engine, engine), members) for engine, members in groups],
-        not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, cases=cases,
+        not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, body=matrix_body(rows), cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(by_case[case], case, envs)) for case in drawn], undrawn=undrawn,
         forecasts=forecasts(frame, run.get("models")),
@@ -306,4 +328,4 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
                            "not_comparable": sorted(NOT_COMPARABLE),
                            "changes": CHANGES}})
     return Report(page, [details_script(i // DETAILS_CHUNK, cells[i:i + DETAILS_CHUNK])
-                         for i in range(0, len(cells), DETAILS_CHUNK)], f"trtmatrixTiming({json.dumps(timing)});\n")
+                         for i in range(0, len(cells), DETAILS_CHUNK)], f"trtmatrixTiming({json.dumps(timing, **COMPACT)});\n")
