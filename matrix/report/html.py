@@ -270,7 +270,6 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     groups = column_groups(frame)
     envs = [env for _, members in groups for env in members]
     shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
-    engines = frame.groupby("env")["engine"].first().to_dict()
     declared = declared_only(frame)
     versions = {env: text + (" (declared)" if env in declared and text else "") for env, (_, text) in version_texts(frame).items()}
     gpus = {env: group["gpu"].dropna().iloc[0] for env, group in frame.groupby("env") if group["gpu"].notna().any()}
@@ -311,7 +310,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     page = TEMPLATES.get_template("report.html.j2").render(
         left_out=left_out, left_out_reasons=Counter(left_out_kind(why) for _, _, why in left_out).most_common(),
         run=run, envs=envs, groups=[(GROUP_NAMES.get(engine, engine), members) for engine, members in groups],
-        not_run=not_run_columns(frame, envs), engines=engines, versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, body=matrix_body(rows), cases=cases,
+        not_run=not_run_columns(frame, envs), versions=versions, gpus=gpus, devices=devices, nodes=nodes, rows=rows, body=matrix_body(rows), cases=cases,
         counts={s: int(n) for s, n in counts.items()}, statuses=STATUSES,
         plots=[(case, case_plot(by_case[case], case, envs)) for case in drawn], undrawn=undrawn,
         forecasts=forecasts(frame, run.get("models")),
