@@ -2,12 +2,14 @@
 autoescaping on, because engine logs and errors contain `<` and `&`, and its cells' details in
 report-details/<n>.js beside it.
 
-The matrix itself is static HTML (readable without JavaScript). The filters and the upgrade view
-read a compact line per cell from an embedded JSON block (jinja's `tojson`, which escapes `<`, `>`
-and `&`). A cell's details (messages, logs, metrics per output, findings) are fetched when it is
-opened: a script file per DETAILS_CHUNK cells, loaded by a <script> element because that works
-from file:// pages too, where fetch() does not. At 5,000 cells the page stays a few MB and opens
-in about a second (bench/report_bench.py). Everything is written to the page with textContent.
+The matrix itself is static HTML, its columns in engine groups with TensorRT's first; each cell
+only its colour and text (readable without JavaScript), its permalink id and details index given
+by the script. The filters and the upgrade view read a compact line per cell from an embedded JSON
+block (jinja's `tojson`, which escapes `<`, `>` and `&`). A cell's details (messages, logs,
+metrics per output, findings) are fetched when it is opened: a script file per DETAILS_CHUNK
+cells, loaded by a <script> element because that works from file:// pages too, where fetch()
+does not; the speed table's texts likewise (TIMING). At 50,000 cells the page stays under 5 MB
+(bench/report_bench.py). Everything is written to the page with textContent.
 """
 
 from __future__ import annotations
