@@ -182,25 +182,30 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         raise typer.Exit(EXIT_INTERNAL)
 
 
-def _baseline(path: Path | None) -> Path | None:
-    """--baseline's run, found before anything runs: a wrong path costs no run."""
+def _baseline(path: Path | None):
+    """--baseline's run and its results, read before anything runs: a wrong path or a damaged run
+    costs no run."""
+    from .store import read_run
     from .store.baseline import find_baseline
 
+    if path is None:
+        return None
     try:
-        return find_baseline(path) if path is not None else None
+        found = find_baseline(path)
+        return found, read_run(found)
     except ConfigError as exc:
         _fail(f"--baseline {exc}")
 
 
-def _gate(reports_dir: Path, run_dir: Path, frame, baseline: Path | None, strict: bool) -> bool:
-    """Whether the run exits 1: a regression against the baseline (else the previous whole run in
-    the reports folder) or, `strict`, any failure no known issue covers. Both listed on stderr."""
+def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bool:
+    """Whether the run exits 1: a regression against `baseline` ((run folder, results); else the
+    previous whole run in the reports folder) or, `strict`, any failure no known issue covers.
+    Both listed on stderr."""
     from .report.console import console, escape, uncovered_lines
-    from .store import read_run
 
     if baseline is not None:
-        console.print(escape(f"compared with the baseline run {baseline}"), soft_wrap=True)
-    newly = _newly_failing(reports_dir, run_dir, frame, (baseline, read_run(baseline)) if baseline else None)
+        console.print(escape(f"compared with the baseline run {baseline[0]}"), soft_wrap=True)
+    newly = _newly_failing(reports_dir, run_dir, frame, baseline)
     uncovered = uncovered_lines(frame) if strict else []
     for line in uncovered:
         console.print(line, soft_wrap=True)
