@@ -14,6 +14,7 @@ does not; the speed table's texts likewise (TIMING). At 50,000 cells the page st
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shlex
@@ -113,10 +114,17 @@ def plain_details(frame: pd.DataFrame) -> dict[str, dict]:
     return {cell: dict(zip(DETAIL_FIELDS, values)) for cell, values in zip(frame["cell_id"], zip(*columns))}
 
 
+@functools.lru_cache(maxsize=None)
+def params_of(text: str) -> dict:
+    """A row's parameters from their JSON, read once per distinct text (a run of 50,000 cells has a
+    handful); the dict is shared, never changed."""
+    return json.loads(text)
+
+
 def cell_data(row: dict, config: str, plain: dict) -> dict:
     """A cell's details; `plain`: its DETAIL_FIELDS from plain_details."""
     data = dict(plain)
-    data["params"] = json.loads(row["params"])
+    data["params"] = params_of(row["params"])
     data["outputs"] = [{k: _plain(v) if isinstance(v, float) else v for k, v in o.items()}
                        for o in json.loads(row["outputs"] or "[]")]
     data["worst"] = worst_error(row, 3)
@@ -297,7 +305,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
             cells.append({**cell_data(r, config, plain[r["cell_id"]]), "findings": shown.get(r["cell_id"], {})})
             lines.append(cell_line(len(rows), column[r["env"]], r))
         first = group[0]
-        rows.append({"row_id": row_id, "case": first["case"], "params": json.loads(first["params"]),
+        rows.append({"row_id": row_id, "case": first["case"], "params": params_of(first["params"]),
                      "operators": " ".join(tested.get(row_id, [])),
                      "profile": first["profile"], "statuses": " ".join(sorted({r["status"] for r in group})),
                      "cells": [by_env.get(e) for e in envs]})
