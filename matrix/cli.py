@@ -37,6 +37,13 @@ CellsOpt = Annotated[Optional[list[str]], typer.Option(
 ShardOpt = Annotated[Optional[str], typer.Option(
     metavar="I/N", help="Only the I-th of N balanced parts of the plan (CI job matrices); "
                         "`trtmatrix merge` puts the N runs together.")]
+BaselineOpt = Annotated[Optional[Path], typer.Option(
+    metavar="PATH", help="Compare with this run for exit 1 instead of the previous run in the reports folder: a run "
+                         "folder, or a folder that holds one (an unpacked artifact of the last nightly); the newest "
+                         "whole run in it. For CI runners that start with an empty reports folder.")]
+StrictOpt = Annotated[bool, typer.Option(
+    "--strict", help="Exit 1 also on any fail, error, crash or timeout that no known issue covers, new or not "
+                     "(a first run, a runner with nothing to compare with).")]
 RunArg = Annotated[Optional[str], typer.Argument(
     metavar="RUN", help="Run id, id prefix or run folder (default: the newest run).")]
 
@@ -124,15 +131,16 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         ray: Annotated[Optional[str], typer.Option(
             "--ray", metavar="ADDRESS", help="Run the environments on this Ray cluster ('auto', host:port, "
                                              "ray://host:10001); needs the ray extra.")] = None,
-        shard: ShardOpt = None,
+        shard: ShardOpt = None, baseline: BaselineOpt = None, strict: StrictOpt = False,
         ) -> None:
     """Run the matrix and write <reports_dir>/runs/<run-id>/ (results, report.html); progress and
     tables go to stderr, the run folder's path is stdout's last line. Exit 1 when a cell newly
-    fails compared with the previous run (a regression), 2 on bad input (one line naming the file
-    and key), 3 when trtmatrix itself fails, 128 + n when stopped by signal n, 0 otherwise."""
+    fails compared with the previous run (a regression; --baseline: compared with that run) or,
+    with --strict, when any cell fails, errs, crashes or times out outside a known issue; 2 on bad
+    input (one line naming the file and key), 3 when trtmatrix itself fails, 128 + n when stopped
+    by signal n, 0 otherwise."""
     from .report.causes import no_tensorrt_compared
     from .report.reference_lines import reference_lines
-    from .statuses import UNJUDGED
     from .report.console import RunProgress, console, escape, left_out_line, print_results, totals_line
     from .report.junit import write_junit
     from .report.look_at import LOOK_AT
@@ -147,6 +155,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
                        "nothing run, nothing written", err=True)
             return
     _check_outputs(the_plan, junit_xml)
+    baseline_run = _baseline(baseline)
     executor = _executor(the_plan, ray)
     with RunProgress(len(the_plan.cells)) as progress:  # a stop: main() ends it
         run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress, executor=executor).execute()
@@ -162,7 +171,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         console.print(f"[bold yellow]{escape(line)}[/]", soft_wrap=True)
     _warn_several_issues(frame, the_plan.known_issues)
     console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
-    newly_failing = _newly_failing(the_plan.path("reports_dir"), run_dir, frame)
+    newly_failing = _gate(the_plan.path("reports_dir"), run_dir, frame, baseline_run, strict)
     junit_failed = False
     if junit_xml:
         try:  # checked before the run; a full disk now must not hide the regressions below
@@ -171,22 +180,56 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
             console.print(escape(f"error: --junit-xml {junit_xml}: {exc.strerror or exc}"), soft_wrap=True)
             junit_failed = True
     typer.echo(str(run_dir))
-    if newly_failing or frame["status"].isin(UNJUDGED).any():
+    if newly_failing:
         raise typer.Exit(EXIT_REGRESSION)
     if junit_failed:
         raise typer.Exit(EXIT_INTERNAL)
 
 
-def _newly_failing(reports_dir: Path, run_dir: Path, frame) -> bool:
-    """Whether a cell of `frame` newly fails against the previous whole run (a regression: exit 1);
-    each such cell listed on stderr."""
+def _baseline(path: Path | None):
+    """--baseline's run and its results, read before anything runs: a wrong path or a damaged run
+    costs no run."""
+    from .store import read_run
+    from .store.baseline import find_baseline
+
+    if path is None:
+        return None
+    try:
+        found = find_baseline(path)
+        return found, read_run(found)
+    except ConfigError as exc:
+        _fail(f"--baseline {exc}")
+
+
+def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bool:
+    """Whether the run exits 1: a regression against `baseline` ((run folder, results); else the
+    previous whole run in the reports folder) or, `strict`, any failure no known issue covers
+    (both listed on stderr); or a cell not judged for want of a trustworthy reference (said above)."""
+    from .report.console import console, escape, uncovered_lines
+    from .statuses import UNJUDGED
+
+    if baseline is not None:
+        console.print(escape(f"compared with the baseline run {baseline[0]}"), soft_wrap=True)
+    newly = _newly_failing(reports_dir, run_dir, frame, baseline)
+    uncovered = uncovered_lines(frame) if strict else []
+    for line in uncovered:
+        console.print(line, soft_wrap=True)
+    return newly or bool(uncovered) or bool(frame["status"].isin(UNJUDGED).any())
+
+
+def _newly_failing(reports_dir: Path, run_dir: Path, frame, before=None) -> bool:
+    """Whether a cell of `frame` newly fails against `before` ((run folder, results)), by default
+    the previous whole run (a regression: exit 1); each such cell listed on stderr."""
     from .report.console import console, escape
     from .report.error_text import worst_error
     from .report.upgrade import regressions
     from .store import previous_results
 
-    before = previous_results(reports_dir, run_dir)
+    before = before or previous_results(reports_dir, run_dir)
     newly = regressions(before[1], frame) if before else []
+    if before and not frame["cell_id"].isin(before[1]["cell_id"]).any():
+        console.print(escape(f"warning: run {before[0].name} has none of this run's cells: nothing to compare with "
+                             "(another matrix?)"), soft_wrap=True)
     if len(newly):
         console.print(f"[bold red]{len(newly)} cell{'s' * (len(newly) != 1)} newly fail{'s' * (len(newly) == 1)} "
                       f"compared with run {before[0].name}:[/]")
@@ -374,11 +417,13 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
 def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The shards' runs: ids, id prefixes or run folders.")],
           config: RunsConfigOpt = None,
           junit_xml: Annotated[Optional[Path], typer.Option(help="Also write the merged cells as JUnit XML here.")] = None,
+          baseline: BaselineOpt = None, strict: StrictOpt = False,
           ) -> None:
     """Put the N shards of a sharded run (`run --shard I/N`) together as one new run in the matrix
     file's reports folder — the newest, with results, report, index and history. Refuses runs
     that are not all N shards of one plan. Exit 1 when a cell newly fails compared with the
-    previous whole run, as `run` does."""
+    previous whole run (or --baseline), or with --strict on any failure outside a known issue,
+    as `run` does."""
     from .report.publish import publish_staged
     from .run import new_run_id
     from .store import REPORT
@@ -386,6 +431,7 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
 
     reports_dir = _reports_dir(config)
     _check_output("--junit-xml", junit_xml)
+    baseline_run = _baseline(baseline)
     run_dirs = [_run_dir(config, ref) for ref in runs]
     config = _matrix_file(config)
     order = [c.cell_id for c in _plan(config).cells] if config else []
@@ -404,7 +450,7 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
     typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards", err=True)
     typer.echo(f"report: {run_dir / REPORT}", err=True)
     typer.echo(str(run_dir))  # the last line, as `run` prints it
-    if _newly_failing(reports_dir, run_dir, frame):  # the merged run is judged as a whole run is
+    if _gate(reports_dir, run_dir, frame, baseline_run, strict):  # the merged run is judged as a whole run is
         raise typer.Exit(EXIT_REGRESSION)
 
 
@@ -512,6 +558,10 @@ def summary(run_ref: RunArg = None, config: RunsConfigOpt = None,
         _write_output("--output", output, lambda target: target.write_text(text))
     else:
         typer.echo(text, nl=False)
+    if not link_base:  # the Markdown is made to be pasted, where a relative link leads nowhere
+        typer.echo(f"note: the cell links point to {here}, relative to {'the file' if output else 'the run folder'}: "
+                   "pasted into a pull request or release notes they break; --link-base URL (the published "
+                   "report's address) makes links that work anywhere", err=True)
 
 
 @app.command()

@@ -367,12 +367,23 @@ class MatrixRun:
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
         return apply_known_issues(to_frame(ordered), self.plan.known_issues)
 
+    def _model_files(self) -> dict[str, str]:
+        """{artifact: the ONNX file of its model}: the user's own file, or the export trtmatrix made
+        (in the cache); what the report's ready-to-paste trtexec and Polygraphy lines name. A
+        suite's thousands of tests are left out (their forecasts name model.onnx)."""
+        files = {}
+        for (case, params), artifacts in self._artifacts.items():
+            spec = self.plan.cases[case]
+            if isinstance(artifacts, Path) and spec.suite is None:
+                files[artifacts.name] = str(spec.onnx_paths(params)["onnx"] if spec.is_onnx_file else artifacts / MODEL)
+        return files
+
     def _store(self, reports_dir: Path, frame: pd.DataFrame) -> Path:
         references = [a / REFERENCE for a in self._artifacts.values() if isinstance(a, Path)]
         meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
                 "environment_seconds": self.env_seconds, "plan_key": self.plan.plan_key,
-                "left_out": self.plan.left_out,
+                "left_out": self.plan.left_out, "models": self._model_files(),
                 **({"shard": self.plan.shard, "empty_shards": list(self.plan.empty_shards)} if self.plan.shard else {}),
                 "trtmatrix": trtmatrix_version()}
         return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references), frame)

@@ -130,7 +130,10 @@ def test_the_whole_node_suite_runs_on_three_versions_and_the_report_lists_what_c
     newly_passing = both[(both["ort-1.20"] != "pass") & (both["ort-1.32"] == "pass")].index
     assert len(newly_passing) > 100
     html = (run_dir / "report.html").read_text()
-    assert all(f'id="cell-{row}/ort-1.32"' in html for row in newly_passing[:50])
+    data = json.loads(html.split('<script type="application/json" id="data">')[1].split("</script>")[0])
+    column = data["envs"].index("ort-1.32")
+    listed = {data["rows"][line[0]] for line in data["cells"] if line[1] == column and data["order"][line[2]] == "pass"}
+    assert set(newly_passing[:50]) <= listed
     # Per operator: RMSNormalization (opset 23) is every test_rms_normalization* test, its
     # _expanded twins included; 1.17 and 1.20 read none of them, 1.32 passes them all.
     rms = frame[frame["row_id"].str.startswith("onnx_node/test=test_rms_normalization")]

@@ -89,11 +89,12 @@ def visible_rows(page):
 def test_the_matrix_renders_every_row_and_cell(page, report_run):
     run_dir, frame = report_run
     assert visible_rows(page).count() == frame["row_id"].nunique() == 3
-    headers = page.locator("#matrix thead th").all_inner_texts()
-    assert [h.split("\n")[0] for h in headers[1:]] == ["ort-1.17", "ort-1.32", "trt-10.8"]  # ordered by version
+    # Engine groups, TensorRT's first (issue 44, point 4), each named once above its columns.
+    assert page.locator("#matrix thead th.group").all_inner_texts() == ["TensorRT", "onnxruntime"]
+    headers = page.locator("#matrix thead th[data-gpu]").all_inner_texts()
+    assert [h.split("\n")[0] for h in headers] == ["trt-10.8", "ort-1.17", "ort-1.32"]  # by version in a group
     # A version no cell ran is the definition's, and says so; a version that ran is the one reported.
-    assert [h.split("\n")[1] for h in headers[1:]] == ["onnxruntime 1.17.3", "onnxruntime 1.32.0",
-                                                       "tensorrt 10.8.0.43 (declared)"]
+    assert [h.split("\n")[1] for h in headers] == ["10.8.0.43 (declared)", "1.17.3", "1.32.0"]
     failing = page.locator("[id='cell-wrong/fp32/ort-1.17']")
     assert "fail" in failing.get_attribute("class")
     assert failing.inner_text() == f"{frame.set_index('cell_id').loc['wrong/fp32/ort-1.17', 'max_abs']:.1e}"
@@ -151,11 +152,13 @@ def test_the_upgrade_view_lists_the_right_cells(page):
     page.select_option("#env-a", "ort-1.17")
     page.select_option("#env-b", "ort-1.32")
     assert page.locator("#upgrade-newly-supported + table a").all_inner_texts() == ["ir10/fp32"]
-    assert page.locator("#upgrade-newly-failing").inner_text() == "newly failing (0)"
+    # Only the groups that hold rows: no empty "(0)" headings (issue 44, point 4).
+    assert page.locator("#upgrade-newly-failing").count() == 0
+    assert not any(h.endswith("(0)") for h in page.locator("#upgrade-lists h3").all_inner_texts())
     page.select_option("#env-a", "ort-1.32")
     page.select_option("#env-b", "ort-1.17")
     assert page.locator("#upgrade-newly-unsupported + table a").all_inner_texts() == ["ir10/fp32"]
-    assert page.locator("#upgrade-newly-failing").inner_text() == "newly failing (0)"
+    assert page.locator("#upgrade-newly-failing").count() == 0
 
 
 def test_html_in_an_engine_error_is_shown_as_text_and_never_runs(page, report_run):
@@ -277,3 +280,64 @@ def test_escape_closes_the_details_the_page_says_no_tensorrt_output_was_compared
     ran = subprocess.run(command, shell=True, cwd="/", capture_output=True, text=True)  # from any folder, as written
     assert ran.returncode == 0, ran.stderr
     assert "wrong/fp32/ort-1.32" in ran.stderr and "fail" in ran.stderr
+
+
+SCREENSHOTS = os.environ.get("TRTMATRIX_SCREENSHOTS")  # a folder to keep the screenshots in, to look at them
+
+
+def test_the_default_matrix_shows_its_tensorrt_columns_at_1400_by_900(browser, tmp_path):
+    """Issue 44, point 4: at 1400 × 900 the default matrix's 17 columns do not fit; TensorRT's must
+    be the ones in view, under their engine's name, no header broken inside a word, and the column
+    picker must bring the onnxruntime columns into view. The default matrix's real plan (its 391
+    cells, 17 environments), each cell with the status a host without a GPU gives it (full
+    TensorRT skipped, TensorRT-RTX built, onnxruntime passing): the layout is the subject, not the
+    numbers, which are made up here."""
+    from conftest import REPO
+    from matrix.report.html import render_report
+    from matrix.report.publish import write_rendered
+    from matrix.store import to_frame
+    from matrix.store.records import empty_record
+
+    plan = build_plan(REPO / "matrix.toml")
+    records = []
+    for i, cell in enumerate(plan.cells):
+        envdef = plan.envs[cell.env]
+        status = {"tensorrt-rtx": "built", "tensorrt": "skipped"}.get(envdef.label, "pass")
+        records.append(empty_record(
+            run_id="layout", cell_id=cell.cell_id, row_id=cell.row_id, case=cell.case, params=dict(cell.params),
+            profile=cell.profile, env=cell.env, engine=envdef.label, env_version=envdef.version, status=status,
+            engine_version=None if status == "skipped" else envdef.version, build_s=12.5 if status == "built" else None,
+            max_abs=10.0 ** -(3 + i % 5) if status == "pass" else None, atol=1e-4,
+            error={"skipped": "needs an NVIDIA GPU host with Docker", "built": "not run: no GPU"}.get(status)))
+    write_rendered(tmp_path, render_report(to_frame(records), {"run_id": "layout", "config": "matrix.toml"}))
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((tmp_path / "report.html").as_uri())
+    in_view = """() => { const names = document.querySelector('#matrix thead th.row').getBoundingClientRect().right;
+        return [...document.querySelectorAll('#matrix thead th[data-gpu]')].filter(th => { const box = th.getBoundingClientRect();
+            return box.width > 0 && box.left >= names - 1 && box.right <= innerWidth; }).map(th => th.id.slice(4)); }"""
+    seen = page.evaluate(in_view)
+    full = [name for name, envdef in plan.envs.items() if envdef.label == "tensorrt"]
+    rtx = [name for name, envdef in plan.envs.items() if envdef.label == "tensorrt-rtx"]
+    assert len(full) == 6 and len(rtx) == 5 and len(plan.envs) == 17
+    assert set(full) <= set(seen), f"in view at 1400 px: {seen}"
+    assert seen[:len(full)] == page.evaluate("() => [...document.querySelectorAll('#matrix thead th[data-engine=TensorRT][data-gpu]')]"
+                                             ".map(th => th.id.slice(4))")
+    assert page.locator("#matrix thead th.group").all_inner_texts() == ["TensorRT", "TensorRT-RTX", "onnxruntime"]
+    # No name or version breaks inside: each stays on one line ("trt-rtx-1.7-docker" at its hyphens).
+    broken = page.evaluate("""() => [...document.querySelectorAll('#matrix thead .nw')]
+        .filter(span => span.getClientRects().length !== 1).map(span => span.textContent)""")
+    assert broken == []
+    if SCREENSHOTS:
+        page.screenshot(path=os.path.join(SCREENSHOTS, "default-matrix-1400x900.png"))
+    # The column picker: TensorRT's groups unticked, onnxruntime's columns come into view.
+    for name in ("TensorRT", "TensorRT-RTX"):
+        page.uncheck(f"input[name=engine][value={name}]")
+    seen = page.evaluate(in_view)
+    assert sorted(seen) == sorted(name for name, envdef in plan.envs.items() if envdef.label == "onnxruntime")
+    assert page.locator("#matrix thead th.group:visible").all_inner_texts() == ["onnxruntime"]
+    if SCREENSHOTS:
+        page.screenshot(path=os.path.join(SCREENSHOTS, "default-matrix-onnxruntime-picked.png"))
+    assert errors == []
+    page.close()

@@ -134,7 +134,7 @@ def test_run_directory_contents(fault_run):
     lines = (run_dir / JSONL).read_text().splitlines()
     assert [json.loads(line)["cell_id"] for line in lines] == list(frame.cell_id)
     html = (run_dir / REPORT).read_text()
-    assert 'id="cell-tiny/fp32/ort-1.32"' in html
+    assert '<tr id="row-tiny/fp32"' in html
     assert "<script>alert" not in html  # the injected error is in the cell's details, not the page
     raised = next(c for c in report_details(run_dir) if c["status"] == "error" and "injected" in (c["error"] or ""))
     assert "RuntimeError: injected failure <script>alert('x')</script> & more" == raised["error"]  # data, shown as text

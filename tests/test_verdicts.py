@@ -98,13 +98,14 @@ def test_diff_history_junit_and_report_show_nan_not_a_number(faulty_run):
     assert "NaN×32" in failure.get("message")
 
     html = (run_dir / REPORT).read_text()
-    assert 'id="cell-tiny/nan/ort-1.32" class="c fail"' in html
-    cell_html = html.split('id="cell-tiny/nan/ort-1.32"')[1].split("</td>")[0]
-    assert "NaN×32" in cell_html and "e-" not in cell_html
     data = html.split('<script type="application/json" id="data">')[1].split("</script>")[0]
     inline = json.loads(data, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     row, env = inline["rows"].index("tiny/nan"), inline["envs"].index("ort-1.32")
-    assert [line[2:6] for line in inline["cells"] if line[:2] == [row, env]] == [["fail", "NaN×32", None, "inf"]]
+    # The page's cell: its row's cells in column order (the page's script gives each its id from the data).
+    cell_html = html.split('<tr id="row-tiny/nan"')[1].split("</tr>")[0].split("<td")[env + 1].split("</td>")[0]
+    assert cell_html.startswith(' class="c fail">') and "NaN×32" in cell_html and "e-" not in cell_html
+    # [row, column, status, max_abs, worst where it is not max_abs's own] (html.cell_line)
+    assert [line[2:] for line in inline["cells"] if line[:2] == [row, env]] == [[inline["order"].index("fail"), "inf", "NaN×32"]]
     details = report_details(run_dir, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     nan_cell = next(c for c in details if c["cell_id"] == "tiny/nan/ort-1.32")
     assert (nan_cell["worst"], nan_cell["max_abs"]) == ("NaN×32", "inf")

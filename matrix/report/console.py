@@ -17,7 +17,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, TERMINAL as SHORT, gained_and_lost
+from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, REGRESSED, TERMINAL as SHORT, gained_and_lost
 from .causes import cause, left_out_kind, not_run_reason
 from .timing import P_THRESHOLD, timing_text
 from .error_text import drift_text, needed_text, rule_text, with_marks, worst_error
@@ -137,9 +137,13 @@ class RunProgress:
             self.said_at = time.monotonic()
 
 
+# Digits after the point of a table cell's worst error: 1.54 is '1.54e+00', never '2e+00'.
+TABLE_DIGITS = 2
+
+
 def status_text(row: pd.Series) -> tuple[str, str]:
     word, style = SHORT.get(row["status"], (row["status"], ""))
-    worst = worst_error(row, precision=0)
+    worst = worst_error(row, precision=TABLE_DIGITS)
     if worst:
         word = f"{word} {worst}"
     return with_marks(word, row), style
@@ -236,9 +240,37 @@ def print_results(frame: pd.DataFrame, target: Console = console, full_list: Pat
     table = results_table(frame) if frame["row_id"].nunique() <= TABLE_ROWS else None
     if table is not None and fits(table, target):
         target.print(table)
-        return
-    for line in results_lines(frame, full_list):
+    else:
+        for line in results_lines(frame, full_list):
+            target.print(line, soft_wrap=True)
+    for line in known_issue_lines(frame):
         target.print(line, soft_wrap=True)
+
+
+def uncovered_lines(frame: pd.DataFrame) -> list[str]:
+    """The cells a strict CI gate fails on (fail, error, crash, timeout: a known issue's would be
+    xfail), listed as `run` lists its findings; empty when there are none."""
+    bad = frame[frame["status"].isin(REGRESSED)]
+    if not len(bad):
+        return []
+    lines = [f"[bold red]{len(bad)} cell{'s' * (len(bad) != 1)} fail, err, crash or time out outside any known issue "
+             f"(--strict):[/]"]
+    lines += [_cell_line(r) for _, r in bad.head(SHOWN).iterrows()]
+    return lines + ([f"  … and {len(bad) - SHOWN} more"] if len(bad) > SHOWN else [])
+
+
+def known_issue_lines(frame: pd.DataFrame) -> list[str]:
+    """A line per known issue that cells matched, naming them: an `xfail` in a table says which
+    entry of the registry expected it (the same case may carry a TensorRT seed and an onnxruntime
+    issue)."""
+    matched = frame[frame["known_issue"].notna() & frame["status"].isin(["xfail", "xpass"])]
+    lines = []
+    for issue, cells in matched.groupby("known_issue", sort=False):
+        counts = ", ".join(f"{n} {status}" for status, n in cells["status"].value_counts().items())
+        rows = list(dict.fromkeys(cells["row_id"]))
+        names = ", ".join(rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+        lines.append(escape(f"known issue {issue}: {counts} ({names} on {', '.join(dict.fromkeys(cells['env']))})"))
+    return lines
 
 
 def _side(row: pd.Series, side: str) -> dict:

@@ -81,18 +81,20 @@ def findings_by_cell(findings: dict[str, list[dict]], cells_of_row: dict[str, li
     return dict(shown)
 
 
-def forecasts(frame: pd.DataFrame) -> list[dict]:
-    """The FP16 risk forecast of each prepared model (one per case and parameters), for the report."""
-    shown = []
+def forecasts(frame: pd.DataFrame, models: dict[str, str] | None = None) -> list[dict]:
+    """The FP16 risk forecast of each prepared model (one per case and parameters), for the report.
+    `models` ({artifact: its ONNX file}, run.json's): the file the pasted commands name (runs
+    that did not keep it: model.onnx, the name inside the prepared artifact)."""
+    shown, models = [], models or {}
     stored = frame[frame["fp16_forecast"].notna() & (frame["fp16_forecast"] != "null")]
-    for case, params, text in stored.drop_duplicates(["case", "params"])[["case", "params", "fp16_forecast"]].itertuples(
-            index=False):
+    columns = ["case", "params", "fp16_forecast", "artifact"]
+    for case, params, text, artifact in stored.drop_duplicates(["case", "params"])[columns].itertuples(index=False):
         forecast = json.loads(text)
         names = [r["name"] for r in forecast["risky"] if r["name"]]
         label = " ".join([case, *(f"{k}={v}" for k, v in json.loads(params).items())])
         shown.append({"label": label, "nodes": forecast["nodes"], "risky": forecast["risky"], "unknown": forecast["unknown"],
-                      "paste": fixes_to_paste(f"{case}-fp16-forecast", {"precision": "fp16", "keep_fp32": names})
-                      if names else None})
+                      "paste": fixes_to_paste(f"{case}-fp16-forecast", {"precision": "fp16", "keep_fp32": names},
+                                              models.get(artifact, "model.onnx")) if names else None})
     return shown
 
 

@@ -104,16 +104,16 @@ def precision_profile(name: str, profile: dict) -> str:
     return "\n".join(lines)
 
 
-def fixes_to_paste(name: str, profile: dict) -> str:
+def fixes_to_paste(name: str, profile: dict, model: str = "model.onnx") -> str:
     """The layers to keep in FP32 three ways: the matrix profile, trtexec flags and Polygraphy
     options. The names are ONNX node names; TensorRT's ONNX parser names a layer after its node,
     but fusion may rename it: the next trtmatrix run checks with the engine inspector that the
-    layers ran in FP32 (precision_check)."""
-    names = list(profile["keep_fp32"])
-    trtexec = (f"trtexec --onnx=model.onnx --fp16 --precisionConstraints=obey "
+    layers ran in FP32 (precision_check). `model`: the case's ONNX file, as the commands name it."""
+    names, model = list(profile["keep_fp32"]), shlex.quote(model)
+    trtexec = (f"trtexec --onnx={model} --fp16 --precisionConstraints=obey "
                f"--layerPrecisions={shlex.quote(','.join(f'{n}:fp32' for n in names))} "
                f"--layerOutputTypes={shlex.quote(','.join(f'{n}:fp32' for n in names))}")
-    polygraphy = ("polygraphy run model.onnx --trt --fp16 --precision-constraints obey --layer-precisions "
+    polygraphy = (f"polygraphy run {model} --trt --fp16 --precision-constraints obey --layer-precisions "
                   + " ".join(shlex.quote(f"{n}:float32") for n in names))
     return "\n".join(["# the matrix file:", precision_profile(name, profile), "",
                       "# trtexec (ONNX node names; the next run's engine inspector confirms the layer names):", trtexec, "",

