@@ -79,7 +79,8 @@ def held_run(plan, cell_ids: list[str], gpus: list[int]) -> dict:
                                              {VISIBLE: ",".join(map(str, gpus))})
     frame = read_run(run_dir).set_index("cell_id")
     return {"gpus": gpus, "seconds": seconds, "in_env": inside, "run_dir": run_dir, "frame": frame,
-            "time": timeline(frame, plan.path("cache_dir"), begin, begin + seconds)}
+            "time": timeline(frame, plan.path("cache_dir"), begin, begin + seconds),
+            "workers": worker_clocks(frame, plan.path("cache_dir"), begin, begin + seconds)}
 
 
 def timeline(frame, cache_dir: Path, begin: float, end: float) -> dict:
@@ -100,6 +101,49 @@ def timeline(frame, cache_dir: Path, begin: float, end: float) -> dict:
             "in_cells_s": {gpu: round(sum(stop - start for start, stop in cells), 2) for gpu, cells in spans.items()},
             "idle_at_end_s": round(max(lasts.values()) - min(lasts.values()), 2),
             "after_last_cell_s": round(end - max(lasts.values()), 2)}
+
+
+def _clocks(frame, cache_dir: Path) -> dict[str, list[dict]]:
+    """Each GPU's cells' clocks (result.json "clock": the worker's own epoch seconds), by claim."""
+    by_gpu: dict[str, list[dict]] = {}
+    ran = frame[frame["gpu_index"].notna() & frame["content_key"].notna()]
+    for gpu, key in zip(ran["gpu_index"].astype(int), ran["content_key"]):
+        path = result_dir(cache_dir, ENV, key) / RESULT
+        clock = json.loads(path.read_text()).get("clock") if path.is_file() else None
+        if clock and clock.get("claimed") and clock.get("end"):
+            by_gpu.setdefault(str(gpu), []).append(clock)
+    return {gpu: sorted(cells, key=lambda c: c["claimed"]) for gpu, cells in sorted(by_gpu.items())}
+
+
+def worker_clocks(frame, cache_dir: Path, begin: float, end: float) -> dict:
+    """Where each GPU's worker spent the run, from its own clock (issue 43): the host before it
+    started it; its start (interpreter, imports) up to its first claim; CUDA's start (its first
+    cell's describe); in cells: loading inputs, the module (build), the timed inferences, the rest
+    of the engine's work (warm-up, copies), saving outputs; between cells (the supervisor's claim,
+    the hand-over and reset); and after its last cell to the command's end."""
+    workers = {}
+    for gpu, cells in _clocks(frame, cache_dir).items():
+        first, last = cells[0], cells[-1]
+        total = lambda name: sum(c.get(name) or 0.0 for c in cells)  # noqa: E731
+        engine = total("engine_s")
+        workers[gpu] = {
+            "cells": len(cells),
+            "host_before_s": round((first.get("launched") or begin) - begin, 2),
+            "interpreter_s": round(first["supervisor_loaded"] - first["launched"], 2) if first.get("launched") else None,
+            "imports_s": round(first["engine_imported"] - first["supervisor_loaded"], 2)
+            if first.get("engine_imported") else None,
+            "to_first_claim_s": round(first["claimed"] - (first.get("engine_imported") or first["claimed"]), 2),
+            "cuda_start_s": round(first.get("describe_s") or 0.0, 2),
+            "in_cells_s": round(sum(c["end"] - c["begin"] for c in cells), 2),
+            "describe_s": round(total("describe_s") - (first.get("describe_s") or 0.0), 2),
+            "inputs_s": round(total("inputs_s"), 2), "module_s": round(total("build_s"), 2),
+            "infer_s": round(total("infer_s"), 2),
+            "engine_rest_s": round(engine - total("build_s") - total("infer_s"), 2),
+            "save_s": round(total("save_s"), 2),
+            "handover_s": round(sum(c["begin"] - c["claimed"] for c in cells), 2),
+            "between_s": round(sum(b["claimed"] - a["end"] for a, b in zip(cells, cells[1:])), 2),
+            "after_last_s": round(end - last["end"], 2)}
+    return workers
 
 
 def split(frame) -> dict[str, int]:
@@ -131,7 +175,7 @@ def rows(runs: list[dict], cells: int) -> list[dict]:
                       "speedup": round(speedup, 3), "efficiency": round(speedup / count, 3),
                       "in_env_s": run["in_env"], "in_env_efficiency": round(inside / count, 3),
                       "outside_env_s": round(run["seconds"] - run["in_env"], 2), "split": split(run["frame"]),
-                      "time": run["time"]})
+                      "time": run["time"], "workers": run["workers"]})
     return table
 
 
@@ -195,6 +239,16 @@ def main() -> None:
             print(f"{row['gpus']:>4} GPU(s): {spent['before_first_cell_s']:.1f} s before, "
                   + ", ".join(f"GPU {g} {s:.1f} s" for g, s in spent["in_cells_s"].items())
                   + f" in cells, {spent['idle_at_end_s']:.1f} s idle at the end, {spent['after_last_cell_s']:.1f} s after")
+    print("each GPU's worker, from its own clock (s): host before its start | interpreter, imports, to its first "
+          "claim | CUDA's start | in cells: inputs, module, timed inferences, rest of the engine, save | hand-over "
+          "and between cells | after its last cell")
+    for row in table:
+        for gpu, w in row["workers"].items():
+            print(f"{row['gpus']:>4} GPU(s), GPU {gpu} ({w['cells']} cells): {w['host_before_s']:.1f} | "
+                  f"{w['interpreter_s'] or 0:.1f}, {w['imports_s'] or 0:.1f}, {w['to_first_claim_s']:.1f} | "
+                  f"{w['cuda_start_s']:.1f} | {w['in_cells_s']:.1f}: {w['inputs_s']:.1f}, {w['module_s']:.1f}, "
+                  f"{w['infer_s']:.1f}, {w['engine_rest_s']:.1f}, {w['save_s']:.1f} | {w['handover_s']:.1f}, "
+                  f"{w['between_s']:.1f} | {w['after_last_s']:.1f}")
     print("verdicts " + ("equal cell for cell in every run" if not differences else f"DIFFER in {len(differences)} cells:"))
     for line in differences[:20]:
         print(f"  {line}")
