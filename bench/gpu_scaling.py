@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -68,6 +69,15 @@ def counts_wanted(text: str | None, available: int) -> list[int]:
     if not counts or counts[0] < 1 or counts[-1] > available or len(counts) != len(text.split(",")):
         sys.exit(f"--gpus {text}: GPU counts from 1 to {available} (this host's), comma-separated")
     return counts
+
+
+def with_builds(config: Path, builds: int) -> Path:
+    """A copy of the config beside it (its relative paths mean the same) whose profiles build each
+    cell `builds` times: the same cells, more work a cell."""
+    text = re.sub(r"(?m)^builds = \d+$", f"builds = {builds}", config.read_text())
+    copy = config.with_name(f".{config.stem}-builds-{builds}.toml")
+    copy.write_text(text)
+    return copy
 
 
 def held_run(plan, cell_ids: list[str], gpus: list[int]) -> dict:
@@ -198,7 +208,10 @@ def main() -> None:
     parser.add_argument("--no-warm-up", action="store_true", help="skip the untimed first run")
     parser.add_argument("--out", type=Path, help="keep each timed run's results.jsonl, run.json and env log here")
     parser.add_argument("--dry", type=int, metavar="N", help="fake N GPUs; the cells run on the CPU (measures nothing)")
+    parser.add_argument("--builds", type=int, help="each profile built this many times a cell (default: the config's)")
     args = parser.parse_args()
+    if args.builds:
+        args.config = with_builds(args.config, args.builds)
     if args.dry:
         fake_gpus(args.dry)
     available = sorted(host_gpus())
