@@ -9,7 +9,8 @@
    without the command's own start, planning, comparison and report); with --fork also a process
    per cell (TRTMATRIX_CELL_START=fork: how every GPU cell ran before).
 3. Times the floor: the least work those cells (the ones the run did not skip) need, in one fresh
-   process (bench/gpu_floor.py) timed from outside, with the bytecode the workers use: its start
+   process (bench/gpu_floor.py) from its launch to its last verdict (its exit, CUDA's and
+   inductor's teardown, is no work the cells need), with the bytecode the workers use: its start
    (interpreter, torch, CUDA), then each artifact's inputs and reference read once and its inputs
    put on the device once per dtype, each module loaded once per dtype (the engine's own loader),
    and per cell only its inferences (per build, the warm-up and the timed ones, each waited for,
@@ -61,9 +62,10 @@ def trtmatrix_run(config: Path, env_name: str, selection: list[str], environ: di
 
 
 def floor(plan, ran) -> dict:
-    """The least work the cells of `ran` need (bench/gpu_floor.py), in a fresh process timed from
-    outside: its interpreter, imports and CUDA's start are work those cells need too. It keeps its
-    bytecode where the workers keep theirs on a host that writes none beside its packages."""
+    """The least work the cells of `ran` need (bench/gpu_floor.py), in a fresh process, from its
+    launch to its last verdict: its interpreter, imports and CUDA's start are work those cells need
+    too, its exit (CUDA's and inductor's teardown) is not. It keeps its bytecode where the workers
+    keep theirs on a host that writes none beside its packages."""
     wanted = set(ran["cell_id"])
     cells = []
     for cell in plan.cells:
@@ -78,13 +80,13 @@ def floor(plan, ran) -> dict:
     environ = dict(os.environ)
     if environ.pop("PYTHONDONTWRITEBYTECODE", None):
         environ["PYTHONPYCACHEPREFIX"] = str(plan.path("cache_dir") / "worker" / "pycache")
-    begin = time.perf_counter()
+    launched = time.time()
     done = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_floor.py"), str(listing)], capture_output=True,
                           text=True, env=environ)
-    seconds = time.perf_counter() - begin
     if done.returncode:
         sys.exit(f"the floor failed ({done.returncode}): {done.stderr[-2000:]}")
-    return {**json.loads(done.stdout.splitlines()[-1]), "seconds": seconds}
+    least = json.loads(done.stdout.splitlines()[-1])
+    return {**least, "seconds": least["done"] - launched}  # to its last verdict: its exit is no work the cells need
 
 
 def own_inferences_s(frame) -> float:
@@ -143,7 +145,7 @@ def main() -> None:
               f"{r['floor_cells_s']:>10.1f} {r['ratio']:>10.2f} {r['ratio_in_env']:>13.2f} "
               f"{r['floor_timed_inferences_s']:>12.2f} {r['cells_infer_ms_runs_s']:>12.2f} {r['cells']:>6}")
     print("run: `trtmatrix run --no-reuse` (wall); in env: its workers and cells (run.json); floor: the least work "
-          "the same cells need, a fresh process (bench/gpu_floor.py) timed from outside; its start: its interpreter, "
+          "the same cells need, a fresh process (bench/gpu_floor.py) from its launch to its last verdict; its start: its interpreter, "
           "imports and CUDA's start; its cells: the rest; floor infer: its timed inferences; cells infer: the cells' "
           "own timed inferences (infer_ms_runs), the part no harness removes")
     if fork:

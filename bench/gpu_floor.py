@@ -11,6 +11,7 @@ outputs with the float64 reference, on JUDGES threads while the GPU runs the nex
 
 import contextlib
 import json
+import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,7 @@ import torch  # noqa: E402
 from matrix.compare import compare_runs  # noqa: E402
 from matrix.worker.engines import REPEATS, WARMUP, torch_engine  # noqa: E402
 
-JUDGES = max(2, min(16, (__import__("os").cpu_count() or 1) // 4))  # as matrix/run.py judges
+JUDGES = max(2, min(16, (os.cpu_count() or 1) // 4))  # as matrix/run.py judges
 
 
 def inferences(module, args, profile, sync):
@@ -80,10 +81,12 @@ def main():
             torch_engine.reset()
     verdicts = [future.result()[0] for future in judged]
     now = time.perf_counter()
-    print(json.dumps({"start_s": round(started - BEGIN, 2), "cells_s": round(now - started, 2),
+    print(json.dumps({"done": time.time(), "start_s": round(started - BEGIN, 2), "cells_s": round(now - started, 2),
                       "timed_inferences_s": round(timed, 3), "verdicts": {v: verdicts.count(v) for v in set(verdicts)},
                       "failed": failed, "cells": len(cells)}))
 
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    os._exit(0)  # the verdicts are in: CUDA's and inductor's teardown is no work the cells need

@@ -210,6 +210,7 @@ def main() -> None:
     parser.add_argument("--dry", type=int, metavar="N", help="fake N GPUs; the cells run on the CPU (measures nothing)")
     parser.add_argument("--builds", type=int, help="each profile built this many times a cell (default: the config's)")
     args = parser.parse_args()
+    warm_config = args.config  # the warm-up prepares the same artifacts with the config's own builds
     if args.builds:
         args.config = with_builds(args.config, args.builds)
     if args.dry:
@@ -224,7 +225,7 @@ def main() -> None:
     selected = cells if (args.case or args.batch) else []  # all of them: no --cell needed
     if not args.no_warm_up:
         begin = time.perf_counter()
-        held_run(plan, selected, available)
+        held_run(build_plan(warm_config, only_cases=args.case, only_envs=[ENV]), selected, available)
         print(f"warm-up: {len(cells)} cells, {len({c.artifact_key for c in plan.cells if c.cell_id in cells})} "
               f"artifacts, on GPUs {available} in {time.perf_counter() - begin:.1f} s (untimed)", file=sys.stderr)
     runs = []
