@@ -3,24 +3,30 @@ CUDA (bench/gpu-scaling.toml: 448 cells of eight builds each) run by `trtmatrix 
 every GPU of the host (CUDA_VISIBLE_DEVICES, which trtmatrix honours: docs/gpu-hosts.md, "Several GPUs"), in
 one call.
 
-1. Runs the matrix once, untimed, on every GPU: its artifacts prepared (torch.export and the
+1. Runs the matrix once, untimed, on every GPU: its artifacts prepared (the modules and the
    float64 references) and PyTorch's on-disk caches filled, as on a host that runs it nightly.
 2. Times each run as a user sees it (the command's wall time) and inside the environment
    (run.json: its workers and their cells, without the command's start, planning, comparison
    and report), counts the cells each GPU ran (each cell's gpu_index), and says where the time
    went: before the first cell, in cells per GPU (from each cell's cell.json to its result.json),
-   a GPU idle at the end while another finished, after the last cell.
+   a GPU idle at the end while another finished, after the last cell; and per GPU from its
+   worker's own clock (each cell's result.json "clock", issue 43): the host before it launched
+   the worker, its interpreter and imports, CUDA's start, inputs, module, timed inferences, the
+   rest of the engine, saving, hand-over and between cells, after its last cell.
 3. Checks that every run gave the same verdict for every cell: exit 1 if not, naming them.
 
 Prints a table (GPUs, seconds, cells per second, speed-up, efficiency = speed-up / GPUs, the same
 inside the environment, the split of cells per GPU) and one JSON line. --out DIR keeps each timed
 run's results.jsonl, run.json and environment log there.
 
+--builds N: the same cells, each profile built N times (a copy of the config beside it; the
+warm-up keeps the config's own builds: it only prepares and fills caches).
+
 --dry N: N GPUs faked (the tests' fake nvidia-smi: N H100s) and the cells run on this machine's
 CPU. It exercises the holding, the spread, the table and the verdict check; it measures nothing
 about GPUs (here every worker shares the same CPU cores).
 
-    python bench/gpu_scaling.py [--gpus 1,2] [--case NAME]... [--batch N]... [--out DIR] [--dry N]
+    python bench/gpu_scaling.py [--gpus 1,2] [--case NAME]... [--batch N]... [--builds N] [--out DIR] [--dry N]
     # the GPU host (shared/docs/gpu-host.md): bench/README.md has the exact command
 """
 
@@ -48,7 +54,7 @@ from matrix.worker.files import CELL_SPEC, RESULT  # noqa: E402
 
 CONFIG = REPO / "bench" / "gpu-scaling.toml"
 ENV = "torch-host-cuda"
-GOAL = 0.9  # efficiency on every GPU of the host (issue 37)
+GOAL = 0.9  # efficiency on every GPU count of the host (issues 37 and 43)
 
 
 def fake_gpus(count: int) -> None:
