@@ -3,7 +3,7 @@ made before the check existed (for the FP16 forecast; the reference reads the sa
 what the check adds: the referee (onnxruntime, every intermediate kept) and the node-by-node
 agreement. Reads the artifacts a run left in a cache, so it measures real prepared models.
 
-    .venv/bin/python bench/reference_check_bench.py [CACHE_DIR] [--only SUBSTRING]
+    .venv/bin/python bench/reference_check_bench.py [CACHE_DIR] [--only SUBSTRING]   # default: the user's cache
 
 Prints a table (seconds per model) and, per model and in all, the ratio of the check's added time
 to the float64 pass measured in the same run.
@@ -22,6 +22,7 @@ from matrix.reference.agreement import first_parting
 from matrix.reference.float64_graph import float64_values
 from matrix.reference.referee import referee_values
 from matrix.sources.onnx_suites import typed_tensors
+from matrix.store.cache import user_cache
 
 
 def timed(work):
@@ -32,7 +33,7 @@ def timed(work):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("cache_dir", nargs="?", default=".trtmatrix-cache", type=Path)
+    parser.add_argument("cache_dir", nargs="?", default=user_cache(), type=Path)
     parser.add_argument("--only", default="", help="only artifact folders whose name holds this")
     args = parser.parse_args()
     folders = sorted(f for f in (args.cache_dir / "artifacts").glob("*") if (f / "case.json").is_file()

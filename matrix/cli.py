@@ -16,7 +16,11 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
+from .bytecode import keep_own_bytecode
+
+keep_own_bytecode()  # before the imports below: a host without bytecode compiles them at every start
+
+import typer  # noqa: E402
 
 from .config import ConfigError
 from .stops import (STOPPING, Stopped, adopt_orphans, end_descendants, remove_temporaries, stop_requested,

@@ -77,7 +77,7 @@ class Profile(Strict):
     inject: Literal["crash", "hang", "raise", "nan", "drift"] | None = None
     # Build the engine (session) this many times; outputs of every build and run are compared with
     # the first, so TensorRT's build-to-build tactic differences show as drift.
-    builds: int = Field(default=1, ge=1, le=8)
+    builds: int = Field(default=1, ge=1, le=64)
     # The torch engine only: which scaled-dot-product-attention kernel PyTorch may use
     # (torch.nn.attention.sdpa_kernel), and torch.compile (inductor) around the module.
     sdpa_backend: Literal["flash", "efficient", "cudnn", "math"] | None = None

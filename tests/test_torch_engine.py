@@ -75,7 +75,7 @@ def test_gpu_only_and_onnx_only_settings_are_skipped_with_the_reason(cpu_run):
     assert cells.loc["noopt", "status"] == "skipped" and 'no optimization = "off"' in cells.loc["noopt", "error"]
 
 
-def test_a_program_made_by_another_torch_is_an_error_that_says_so(cpu_run, cache_dir):
+def test_a_module_made_by_another_torch_is_an_error_that_says_so(cpu_run, cache_dir):
     config, cells = cpu_run
     meta_path = cache_dir / "artifacts" / cells.loc["fp32", "artifact"] / "program.json"
     meta = json.loads(meta_path.read_text())
@@ -87,6 +87,72 @@ def test_a_program_made_by_another_torch_is_an_error_that_says_so(cpu_run, cache
         assert f"made by torch 2.0.0 and this environment has torch {torch.__version__}" in cell["error"]
     finally:
         meta_path.write_text(json.dumps(meta))
+
+
+OWN_CASES = """\
+import torch
+from torch import nn
+
+from matrix.case import Export, case
+
+
+class SignGate(nn.Module):
+    \"\"\"Python control flow on a value: torch.export refuses it, users run it every day.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.linear(x)
+        return y * 2 if float(y.sum()) > 0 else y * 3
+
+
+class Unpicklable(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear, self.act = nn.Linear(8, 8), lambda t: t * 2
+
+    def forward(self, x):
+        return self.act(self.linear(x))
+
+
+@case(export=Export(opset=17))
+def sign_gate():
+    return SignGate(), {"x": torch.randn(4, 8)}
+
+
+@case(export=Export(opset=17))
+def unpicklable():
+    return Unpicklable(), {"x": torch.randn(4, 8)}
+"""
+
+
+def test_the_cell_runs_the_module_itself_where_no_program_can_be_traced(tmp_path, cache_dir):
+    """Issue 43, build 1: a torch cell runs the module as its users do, not a program traced at
+    prepare time (one traced on the CPU failed on CUDA where the module runs). A module torch.export
+    refuses (control flow on a value) runs and passes; its class, defined in the case file, is
+    imported by path in the worker. A module that cannot be saved for the engine is an error that
+    says why, and its ONNX cells still run."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "own.py").write_text(OWN_CASES)
+    body = '[profiles.fp32]\nprecision = "fp32"\n[cases.sign_gate]\nprofiles = ["fp32"]\n[cases.unpicklable]\nprofiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("torch-host-cpu", "ort-host"), cases_dir=cases,
+                         images_dir=_images_with_ort_host(tmp_path))
+    done = cli("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr  # an error cell is a finding, not a failed run
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index(["case", "env"])
+    gate = cells.loc[("sign_gate", "torch-host-cpu")]
+    program = json.loads((cache_dir / "artifacts" / gate["artifact"] / "program.json").read_text())
+    assert "fp32" in program["errors"], program  # torch.export could not trace it: the old engine's error
+    assert gate["status"] == "pass" and gate["max_abs"] < 1e-5, gate["error"]
+    log = (list_runs(tmp_path / "reports")[-1] / "cells" / f"{gate['content_key'][:24]}.log").read_text()
+    assert "loaded the fp32 module onto cpu" in log
+    bad = cells.loc[("unpicklable", "torch-host-cpu")]
+    assert bad["status"] == "error" and "could not be saved for the torch engine" in bad["error"], bad["error"]
+    assert "pickle" in bad["error"]
+    assert cells.loc[("unpicklable", "ort-host"), "status"] == "pass"
 
 
 def test_an_onnx_file_case_has_no_module_for_the_torch_engine(tmp_path, cache_dir):
@@ -173,9 +239,9 @@ CUDA_HERE = torch.cuda.is_available()
 @pytest.mark.parametrize("env", ["torch-host-cpu", pytest.param("torch-host-cuda", marks=[
     pytest.mark.gpu, pytest.mark.skipif(not CUDA_HERE, reason="needs an NVIDIA GPU with CUDA (PyTorch sees none here)")])])
 def test_a_warm_worker_runs_cells_as_separate_processes_do_and_a_crash_leaves_the_next_cells_alone(env, tmp_path, cache_dir):
-    """The warm worker of GPU cells (one process: CUDA and programs loaded once; forced on the CPU):
+    """The warm worker of GPU cells (one process: CUDA and modules loaded once; forced on the CPU):
     every cell starts from the same torch state (TF32 flags, torch.compile's caches: a compiled or
-    TF32 cell leaves nothing behind), each program is loaded once per worker, a crash ends that
+    TF32 cell leaves nothing behind), each module is loaded once per worker and dtype, a crash ends that
     worker and the next cell gets a fresh one; the numbers are those of a process per cell."""
     results = {}
     for mode, start in (("fork", "fork"), ("warm", "warm" if env == "torch-host-cpu" else None)):
@@ -204,8 +270,8 @@ def test_a_warm_worker_runs_cells_as_separate_processes_do_and_a_crash_leaves_th
     states = {cell: next(line for line in log.splitlines() if "torch state at start: " in line).split(": ", 1)[1]
               for cell, log in logs.items() if "torch state at start" in log}
     assert len(states) >= judged.sum() and len(set(states.values())) == 1, states  # nothing leaked from a cell to the next
-    # Two workers (a crash ends each): the fp32 program of each batch is loaded by its compiled cell and
+    # Two workers (a crash ends each): the fp32 module of each batch is loaded by its compiled cell and
     # reused by the cells after it; in a process per cell, every cell loads its own.
-    said = [line for log in logs.values() for line in log.splitlines() if "the fp32 program" in line]
-    assert sum("loaded the fp32 program" in line for line in said) == 2
+    said = [line for log in logs.values() for line in log.splitlines() if "the fp32 module" in line]
+    assert sum("loaded the fp32 module" in line for line in said) == 2
     assert sum("by an earlier cell of this worker" in line for line in said) == len(said) - 2 >= 2

@@ -7,6 +7,7 @@ The host only starts the worker's supervisor and reads its event lines; each cel
 from __future__ import annotations
 
 import json
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +92,7 @@ def run_worker(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir:
     job_dir.mkdir(parents=True, exist_ok=True)
     job_file = job_dir / f"{name}.json"
     job_file.write_text(json.dumps({"env": envdef.name, "cell_jobs": 1 if gpu is not None else cell_jobs,
-                                    "shared": shared,
+                                    "shared": shared, "launched": time.time(),  # the worker's clock starts here
                                     "cells": [job.spec(envdef.engine, timeout_s, node, gpu) for job in jobs]}))
     done = WorkerPass(env_log(cache_dir, name), deadlines=Deadlines(timeout_s))
     try:

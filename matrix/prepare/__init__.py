@@ -34,6 +34,7 @@ from .fp16_forecast import Forecast
 from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
 from .layers import input_types, node_types, resolve_nodes
+from .torch_module import save_module
 
 MODEL, REFERENCE, META = "model.onnx", "reference.npz", "case.json"
 # The model's own evaluation beside a user's expected outputs (reference/__init__.py).
@@ -152,10 +153,10 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
 
 
 def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path) -> None:
-    """The module itself for the torch engine (worker/engines/torch_engine.py): torch.export's
-    program, which only the same torch version loads, traced once per dtype (as `module.half()`
-    runs it: a traced program keeps the dtypes of the masks and constants it made). A dtype that
-    export refuses is no failure of the case (its ONNX cells still run): those cells say why."""
+    """The module for the torch engine, pickled as it is (torch_module.py: what its cells run), and
+    torch.export's program, which only the same torch version loads, traced once per dtype (as
+    `module.half()` runs it), for repro's folders. A dtype that export refuses is no failure of the
+    case (its ONNX cells still run)."""
     import torch
 
     # Names as in the ONNX export: the inputs file and the reference use them.
@@ -167,6 +168,7 @@ def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], o
             torch.export.save(program, str(out / PROGRAM.format(name)))
         except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
             meta["errors"][name] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    save_module(module, out, meta)
     (out / PROGRAM_META).write_text(json.dumps(meta, indent=1))
 
 

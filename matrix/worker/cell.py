@@ -43,9 +43,11 @@ def inject_fault(kind):
 
 
 def _identical(a, b):
-    """Bit for bit: any difference between repeats of one engine on one input is news."""
+    """Bit for bit: any difference between repeats of one engine on one input is news. The same
+    array object is the same bits (an engine that compared on its device hands back the arrays of
+    an identical earlier inference: torch_engine)."""
     return a.keys() == b.keys() and all(
-        a[n].shape == b[n].shape and a[n].dtype == b[n].dtype and a[n].tobytes() == b[n].tobytes() for n in a)
+        a[n] is b[n] or a[n].shape == b[n].shape and a[n].dtype == b[n].dtype and a[n].tobytes() == b[n].tobytes() for n in a)
 
 
 def save_runs(out_dir, runs):
@@ -64,19 +66,22 @@ def save_runs(out_dir, runs):
         save_arrays(os.path.join(out_dir, REPEATS), repeats)
 
 
-def execute(spec):
+def execute(spec, clock):
     """Build and run the cell; a TensorRT engine built where it cannot run ends `built`, its build
-    facts kept and nothing judged."""
+    facts kept and nothing judged. `clock`: seconds of each part, kept in result.json."""
     engine = load_engine(spec["engine"])
     profile = spec["profile"]
     check_profile(spec["engine"], profile)
+    began = time.time()
     inputs, types, kinds = load_values(spec["inputs"])
+    clock["inputs_s"] = time.time() - began
     why = refusal(spec["engine"], kinds)
     if why:
         raise Unsupported(why)
     spec = dict(spec, value_kinds=sorted(kinds), value_types=types)
     inject_fault(profile.get("inject"))
     runs, build_s, times, info = [], [], [], {}
+    began = time.time()
     for build in range(profile.get("builds", 1)):  # builds > 1: tactic choices may differ per build
         result = engine.run(dict(spec, build_index=build), inputs, log)
         if result.get("not_run"):
@@ -90,21 +95,27 @@ def execute(spec):
         runs = [{name: np.full_like(value, np.nan) for name, value in outputs.items()} for outputs in runs]
     elif profile.get("inject") == "drift":  # right on the first inference, off by one on every later one
         runs = runs[:1] + [{name: value + 1 for name, value in outputs.items()} for outputs in runs[1:]]
+    clock.update(engine_s=time.time() - began, build_s=sum(build_s), infer_s=sum(times) / 1000)
+    began = time.time()
     save_runs(spec["out_dir"], runs)
+    clock["save_s"] = time.time() - began
     return {"status": "ok", "build_s": max(build_s), "infer_ms": float(np.median(times)), "infer_ms_runs": times,
             "runs": len(runs), "runs_per_build": len(runs) // len(build_s), "info": info}
 
 
 def run_cell(spec_path):
+    began = time.time()
     with open(spec_path) as fh:
         spec = json.load(fh)
+    clock = dict(spec.get("clock") or {}, begin=began)
     # How the supervisor started this process (fork of a warm supervisor, or a new interpreter).
     record = {"cell_id": spec["cell_id"], "error": None, "cell_start": os.environ.get("TRTMATRIX_CELL_STARTED"),
               "node": spec.get("node"), "gpu_index": spec.get("gpu_index")}  # for the runs that reuse it later
     try:
-        facts = describe(spec["engine"])
+        facts = describe(spec["engine"])  # the first cell of a worker starts CUDA here
+        clock["describe_s"] = time.time() - began
         record.update(facts)
-        record.update(execute(dict(spec, device_facts=facts)))
+        record.update(execute(dict(spec, device_facts=facts), clock))
     except Unsupported as exc:
         record.update(status="skipped", error=str(exc))
     except Refused as exc:
@@ -112,6 +123,7 @@ def run_cell(spec_path):
     except Exception as exc:
         traceback.print_exc()
         record.update(status="error", error="{}: {}".format(type(exc).__name__, exc))
+    record["clock"] = dict(clock, end=time.time())
     write_json(os.path.join(spec["out_dir"], RESULT), record)
     log("cell finished: {}".format(record["status"]))
     return 0

@@ -13,6 +13,10 @@ INPUTS = "inputs.npz"        # a case's inputs, in its prepared artifacts (and a
 # (the torch that made them, input and output names, why an export failed).
 PROGRAM = "program-{}.pt2"
 PROGRAM_META = "program.json"
+# The module itself, pickled with its weights: what the torch engine runs (prepare/torch_module.py).
+# Its classes from case files are in modules of this package, imported by path where it is loaded.
+MODULE = "module.pt"
+CASES_PACKAGE = "trtmatrix_cases"
 
 WATCH_STDIN = "TRTMATRIX_WATCH_STDIN"  # "1": stdin closes when the orchestrator dies (kill -9 included)
 

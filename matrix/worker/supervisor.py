@@ -51,6 +51,9 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 # The cell processes running now: an orchestrator that dies takes them down (_watch_orchestrator).
 _children = set()
+# The worker's own clock (epoch seconds), kept in every cell's result.json ("clock"), so that where a
+# GPU's time goes can be told from the worker's side: its start, imports, claims, cells (issue 43).
+CLOCK = {"supervisor_loaded": time.time()}
 
 
 def _signal_name(signum):
@@ -165,6 +168,7 @@ def _start_warm():
         _serve(os.fdopen(requests_r), answers_w)
         return 0
 
+    CLOCK["worker_forked"] = time.time()
     pid = _fork_child(body, child_only=[requests_r, answers_w], parent_only=[requests_w, answers_r])
     return pid, requests_w, answers_r
 
@@ -222,7 +226,7 @@ def _taken(cells, shared):
                 os.mkdir(out_dir)
             except FileExistsError:  # another supervisor's
                 continue
-        yield spec
+        yield dict(spec, clock=dict(CLOCK, claimed=time.time()))
 
 
 def run_warm(cells):
@@ -326,6 +330,7 @@ def _warm_numpy():
 def run_job(job_path):
     with open(job_path) as fh:
         job = json.load(fh)
+    CLOCK["launched"] = job.get("launched")  # by the host, just before it started this process
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
     watching = os.environ.get(WATCH_STDIN) == "1"
@@ -343,6 +348,7 @@ def run_job(job_path):
                 load_engine(engine)
             except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
                 pass
+        CLOCK["engine_imported"] = time.time()
         cells = _taken(job["cells"], job.get("shared", False))
         if warm:
             run_warm(cells)

@@ -1,42 +1,53 @@
-"""PyTorch running the case's own module (not its ONNX export), on the CPU or a CUDA GPU.
+"""PyTorch running the case's own module (not its ONNX export), on the CPU or a CUDA GPU, as its
+users run it: the module moved to the device and cast to the dtype, called under no_grad.
 
 On a GPU, PyTorch's kernels are what TensorRT's outputs are usually held against, and seeds 000
-and 003 are about exactly these kernels (fused FP16 attention, SDPA). The worker never imports a
-case file (case files import the orchestrator): the host hands it the module as torch.export
-made it at prepare time (program-<dtype>.pt2), which only the same torch version can load;
-another version is an `error` cell that says so.
+and 003 are about exactly these kernels (fused FP16 attention, SDPA). The host pickles the module
+at prepare time (module.pt, prepare/torch_module.py); the classes a case file defines are imported
+here from that file, by path, before unpickling. That is the one thing a torch cell imports of the
+case; it needs the interpreter that prepared it (host environments) and the same torch: another
+version is an `error` cell that says so. Not a torch.export program: one traced on the CPU fixes
+the CPU's strides and code paths, and failed on CUDA where the module runs (issue 43).
 
 Profile mapping: precision fp32 (TF32 off), tf32 (TF32 matmuls and convolutions, CUDA only),
-fp16 and bf16 (the module traced in that dtype, floating inputs cast); sdpa_backend: the only kernel
+fp16 and bf16 (the module cast to that dtype, floating inputs cast); sdpa_backend: the only kernel
 torch.nn.attention.sdpa_kernel allows (flash, efficient and cudnn are CUDA kernels; a kernel
 that cannot take the inputs is `skipped` with PyTorch's reason); compile: torch.compile
 (inductor), compiled during the warm-up inference. The device: CUDA when the environment leased
 a GPU (the backend makes only that one visible), else the CPU.
 
-On a GPU the cells run in one warm worker (supervisor.run_warm): CUDA starts once, each program
-is loaded (and moved to the GPU) once per worker, and reset() puts back, after every cell, what a
-cell changes: the TF32 flags and torch.compile's state (SDPA kernel choices are a context around
-each inference). Each cell's log starts with the state it found ("torch state at start"), the
-same for every cell of a worker.
+On a GPU the cells run in one warm worker (supervisor.run_warm): CUDA starts once, each module
+is loaded (and moved to the GPU) once per worker and dtype while its artifact's cells run, and
+reset() puts back, after every cell, what a cell changes: the TF32 flags and torch.compile's
+state (SDPA kernel choices are a context around each inference). Each cell's log starts with the
+state it found ("torch state at start"), the same for every cell of a worker. Outputs stay on the
+device until an inference gives bits no earlier one of the cell gave: only those are copied to
+the host (usually the first alone), so a cell of 88 inferences is not 88 copies and comparisons.
 """
 
 import contextlib
+import importlib.util
 import json
 import os
+import sys
 import time
+import types
 
 import torch
 
 from . import Unsupported, timed_runs
-from ..files import PROGRAM, PROGRAM_META
+from ..files import CASES_PACKAGE, PROGRAM_META
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-TRACED = {"fp32": "fp32", "tf32": "fp32", "fp16": "fp16", "bf16": "bf16"}  # which program a precision runs
 CUDA_ONLY_SDPA = ("flash", "efficient", "cudnn")
 # What reset() puts back: PyTorch's own defaults, as this process found them.
 TF32_DEFAULTS = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
-_programs = {}  # (program file, its mtime, device) -> (module, meta): loaded once per worker
+_modules = {}  # (module file, its mtime, device, dtype) -> module: one artifact's, loaded once per worker
 _compiled = []  # torch.compile used since the last reset()
+_kept = []  # this cell's distinct outputs so far: (the outputs on the device, their arrays on the host)
+_args = {}  # this cell's inputs on the device: put there once, for all its builds
+# Bit patterns: two outputs are the same when their bits are (a NaN equals itself, -0.0 is not 0.0).
+_BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
 def state():
@@ -53,6 +64,8 @@ def reset():
     False when CUDA is left unusable (a sticky error: an illegal access poisons the context): the
     worker must end, and a fresh one takes the next cell."""
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = TF32_DEFAULTS
+    del _kept[:]
+    _args.clear()
     if _compiled:
         torch._dynamo.reset()
         _compiled.clear()
@@ -78,40 +91,59 @@ def device():
             "cudnn_version": str(torch.backends.cudnn.version())}
 
 
-def _program(spec, traced):
-    folder = os.path.dirname(spec["inputs"])
+def _meta(folder):
     meta_path = os.path.join(folder, PROGRAM_META)
     if not os.path.exists(meta_path):
         raise Unsupported("no PyTorch module to run: the torch engine runs a case's PyTorch module "
                           "(an ONNX-file or suite case has none)")
     with open(meta_path) as fh:
         meta = json.load(fh)
-    if traced in meta["errors"]:
-        raise RuntimeError("torch.export could not export this module in {} at prepare time: {}".format(
-            traced, meta["errors"][traced]))
     if meta["torch"] != torch.__version__:
-        raise RuntimeError("program.pt2 was made by torch {} and this environment has torch {}: a serialised "
-                           "program needs the same torch on both sides (prepare where the cells run)".format(
+        raise RuntimeError("the module was made by torch {} and this environment has torch {}: the torch engine "
+                           "runs the module with the torch that prepared it (prepare where the cells run)".format(
                                meta["torch"], torch.__version__))
-    return torch.export.load(os.path.join(folder, PROGRAM.format(traced))), meta
+    if "module" in meta["errors"] or "module" not in meta:
+        raise RuntimeError("the case's module could not be saved for the torch engine at prepare time: {}".format(
+            meta["errors"].get("module", "made by a trtmatrix that saved no module (prepare again)")))
+    return meta
 
 
-def _module(spec, traced, place, log):
-    """The case's module on `place`, loaded once per worker process (programs do not change: a
-    changed file has another mtime)."""
-    path = os.path.join(os.path.dirname(spec["inputs"]), PROGRAM.format(traced))
-    key = (path, os.path.getmtime(path) if os.path.exists(path) else None, place)
-    if key not in _programs:
-        program, meta = _program(spec, traced)
-        if place != "cpu":  # the program was traced on the CPU: its parameters and the devices written into it move
-            from torch.export.passes import move_to_device_pass
+def _import_case_files(files):
+    """The case files whose classes the pickle names, imported by path under the names they had."""
+    package = sys.modules.setdefault(CASES_PACKAGE, types.ModuleType(CASES_PACKAGE))
+    package.__path__ = getattr(package, "__path__", [])
+    for name, path in files.items():
+        if name in sys.modules:
+            continue
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
 
-            program = move_to_device_pass(program, place)
-        _programs[key] = (program.module(), meta)
-        log("loaded the {} program onto {}".format(traced, place))
-    else:
-        log("the {} program was loaded onto {} by an earlier cell of this worker".format(traced, place))
-    return _programs[key]
+
+def _module(spec, precision, place, log):
+    """The case's module on `place` in `dtype`, as `module.to(place, dtype)` makes it: loaded once
+    per worker while its artifact's cells run (the next artifact's replace it: memory stays one
+    model's), kept under the file's mtime (a file prepared again is loaded again)."""
+    folder = os.path.dirname(spec["inputs"])
+    meta = _meta(folder)
+    path = os.path.join(folder, meta["module"]["file"])
+    dtype, name = DTYPES[precision], {"tf32": "fp32"}.get(precision, precision)
+    key = (path, os.path.getmtime(path), place, dtype)
+    if key in _modules:
+        log("the {} module was loaded onto {} by an earlier cell of this worker".format(name, place))
+        return _modules[key], meta
+    for old in [k for k in _modules if k[0] != path]:
+        del _modules[old]
+    _import_case_files(meta["module"]["case_files"])
+    module = torch.load(path, map_location=place, weights_only=False)
+    _modules[key] = module.to(device=place, dtype=dtype).eval()
+    log("loaded the {} module onto {}".format(name, place))
+    return _modules[key], meta
 
 
 def _sdpa_kernel(backend):
@@ -131,6 +163,26 @@ def _numpy(value):
     return value.cpu().numpy()
 
 
+def _same_bits(one, two):
+    if one.shape != two.shape or one.dtype != two.dtype or one.device != two.device:
+        return False
+    if one.is_floating_point() or one.is_complex():
+        one, two = one.view(_BITS[one.element_size()]), two.view(_BITS[two.element_size()])
+    return torch.equal(one, two)
+
+
+def _to_arrays(names, outputs):
+    """An inference's outputs on the host; the very arrays of an earlier inference of this cell
+    whose outputs had the same bits (compared on the device, no copy): the worker writes and the
+    host judges each distinct result once (cell.save_runs tells them apart by identity first)."""
+    for device_outputs, arrays in _kept:
+        if len(device_outputs) == len(outputs) and all(_same_bits(a, b) for a, b in zip(device_outputs, outputs)):
+            return arrays
+    arrays = {name: _numpy(value) for name, value in zip(names, outputs)}
+    _kept.append((tuple(value.detach() for value in outputs), arrays))
+    return arrays
+
+
 def run(spec, inputs, log):
     log("torch state at start: " + json.dumps(state()))
     profile = spec["profile"]
@@ -141,18 +193,23 @@ def run(spec, inputs, log):
     if sdpa in CUDA_ONLY_SDPA and not on_cuda:
         raise Unsupported("the {} SDPA kernel runs on CUDA only; this environment has no GPU".format(sdpa))
     dtype = DTYPES[profile["precision"]]
-    # cuda:0, not cuda: the program's device assertions compare the names (torch.compile refused
-    # "cuda" against tensors on "cuda:0"); the backend makes the leased GPU the only one visible.
+    if spec.get("build_index", 0) == 0:
+        del _kept[:]
+        _args.clear()
+    # cuda:0, not cuda (torch.compile refused "cuda" against tensors on "cuda:0" in exported
+    # programs' device assertions); the backend makes the leased GPU the only one visible.
     place = "cuda:0" if on_cuda else "cpu"
     # PyTorch lets cuDNN use TF32 by default: FP32 means FP32 here, unless the profile asks for TF32.
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = profile["precision"] == "tf32"
     start = time.perf_counter()
-    module, meta = _module(spec, TRACED[profile["precision"]], place, log)
+    module, meta = _module(spec, profile["precision"], place, log)
     if profile.get("compile"):
         _compiled.append(True)
         module = torch.compile(module)
-    args = [torch.from_numpy(inputs[name]).to(place) for name in meta["inputs"]]
-    args = [a.to(dtype) if a.is_floating_point() else a for a in args]
+    if not _args:
+        args = [torch.from_numpy(inputs[name]).to(place) for name in meta["inputs"]]
+        _args["args"] = [a.to(dtype) if a.is_floating_point() else a for a in args]
+    args = _args["args"]
     if on_cuda:
         torch.cuda.synchronize()
     build_s = time.perf_counter() - start
@@ -173,6 +230,5 @@ def run(spec, inputs, log):
             torch.cuda.synchronize()
         return outputs if isinstance(outputs, (tuple, list)) else (outputs,)
 
-    runs, times = timed_runs(infer, lambda outputs: {name: _numpy(value)
-                                                     for name, value in zip(meta["outputs"], outputs)})
+    runs, times = timed_runs(infer, lambda outputs: _to_arrays(meta["outputs"], outputs))
     return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": {}}
