@@ -38,7 +38,7 @@ from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, c
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
-from .report.precision_ran import nothing_ran_reduced, precision_text
+from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, faults_found, known_status
 from .sources.onnx_suites import suite_label
@@ -260,7 +260,7 @@ class MatrixRun:
                 early = self._judging.pop(cell.cell_id, None)
                 verdict, judged = early.result() if early else self._judge(cell, directory, artifacts)
                 fields.update(judged, status=verdict)
-                if untested := nothing_ran_reduced(ran, self.plan.profile(cell.profile).precision):
+                if untested := not_converted(self._copy_facts(cell, artifacts), self.plan.profile(cell.profile).precision):
                     fields.update(status="skipped", error=untested)  # measured, but not in the profile's precision
             except Exception as exc:
                 fields.update(status="error", error=f"compare failed: {error_text(exc)[0]}")
@@ -309,6 +309,13 @@ class MatrixRun:
         store_judgement(directory, key, verdict, judged)
         return verdict, judged
 
+    def _copy_facts(self, cell: Cell, artifacts: Path) -> dict | None:
+        """What the conversion did to the copy this cell ran (None: it ran the model itself)."""
+        profile = self.plan.profile(cell.profile)
+        copy = copy_path(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))
+        facts = copy_facts(copy)[1] if copy is not None else None
+        return json.loads(facts.read_text()) if facts is not None and facts.is_file() else None
+
     @staticmethod
     def _split_blame(directory: Path, artifacts: Path, copy: Path, verdict: str, judged: dict, rules) -> dict:
         """The conversion's error (the copy in float64 against the reference) beside the engine's
@@ -320,7 +327,8 @@ class MatrixRun:
         engine = compare_files(directory / OUTPUTS, copy64, tol.atol, tol.rtol, accept, mask=masked)[1]
         split = {**judged, "conversion_max_abs": conversion["max_abs"], "copy_max_abs": engine["max_abs"]}
         if verdict == "fail" and alone == "fail":
-            split["error"] = conversion_cause(json.loads(changes.read_text()), conversion["max_abs"], engine["max_abs"])
+            split["error"] = conversion_cause(json.loads(changes.read_text())["changes"], conversion["max_abs"],
+                                              engine["max_abs"])
         return split
 
     @staticmethod

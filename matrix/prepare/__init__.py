@@ -26,7 +26,7 @@ from ..store.hashing import hash_files
 from ..stops import removed_at_end
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
 from ..worker.values import save_values
-from ..reference.conversion import changed_constants, copy_float64
+from ..reference.conversion import changed_constants, copy_float64, reduced_values
 from ..reference import expected_reference, onnx_reference, reference_text, torch_reference_check
 from ..reference.float64_graph import Float64Values, float64_values
 from .fingerprint import variant_key
@@ -272,7 +272,8 @@ def copy_path(artifacts: Path, profile: Profile, fp16_copy: bool) -> Path | None
 
 
 def copy_facts(copy: Path) -> tuple[Path, Path]:
-    """(the copy's outputs in float64, the constants its conversion clamped or flushed as JSON)."""
+    """(the copy's outputs in float64, what its conversion did as JSON: {"changes": the constants it
+    clamped or flushed, "reduced_values": how many FP16/BF16 tensors the copy holds})."""
     return copy.with_suffix(".float64.npz"), copy.with_suffix(".conversion.json")
 
 
@@ -283,4 +284,5 @@ def _write_copy_facts(original: onnx.ModelProto, copy: onnx.ModelProto, artifact
         save_arrays(outputs, copy_float64(copy, inputs))
     except Exception:  # noqa: BLE001 - no float64 evaluation of the copy: the cell is judged, not split
         outputs.unlink(missing_ok=True)
-    changes.write_text(json.dumps(changed_constants(original, copy), indent=1))
+    changes.write_text(json.dumps({"changes": changed_constants(original, copy), "reduced_values": reduced_values(copy)},
+                                  indent=1))

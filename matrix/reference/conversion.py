@@ -54,6 +54,17 @@ def changed_constants(original: onnx.ModelProto, copy: onnx.ModelProto) -> list[
     return sorted(changes, key=lambda c: -abs(c["before"] - c["after"]))
 
 
+def reduced_values(copy: onnx.ModelProto) -> int:
+    """How many of the copy's tensors, graph values and Cast targets are FP16 or BF16: none means
+    the conversion turned nothing (a DOUBLE model), and no cell of the copy tested that precision."""
+    reduced = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    graph = copy.graph
+    count = sum(t.data_type in reduced for t in graph.initializer)
+    count += sum(v.type.tensor_type.elem_type in reduced for v in (*graph.input, *graph.output, *graph.value_info))
+    return count + sum(node.op_type == "Cast" and any(a.name == "to" and a.i in reduced for a in node.attribute)
+                       for node in graph.node)
+
+
 def copy_float64(copy: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The copy's graph outputs evaluated in float64 (those that have a float64 evaluation)."""
     values = float64_values(copy, inputs).values

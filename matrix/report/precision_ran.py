@@ -1,9 +1,9 @@
 """Which precision a reduced-precision cell really ran in, said on the cell (issue 40, point 6).
 
 onnxruntime's CPU provider runs the nodes of an FP16 copy that lack FP16 kernels in float32, behind
-Casts it inserts (worker/engines/onnxruntime_engine.py reads it from a profiled inference). A cell
-whose profile's precision no node ran in is not that precision's pass; one where some nodes ran
-wider says which, and the FP16 forecast's risky nodes are named on the cell with what ran them.
+Casts it inserts (worker/engines/onnxruntime_engine.py reads it from a profiled inference): a cell
+says which nodes ran wider, and the FP16 forecast's risky nodes are named on it with what ran them.
+A cell whose copy holds no FP16 value at all is not that precision's pass.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ def _counts(wider: dict) -> str:
     return ", ".join(f"{op} {count}" for op, count in sorted(wider.items(), key=lambda kv: -kv[1])[:6])
 
 
-def nothing_ran_reduced(ran: dict | None, precision: str) -> str | None:
-    """The reason a cell did not run its profile's precision at all (no value was ever FP16: a
-    DOUBLE model the converter leaves as it is), or None. FP16 weights computed in float32 are
-    still the FP16 copy as deployed: said by precision_text, not refused."""
-    if not ran or ran.get("reduced") or ran.get("reduced_data") or not ran.get("wider"):
+def not_converted(facts: dict | None, precision: str) -> str | None:
+    """The reason a cell did not test its profile's precision at all: its FP16 copy holds no FP16
+    value (a DOUBLE model, which the converter leaves as it is), or None. FP16 weights computed in
+    float32 are the FP16 copy as deployed: said by precision_text, not refused."""
+    if not facts or facts.get("reduced_values", 1):
         return None
-    total = sum(ran["wider"].values())
-    return (f"no node ran in {precision.upper()}: the engine ran all {total} in float32 or double "
-            f"({_counts(ran['wider'])}); this profile's precision was not tested")
+    return (f"the {precision.upper()} copy holds no {precision.upper()} value (the converter turns float32 only; "
+            f"this model has none): this profile's precision was not tested")
 
 
 def precision_text(ran: dict | None, forecast: dict | None) -> str | None:

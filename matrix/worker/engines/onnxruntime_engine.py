@@ -131,7 +131,7 @@ def precision_ran(spec, feeds, names):
     stay unprofiled): onnxruntime runs a node of an FP16 copy that has no FP16 kernel in float32,
     behind Casts it inserts, and says so nowhere else. {"reduced": nodes that ran in FP16/BF16,
     "reduced_nodes": their names, "wider": {op: nodes that ran in float32 or double},
-    "wider_nodes": their names, "reduced_data": whether any value was FP16/BF16 at all (a Cast's)}."""
+    "wider_nodes": their names}."""
     folder = tempfile.mkdtemp(prefix="trtmatrix-profile-")
     try:
         options = ort.SessionOptions()
@@ -142,21 +142,17 @@ def precision_ran(spec, feeds, names):
             events = json.load(fh)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    reduced_nodes, wider, wider_nodes, reduced_data = [], {}, [], False
+    reduced_nodes, wider, wider_nodes = [], {}, []
     for event in events:
         args = event.get("args") or {}
-        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
+        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time") or args.get("op_name") == "Cast":
             continue
         types = {t for shapes in (args.get("input_type_shape") or []) + (args.get("output_type_shape") or [])
                  for t in shapes}
-        reduced_data = reduced_data or bool(types & REDUCED)
-        if args.get("op_name") == "Cast":
-            continue
         name = event["name"][:-len("_kernel_time")]
         if types & REDUCED:
             reduced_nodes.append(name)
         elif types & {"float", "double"}:
             wider[args["op_name"]] = wider.get(args["op_name"], 0) + 1
             wider_nodes.append(name)
-    return {"reduced": len(reduced_nodes), "reduced_nodes": reduced_nodes, "wider": wider, "wider_nodes": wider_nodes,
-            "reduced_data": reduced_data}
+    return {"reduced": len(reduced_nodes), "reduced_nodes": reduced_nodes, "wider": wider, "wider_nodes": wider_nodes}
