@@ -37,7 +37,7 @@ from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, known_status
 from .sources.onnx_suites import suite_label
 from .statuses import ORDER
-from .store import RUNS, remove_dead_partials, stage_run, to_frame
+from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.hashing import hash_files, hash_json
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
@@ -296,7 +296,8 @@ class MatrixRun:
 
     def _store(self, reports_dir: Path, frame: pd.DataFrame) -> Path:
         references = [a / REFERENCE for a in self._artifacts.values() if isinstance(a, Path)]
-        meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
+        meta = {"run_id": self.run_id, SEQUENCE: next_sequence(reports_dir), "started": self.started,
+                "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
                 "environment_seconds": self.env_seconds, "plan_key": self.plan.plan_key,
                 "left_out": self.plan.left_out,
