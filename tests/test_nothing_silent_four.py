@@ -238,3 +238,87 @@ def test_the_newest_run_is_chosen_by_what_the_runs_recorded_not_by_folder_names(
     assert trtmatrix("report", "-c", str(config)).returncode == 0
     assert "rejudged" in json.loads((newest / "run.json").read_text())
     assert "rejudged" not in json.loads((runs / "keep-good" / "run.json").read_text())
+
+
+# --- hangs, leftovers, tracebacks --------------------------------------------------------------------
+
+def test_images_commands_from_a_folder_without_images_take_the_shipped_definitions(tmp_path):
+    """Issue 41, hangs/leftovers/tracebacks: `images list` and `images check` failed with
+    "--images-dir images: no such folder" from any folder without ./images."""
+    done = subprocess.run([TRTMATRIX, "images", "list"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and "ort-1.32" in done.stdout and not done.stderr, done.stderr
+    assert refused("images", "list", "--images-dir", str(tmp_path / "none")) == \
+        f"error: --images-dir {tmp_path / 'none'}: no such folder"  # given, and not there: still refused
+
+
+def test_a_report_details_that_is_a_file_is_named_and_no_temporary_folder_stays(tiny_run):
+    """Issue 41, hangs/leftovers/tracebacks: a `report-details` that is a file: the error named
+    `.report-details.<pid>.tmp` and left it."""
+    config, run_dir = tiny_run
+    shutil.rmtree(run_dir / "report-details")
+    (run_dir / "report-details").write_text("mine")
+    assert refused("report", "-c", str(config)) == (
+        f"error: {run_dir / 'report-details'}: not a folder: the report's details go there; move it away")
+    assert (run_dir / "report-details").read_text() == "mine"
+    assert not list(run_dir.glob(".report-details.*"))
+
+
+# --- unclear -------------------------------------------------------------------------------------------
+
+MULTI_LINE = '''
+from matrix.case import case
+
+
+@case(params={"batch": [1]})
+def toy(batch: int):
+    """Raises an error of two lines, as ONNX Runtime's "… of node:" does."""
+    raise RuntimeError("Non-zero status code returned while running Gather of node:\\nName:'gather_7' index 9 out of range")
+'''
+
+
+def test_an_error_s_cause_is_printed_below_a_table_that_fits_every_line_of_it(tmp_path, write_matrix):
+    """Issue 41, unclear: when the table fits the terminal an `error` cell's cause was never printed;
+    error lines were cut at the first newline ("… of node:")."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "toy.py").write_text(MULTI_LINE)
+    config = write_matrix(PROFILES + '[cases.toy]\nprofiles = ["fp32"]\n', cases_dir=cases, environments=(ENV,))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "┏" in done.stderr  # the table fits, and is printed
+    assert "1 error in 1 cause:" in done.stderr
+    assert "of node: Name:'gather_7' index 9 out of range" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="TensorRT cells run on a GPU host")
+def test_a_pair_with_nothing_compared_says_so_first(tmp_path, write_matrix):
+    """Issue 41, unclear: `diff --from trt-10.7 --to trt-10.8` (all skipped) printed "gained 0; lost 0",
+    which reads as a safe upgrade."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("trt-10.7", "trt-10.8"))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    done = trtmatrix("diff", "-c", str(config), "--from", "trt-10.7", "--to", "trt-10.8")
+    assert done.returncode == 0, done.stderr
+    assert "trt-10.7 → trt-10.8: nothing compared (1 not comparable); gained 0; lost 0" in done.stdout + done.stderr
+
+
+def test_report_says_which_rows_the_matrix_file_does_not_have_and_keeps_their_verdicts(tmp_path, write_matrix):
+    """Issue 41, unclear: `report` of a run whose case or profile the matrix no longer has, or of
+    another matrix's run: exit 0, no word."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs, ("fp32", "fp16"))
+                          + "[cases.tiny.accept.fp16]\ncosine = 0.9\n", environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    # The fp16 profile is gone from the case, and the others' tolerance is now one nothing passes.
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace('profiles = ["fp32", "fp16"]', 'profiles = ["fp32"]')
+                     .replace("[cases.tiny.accept.fp16]\ncosine = 0.9\n", "")
+                     + "[cases.tiny.tolerances.fp32]\natol = 0.0\nrtol = 0.0\n")
+    done = trtmatrix("report", "-c", str(other))
+    assert done.returncode == 0, done.stderr
+    assert f"warning: run {run_dir.name} was made from {config}, not {other}" in done.stderr
+    assert f"warning: 1 rows of run {run_dir.name} are of cases or profiles {other} does not have (tiny/fp16): " \
+           "their verdicts are kept as the run judged them" in done.stderr
+    cells = read_run(run_dir).set_index("cell_id")
+    assert cells.loc["tiny/fp16/ort-1.32", "status"] == "pass" and cells.loc["tiny/fp16/ort-1.32", "rule"]
