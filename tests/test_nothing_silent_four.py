@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ from conftest import PROFILES, make_tiny_model, tiny_case
 from matrix.store import cell_file, list_runs, read_run, run_reference
 from matrix.worker.files import OUTPUTS, save_arrays
 from test_bad_values import TRTMATRIX, refused
+from test_nothing_silent_three import HANG, children, start, wait_for
 
 ENV = "ort-1.32"
 
@@ -261,6 +264,32 @@ def test_a_report_details_that_is_a_file_is_named_and_no_temporary_folder_stays(
         f"error: {run_dir / 'report-details'}: not a folder: the report's details go there; move it away")
     assert (run_dir / "report-details").read_text() == "mine"
     assert not list(run_dir.glob(".report-details.*"))
+
+
+def test_a_stopped_supervisor_left_by_a_killed_run_is_ended_by_the_next_run(tmp_path, write_matrix):
+    """Issue 41, hangs/leftovers/tracebacks: a worker supervisor SIGSTOPped before its first cell,
+    then SIGTERM and SIGKILL of trtmatrix (`timeout -k`, a CI runner): the supervisor stayed for
+    good; the next run removed the lock, not it."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + HANG + tiny_case(model, inputs, ("hang",)), environments=(ENV,), timeout_s=60)
+    run = start("run", "-c", str(config))
+    supervisor = wait_for(lambda: next((pid for pid in children(run.pid)
+                                        if b"trtmatrix_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()), None))
+    try:
+        os.kill(supervisor, signal.SIGSTOP)
+        os.killpg(run.pid, signal.SIGKILL)  # the end of `timeout -k`: SIGTERM's grace is a race, this is not
+        run.communicate(timeout=60)
+        time.sleep(1)
+        assert Path(f"/proc/{supervisor}").exists()  # what was left: stopped, its trtmatrix gone
+        config.write_text(config.read_text().replace('profiles = ["hang"]', 'profiles = ["fp32"]'))
+        done = trtmatrix("run", "-c", str(config))
+        assert done.returncode == 0, done.stderr
+        assert wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
+                        Path(f"/proc/{supervisor}/stat").read_text().rpartition(")")[2].split()[0] == "Z", 30)
+    finally:
+        for pid in (supervisor,):
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
 
 
 # --- unclear -------------------------------------------------------------------------------------------
