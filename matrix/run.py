@@ -29,9 +29,10 @@ from .environments.gpus import gpu_missing_reason
 from .environments.staging import stage_worker
 from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
+from .executors.prepare_apart import PrepareFailed, prepare_apart
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
-from .prepare import INPUTS, MODEL, REFERENCE, case_meta, mask_array, prepare, prepared
+from .prepare import INPUTS, MODEL, REFERENCE, case_meta, mask_array, prepared
 from .prepare.graph_checks import applies
 from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, known_status
@@ -131,7 +132,8 @@ class MatrixRun:
             started = time.perf_counter()
             try:
                 with cache_lock(self.cache, f"artifact-{case}-{artifact_key[:16]}"):
-                    self._artifacts[key] = prepare(self.plan.cases[case], params, artifact_key, self.cache)
+                    self._artifacts[key] = prepare_apart(self.plan.config_path, self.plan.cases[case], params,
+                                                         artifact_key, self.cache, self.plan.config.run.timeout_s)
             except Exception as exc:  # a broken case must not stop the others
                 self._artifacts[key] = exc
             self.on_event({"event": "prepared", "case": case, "params": dict(params),
@@ -176,7 +178,8 @@ class MatrixRun:
                 continue
             artifacts = self._artifacts_for(cell.case, cell.params, cell.artifact_key)
             if isinstance(artifacts, BaseException):
-                error, tail = error_text(artifacts)
+                error, tail = (artifacts.error, artifacts.tail) if isinstance(artifacts, PrepareFailed) else \
+                    error_text(artifacts)
                 self._record(cell, status="error", error=f"prepare failed: {error}", log_tail=tail)
                 continue
             runnable.append((cell, artifacts))

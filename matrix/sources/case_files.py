@@ -20,6 +20,7 @@ import io
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import traceback
@@ -30,6 +31,7 @@ from ..config import ConfigError
 from ..stops import Stopped
 
 IMPORT_TIMEOUT_S = 120  # importing torch and transformers takes seconds; a case file never needs minutes
+STOP_GRACE_S = 5
 
 
 class _ImportTimeout(BaseException):
@@ -133,23 +135,69 @@ class _Deferred:
 
 def indexed_cases(path: Path, index: Path) -> list[CaseDef]:
     """The file's cases from the index where its bytes are unchanged since an import, each with a
-    build that imports it when called; else imported now, and what it declares indexed."""
+    build that imports it when called; else imported now in a child process (import_apart), and
+    what it declares indexed. This process never imports a case file to plan: what a file does at
+    import (ignore SIGTERM, turn warnings into errors) stays in the child."""
     entry = index / f"{hashlib.sha256(path.read_bytes()).hexdigest()[:24]}.json"
     try:
-        return [CaseDef(name=c["name"], build=_Deferred(path, c["name"]), params=c["params"], seed=c["seed"],
-                        export=_export(c["export"]), description=c["description"], source=path)
-                for c in json.loads(entry.read_text())]
-    except (OSError, ValueError, KeyError, TypeError):  # not indexed yet, or an index of another shape
-        cases = load_case_file(path)
+        return _deferred(path, json.loads(entry.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not indexed yet, or an index of another shape
+        declared = import_apart(path)
+    cases = _deferred(path, declared)
     try:
         index.mkdir(parents=True, exist_ok=True)
         tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps([{"name": c.name, "params": c.params, "seed": c.seed, "description": c.description,
-                                    "export": dataclasses.asdict(c.export)} for c in cases]))
+        tmp.write_text(json.dumps(declared))
         tmp.replace(entry)
-    except (OSError, TypeError, ValueError):  # a read-only cache, or params JSON cannot hold: imported next time
+    except OSError:  # a read-only cache: imported next time
         pass
     return cases
+
+
+def _deferred(path: Path, declared: list[dict]) -> list[CaseDef]:
+    return [CaseDef(name=c["name"], build=_Deferred(path, c["name"]), params=c["params"], seed=c["seed"],
+                    export=_export(c["export"]), description=c["description"], source=path) for c in declared]
+
+
+def declarations(cases: list[CaseDef]) -> list[dict]:
+    """What a case file declares, as the index keeps it (JSON)."""
+    return [{"name": c.name, "params": c.params, "seed": c.seed, "description": c.description,
+             "export": dataclasses.asdict(c.export)} for c in cases]
+
+
+def import_apart(path: Path) -> list[dict]:
+    """The declarations of a case file imported in a child process (`python -m
+    matrix.sources.case_import`), with the deadline and the errors of load_case_file: a ConfigError
+    as its import would raise it here; a stop here ends the child."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    child = subprocess.Popen([sys.executable, "-m", "matrix.sources.case_import", str(path), json.dumps(sys.argv)],
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        out, err = child.communicate(timeout=IMPORT_TIMEOUT_S + STOP_GRACE_S)
+    except subprocess.TimeoutExpired:  # it ignored its own deadline (SIGALRM)
+        raise ConfigError(path, "", f"still importing after {IMPORT_TIMEOUT_S} s (a case file must not block at "
+                                    "import)") from None
+    finally:
+        _end(child)
+    sys.stderr.write(err)  # what the file printed while importing, where it imported fine
+    said = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
+    if child.returncode == 0 and isinstance(said, list):
+        return said
+    if isinstance(said, dict) and "message" in said:
+        raise ConfigError(path, said["key"], said["message"])
+    died = f"killed by {signal.Signals(-child.returncode).name}" if child.returncode < 0 else f"exit {child.returncode}"
+    raise ConfigError(path, "", f"the process importing it ended ({died}) without a word")
+
+
+def _end(child: subprocess.Popen) -> None:
+    """The child's process group, SIGKILLed: a case file's import has nothing to save."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    child.wait()
 
 
 def _export(stored: dict) -> Export:
