@@ -292,6 +292,82 @@ def test_a_stopped_supervisor_left_by_a_killed_run_is_ended_by_the_next_run(tmp_
                 os.kill(pid, signal.SIGKILL)
 
 
+CASE = """
+import signal
+import time
+import warnings
+
+import torch
+
+from matrix.case import case
+
+{top}
+
+
+@case(params={{"n": [2]}})
+def hostile(n: int):
+    \"\"\"A case file's code, hostile to the process it runs in.\"\"\"
+    open({started!r}, "w").close()
+{body}
+    return torch.nn.Linear(n, n), {{"x": torch.ones(1, n)}}
+"""
+
+
+def hostile_case(tmp_path: Path, write_matrix, top: str = "", body: str = "", timeout_s: float = 120) -> tuple[Path, Path]:
+    cases = tmp_path / "cases"
+    cases.mkdir(exist_ok=True)
+    started = tmp_path / "build-started"
+    (cases / "hostile.py").write_text(CASE.format(top=top, started=str(started), body=body))
+    config = write_matrix('[profiles.fp32]\nprecision = "fp32"\n[cases.hostile]\nprofiles = ["fp32"]\n',
+                          cases_dir=cases, environments=(ENV,), timeout_s=timeout_s)
+    return config, started
+
+
+def test_a_case_file_that_ignores_sigterm_does_not_make_trtmatrix_ignore_it(tmp_path, write_matrix, cache_dir):
+    """Issue 41, hangs: a case file that sets SIGTERM to SIG_IGN at import made `trtmatrix run` ignore
+    SIGTERM (case files were imported into trtmatrix's own process)."""
+    config, started = hostile_case(tmp_path, write_matrix, top="signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+                                   body="    time.sleep(600)")
+    run = start("run", "-c", str(config))
+    try:
+        wait_for(started.exists, 120)
+        os.kill(run.pid, signal.SIGTERM)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 143 and stderr.strip().splitlines()[-1].startswith("stopped by SIGTERM"), stderr
+    assert not list((cache_dir / "artifacts").glob("hostile-*.tmp"))
+
+
+@pytest.mark.parametrize("body, timeout_s, said", [
+    ("    time.sleep(600)", 8, "prepare failed: not prepared within 8 s (timeout_s): the case's build or export never "
+                             "returned"),
+    ("    import ctypes\n    ctypes.string_at(0)", 120, "prepare failed: the process preparing it was killed by SIGSEGV"),
+])
+def test_a_build_that_never_returns_or_crashes_is_the_case_s_error(tmp_path, write_matrix, cache_dir, body, timeout_s,
+                                                                     said):
+    """Issue 41, hangs and leftovers: a build function that never returns waited forever (prepare had
+    no deadline); one that segfaults killed `run` (exit 139, no line) and left
+    `<cache>/artifacts/*.tmp` for good."""
+    config, _ = hostile_case(tmp_path, write_matrix, body=body, timeout_s=timeout_s)
+    done = trtmatrix("run", "-c", str(config), timeout=180)
+    assert done.returncode == 0, done.stderr
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert cell["status"] == "error" and cell["error"].startswith(said), cell["error"]
+    assert not list((cache_dir / "artifacts").glob("hostile-*.tmp"))
+
+
+def test_a_case_file_that_turns_warnings_into_errors_changes_nothing_of_trtmatrix(tmp_path, write_matrix):
+    """Issue 41, tracebacks: `warnings.simplefilter("error")` in a case file gave two
+    "ResourceWarning: unclosed file" tracebacks (trtmatrix's own worker pipes)."""
+    config, _ = hostile_case(tmp_path, write_matrix, top='warnings.simplefilter("error")')
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    assert read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]["status"] == "pass"
+    assert "Warning" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 # --- unclear -------------------------------------------------------------------------------------------
 
 MULTI_LINE = '''
