@@ -207,6 +207,7 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     nor turn a regression's exit 1 into an exit 3 after it."""
     from .report.publish import HISTORY, INDEX
     from .store import RUNS, folder_problem
+    from .store.cache import artifacts_folder, results_folder
     from .store.outputs import output_problem
 
     reports = the_plan.path("reports_dir")
@@ -215,6 +216,10 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
         problem = folder_problem(the_plan.path(setting))
         if problem:
             _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
+    cache = the_plan.path("cache_dir")  # its own folders too: a file there would break every cell of one
+    for folder in (artifacts_folder(cache), *(results_folder(cache, env) for env in the_plan.envs)):
+        if problem := folder_problem(folder):
+            _fail(f"{the_plan.config_path}: run.cache_dir: {problem}")
     problem = folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)
     if problem:
         _fail(f"{the_plan.config_path}: run.reports_dir: {problem}")

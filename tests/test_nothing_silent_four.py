@@ -19,7 +19,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from conftest import PROFILES, make_tiny_model, tiny_case
+from conftest import PROFILES, make_tiny_model, matrix_file, tiny_case
 from matrix.store import cell_file, list_runs, read_run, run_reference
 from matrix.worker.files import OUTPUTS, save_arrays
 from test_bad_values import TRTMATRIX, refused
@@ -366,6 +366,17 @@ def test_a_case_file_that_turns_warnings_into_errors_changes_nothing_of_trtmatri
     assert done.returncode == 0, done.stderr
     assert read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]["status"] == "pass"
     assert "Warning" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_cache_folder_that_is_a_file_is_refused_before_anything_runs(tmp_path):
+    """Issue 41, tracebacks: `<cache>/results/<env>` a file gave a Python traceback as every cell's error."""
+    model, inputs = make_tiny_model(tmp_path)
+    cache = tmp_path / "cache"  # its own: the session's cache is shared by the other tests
+    config = matrix_file(tmp_path, cache, PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    (cache / "results").mkdir(parents=True)
+    (cache / "results" / ENV).write_text("not a folder")
+    assert refused("run", "-c", str(config)) == \
+        f"error: {config}: run.cache_dir: {cache / 'results' / ENV} is a file, not a folder"
 
 
 # --- unclear -------------------------------------------------------------------------------------------
