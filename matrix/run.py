@@ -12,6 +12,7 @@ import secrets
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from functools import cache
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version as package_version
@@ -128,16 +129,25 @@ class MatrixRun:
         if key not in self._artifacts and (ready := prepared(self.cache, case, artifact_key)):
             self._artifacts[key] = ready  # no lock, no progress line: thousands of suite tests on a re-run
         if key not in self._artifacts:
-            self.on_event({"event": "prepare", "case": case, "params": dict(params)})
+            spec = self.plan.cases[case]
+            rows = [(params, artifact_key)]  # a case file's other rows too: imported once for all of them
+            if spec.torch_case is not None:
+                rows += [row for row in dict.fromkeys((c.params, c.artifact_key) for c in self.plan.cells if c.case == case)
+                         if row[0] != params and (case, row[0]) not in self._artifacts and not prepared(self.cache, case, row[1])]
+            for row_params, _ in rows:
+                self.on_event({"event": "prepare", "case": case, "params": dict(row_params)})
             started = time.perf_counter()
-            try:
-                with cache_lock(self.cache, f"artifact-{case}-{artifact_key[:16]}"):
-                    self._artifacts[key] = prepare_apart(self.plan.config_path, self.plan.cases[case], params,
-                                                         artifact_key, self.cache, self.plan.config.run.timeout_s)
-            except Exception as exc:  # a broken case must not stop the others
-                self._artifacts[key] = exc
-            self.on_event({"event": "prepared", "case": case, "params": dict(params),
-                           "seconds": time.perf_counter() - started, "of": self._rows})
+            with ExitStack() as locks:
+                for _, row_key in sorted(rows, key=lambda row: row[1]):
+                    locks.enter_context(cache_lock(self.cache, f"artifact-{case}-{row_key[:16]}"))
+                try:
+                    made = prepare_apart(self.plan.config_path, spec, rows, self.cache, self.plan.config.run.timeout_s)
+                except Exception as exc:  # a broken case must not stop the others
+                    made = {row_key: exc for _, row_key in rows}
+            for row_params, row_key in rows:
+                self._artifacts[(case, row_params)] = made[row_key]
+                self.on_event({"event": "prepared", "case": case, "params": dict(row_params),
+                               "seconds": (time.perf_counter() - started) / len(rows), "of": self._rows})
         return self._artifacts[key]
 
     def _model_digest(self, artifacts: Path) -> str:

@@ -341,8 +341,8 @@ def test_a_case_file_that_ignores_sigterm_does_not_make_trtmatrix_ignore_it(tmp_
 
 
 @pytest.mark.parametrize("body, timeout_s, said", [
-    ("    time.sleep(600)", 8, "prepare failed: not prepared within 8 s (timeout_s): the case's build or export never "
-                             "returned"),
+    ("    time.sleep(600)", 8, "prepare failed: not prepared within 8 s (timeout_s, for each row): the case's build "
+                             "or export never returned"),
     ("    import ctypes\n    ctypes.string_at(0)", 120, "prepare failed: the process preparing it was killed by SIGSEGV"),
 ])
 def test_a_build_that_never_returns_or_crashes_is_the_case_s_error(tmp_path, write_matrix, cache_dir, body, timeout_s,

@@ -35,36 +35,61 @@ class PrepareFailed(Exception):
         super().__init__(error)
 
 
-def prepare_apart(config_path: Path, spec: CaseSpec, params: Params, key: str, cache_dir: Path,
-                  timeout_s: float) -> Path:
-    """prepare(), in a child process where the case runs code of a case file."""
+Row = tuple[Params, str]  # (the row's parameters, its artifact key)
+
+
+def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir: Path,
+                  timeout_s: float) -> dict[str, Path | Exception]:
+    """{artifact key: the artifacts, or why they could not be made} of `rows` of one case. A case
+    file's rows are prepared in one child process (the file imported once for all of them), with
+    `timeout_s` for each row; other cases' in this process."""
     if spec.torch_case is None:
-        return prepare(spec, params, key, cache_dir)
-    if ready := prepared(cache_dir, spec.name, key):
-        return ready
-    job = json.dumps({"config": str(config_path), "case": spec.name, "params": list(params), "key": key,
+        return {key: _here(spec, params, key, cache_dir) for params, key in rows}
+    job = json.dumps({"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows],
                       "cache": str(cache_dir)})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(matrix.__file__).parents[1]),
                                                                       os.environ.get("PYTHONPATH")]))}
     child = subprocess.Popen([sys.executable, "-m", __name__, job], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env=env, start_new_session=True)
+    ended = None
     try:
-        out, err = child.communicate(timeout=timeout_s)
+        out, err = child.communicate(timeout=timeout_s * len(rows))
     except subprocess.TimeoutExpired:
-        raise PrepareFailed(f"not prepared within {timeout_s:g} s (timeout_s): the case's build or export never "
-                            "returned") from None
+        out, err = "", ""
+        ended = f"not prepared within {timeout_s:g} s (timeout_s, for each row): the case's build or export never " \
+                "returned"
     finally:  # a deadline, a stop, or the end: nothing of the child is left, nor its half-made artifacts
         _end(child)
-        shutil.rmtree(artifact_dir(cache_dir, spec.name, key).with_name(
-            artifact_dir(cache_dir, spec.name, key).name + ".tmp"), ignore_errors=True)
+        for _, key in rows:
+            folder = artifact_dir(cache_dir, spec.name, key)
+            shutil.rmtree(folder.with_name(folder.name + ".tmp"), ignore_errors=True)
     sys.stderr.write(err)  # what the case file printed, as it would have in this process
-    if child.returncode < 0:
-        raise PrepareFailed(f"the process preparing it was killed by {signal.Signals(-child.returncode).name} "
-                            "(the case's build or export crashed)")
-    if child.returncode:
-        said = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"error": f"exit {child.returncode}"}
-        raise PrepareFailed(said["error"], said.get("tail", ""))
-    return prepared(cache_dir, spec.name, key) or artifact_dir(cache_dir, spec.name, key)
+    if ended is None and child.returncode < 0:
+        ended = f"the process preparing it was killed by {signal.Signals(-child.returncode).name} (the case's " \
+                "build or export crashed)"
+    said = {}
+    for line in out.splitlines():
+        try:
+            said.update({(item := json.loads(line))["key"]: item})
+        except (ValueError, TypeError, KeyError):
+            continue  # the case's own print
+    made: dict[str, Path | Exception] = {}
+    for _, key in rows:
+        item = said.get(key)
+        if item is None:
+            made[key] = PrepareFailed(ended or f"the process preparing it ended (exit {child.returncode}) without a word")
+        elif "error" in item:
+            made[key] = PrepareFailed(item["error"], item.get("tail", ""))
+        else:
+            made[key] = prepared(cache_dir, spec.name, key) or PrepareFailed("its artifacts are not in the cache")
+    return made
+
+
+def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | Exception:
+    try:
+        return prepare(spec, params, key, cache_dir)
+    except Exception as exc:  # a broken case must not stop the others
+        return exc
 
 
 def _end(child: subprocess.Popen) -> None:
@@ -82,16 +107,20 @@ def _end(child: subprocess.Popen) -> None:
 
 
 def main(job: dict) -> int:
+    """Each row prepared in turn, a JSON line each: {"key"} or {"key", "error", "tail"}."""
     from ..config import load_config
 
     config_path = Path(job["config"])
-    try:
-        spec = case_specs(load_config(config_path), config_path, set(), only=[job["case"]])[job["case"]]
-        prepare(spec, tuple(tuple(pair) for pair in job["params"]), job["key"], Path(job["cache"]))
-    except BaseException as exc:  # noqa: BLE001 - whatever the case's code raised, SystemExit included
-        print(json.dumps({"error": f"{type(exc).__name__}: {exc}",
-                          "tail": "".join(traceback.format_exception(exc)[-6:])}), flush=True)
-        return 1
+    spec = None
+    for params, key in job["rows"]:
+        try:
+            if spec is None:
+                spec = case_specs(load_config(config_path), config_path, set(), only=[job["case"]])[job["case"]]
+            prepare(spec, tuple(tuple(pair) for pair in params), key, Path(job["cache"]))
+            print(json.dumps({"key": key}), flush=True)
+        except BaseException as exc:  # noqa: BLE001 - whatever the case's code raised, SystemExit included
+            print(json.dumps({"key": key, "error": f"{type(exc).__name__}: {exc}",
+                              "tail": "".join(traceback.format_exception(exc)[-6:])}), flush=True)
     return 0
 
 
