@@ -14,17 +14,13 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import traceback
 from pathlib import Path
 
-import matrix
-
 from ..prepare import artifact_dir, prepare, prepared
 from ..sources import CaseSpec, Params, case_specs
-
-STOP_GRACE_S = 5
+from ..stops import run_apart
 
 
 class PrepareFailed(Exception):
@@ -47,28 +43,22 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
         return {key: _here(spec, params, key, cache_dir) for params, key in rows}
     job = json.dumps({"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows],
                       "cache": str(cache_dir)})
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(matrix.__file__).parents[1]),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, "-m", __name__, job], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env, start_new_session=True)
-    ended = None
     try:
-        out, err = child.communicate(timeout=timeout_s * len(rows))
-    except subprocess.TimeoutExpired:
-        out, err = "", ""
-        ended = f"not prepared within {timeout_s:g} s (timeout_s, for each row): the case's build or export never " \
-                "returned"
-    finally:  # a deadline, a stop, or the end: nothing of the child is left, nor its half-made artifacts
-        _end(child)
+        ended = run_apart(__name__, [job], timeout_s * len(rows))
+    finally:  # a deadline, a stop, or the end: no half-made artifacts of the child stay
         for _, key in rows:
             folder = artifact_dir(cache_dir, spec.name, key)
             shutil.rmtree(folder.with_name(folder.name + ".tmp"), ignore_errors=True)
-    sys.stderr.write(err)  # what the case file printed, as it would have in this process
-    if ended is None and child.returncode < 0:
-        ended = f"the process preparing it was killed by {signal.Signals(-child.returncode).name} (the case's " \
-                "build or export crashed)"
+    sys.stderr.write(ended.err)  # what the case file printed, as it would have in this process
+    if ended.returncode is None:
+        why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): the case's build or export never returned"
+    elif ended.returncode < 0:
+        why = f"the process preparing it was killed by {signal.Signals(-ended.returncode).name} (the case's build or " \
+              "export crashed)"
+    else:
+        why = f"the process preparing it ended (exit {ended.returncode}) without a word"
     said = {}
-    for line in out.splitlines():
+    for line in ended.out.splitlines():
         try:
             said.update({(item := json.loads(line))["key"]: item})
         except (ValueError, TypeError, KeyError):
@@ -77,7 +67,7 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     for _, key in rows:
         item = said.get(key)
         if item is None:
-            made[key] = PrepareFailed(ended or f"the process preparing it ended (exit {child.returncode}) without a word")
+            made[key] = PrepareFailed(why)
         elif "error" in item:
             made[key] = PrepareFailed(item["error"], item.get("tail", ""))
         else:
@@ -90,20 +80,6 @@ def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | E
         return prepare(spec, params, key, cache_dir)
     except Exception as exc:  # a broken case must not stop the others
         return exc
-
-
-def _end(child: subprocess.Popen) -> None:
-    """The child's process group: SIGTERM, then SIGKILL after a grace (a child that ignores SIGTERM)."""
-    for signum in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(child.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            child.wait(STOP_GRACE_S)
-            break
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def main(job: dict) -> int:
@@ -125,4 +101,7 @@ def main(job: dict) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(json.loads(sys.argv[1])))
+    code = main(json.loads(sys.argv[1]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # not waiting for threads the case's code started (prepare_apart ends what it left)

@@ -20,7 +20,6 @@ import io
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import traceback
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from ..case import CaseDef, Export
 from ..config import ConfigError
-from ..stops import Stopped
+from ..stops import Stopped, run_apart
 
 IMPORT_TIMEOUT_S = 120  # importing torch and transformers takes seconds; a case file never needs minutes
 STOP_GRACE_S = 5
@@ -169,35 +168,17 @@ def import_apart(path: Path) -> list[dict]:
     """The declarations of a case file imported in a child process (`python -m
     matrix.sources.case_import`), with the deadline and the errors of load_case_file: a ConfigError
     as its import would raise it here; a stop here ends the child."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, "-m", "matrix.sources.case_import", str(path), json.dumps(sys.argv)],
-                             stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    try:
-        out, err = child.communicate(timeout=IMPORT_TIMEOUT_S + STOP_GRACE_S)
-    except subprocess.TimeoutExpired:  # it ignored its own deadline (SIGALRM)
-        raise ConfigError(path, "", f"still importing after {IMPORT_TIMEOUT_S} s (a case file must not block at "
-                                    "import)") from None
-    finally:
-        _end(child)
-    sys.stderr.write(err)  # what the file printed while importing, where it imported fine
-    said = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
-    if child.returncode == 0 and isinstance(said, list):
+    ended = run_apart("matrix.sources.case_import", [str(path), json.dumps(sys.argv)], IMPORT_TIMEOUT_S + STOP_GRACE_S)
+    if ended.returncode is None:  # it ignored its own deadline (SIGALRM)
+        raise ConfigError(path, "", f"still importing after {IMPORT_TIMEOUT_S} s (a case file must not block at import)")
+    sys.stderr.write(ended.err)  # what the file printed while importing, where it imported fine
+    said = json.loads(ended.out.strip().splitlines()[-1]) if ended.out.strip() else None
+    if ended.returncode == 0 and isinstance(said, list):
         return said
     if isinstance(said, dict) and "message" in said:
         raise ConfigError(path, said["key"], said["message"])
-    died = f"killed by {signal.Signals(-child.returncode).name}" if child.returncode < 0 else f"exit {child.returncode}"
+    died = f"killed by {signal.Signals(-ended.returncode).name}" if ended.returncode < 0 else f"exit {ended.returncode}"
     raise ConfigError(path, "", f"the process importing it ended ({died}) without a word")
-
-
-def _end(child: subprocess.Popen) -> None:
-    """The child's process group, SIGKILLed: a case file's import has nothing to save."""
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    child.wait()
 
 
 def _export(stored: dict) -> Export:

@@ -6,6 +6,7 @@ would in trtmatrix's process (an argparse call in it names `trtmatrix`)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,4 +31,7 @@ def main(path: Path) -> int:
 
 if __name__ == "__main__":
     path, sys.argv = Path(sys.argv[1]), json.loads(sys.argv[2])
-    sys.exit(main(path))
+    code = main(path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # not waiting for threads the file started (its parent ends what it left)
