@@ -124,8 +124,14 @@ def remove_dead_workers() -> list[int]:
     that would end it, and would stay for good. Each one's process group is killed, by SIGKILL (which
     a stopped process does not hold off). Returns the pids found; nothing where there is no /proc."""
     found = []
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # no /proc
+        return found
     for proc in Path("/proc").glob("[0-9]*"):
-        try:
+        try:  # a process of another pid namespace (a container's) names its trtmatrix by a pid of its own
+            if os.readlink(proc / "ns" / "pid") != namespace:
+                continue
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:  # gone, or another user's
             continue
