@@ -26,16 +26,41 @@ def judged_positions(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndar
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """Of two vectors. Sums of products by einsum, not BLAS (np.dot, np.linalg.norm): a threaded
-    BLAS wakes its whole pool for each call and lets one caller in at a time, which held the host's
-    judging to about 20 cells a second on a 64-core host whatever its threads (issue 43)."""
+    """The cosine of two vectors as 1 - |â - b̂|²/2 over their unit vectors: bit-identical (or
+    exactly proportional) vectors give exactly 1, where a dot product over norms gives
+    0.9999999999999998 and fails `cosine = 1.0`. Each is scaled by its largest magnitude first, so
+    no norm overflows or underflows. The zero vector has no direction: 1 against another zero
+    vector, else 0 (a rule judges such a slice element-wise instead: judge_slices). Sums of
+    products by einsum, not BLAS (np.dot, np.linalg.norm): a threaded BLAS wakes its whole pool
+    for each call and lets one caller in at a time, which held the host's judging to about 20
+    cells a second on a 64-core host whatever its threads (issue 43)."""
     a, b = a.ravel(), b.ravel()
-    na, nb = np.sqrt(np.einsum("i,i->", a, a)), np.sqrt(np.einsum("i,i->", b, b))
-    if na == 0 and nb == 0:
-        return 1.0
-    if na == 0 or nb == 0:
-        return 0.0
-    return float(np.einsum("i,i->", a, b) / (na * nb))
+    units = []
+    for v in (a, b):
+        largest = float(np.abs(v).max()) if v.size else 0.0
+        if largest == 0.0:
+            units.append(None)
+            continue
+        scaled = v / largest
+        units.append(scaled / np.sqrt(np.einsum("i,i->", scaled, scaled)))
+    if units[0] is None or units[1] is None:
+        return 1.0 if units[0] is None and units[1] is None else 0.0
+    apart = units[0] - units[1]
+    return float(np.clip(1.0 - np.einsum("i,i->", apart, apart) / 2.0, -1.0, 1.0))
+
+
+def _direction_free(out: np.ndarray, ref: np.ndarray) -> bool:
+    """Whether a slice's output or reference is the zero vector (a direction is undefined there)."""
+    return not out.any() or not ref.any()
+
+
+def real_valued(name: str, array: np.ndarray) -> np.ndarray:
+    """An acceptance rule's measures (a direction, a ranking) are of real vectors: a complex
+    output is refused by name, never cast to its real part in silence."""
+    if np.iscomplexobj(array):
+        raise ValueError(f"output {name!r} is complex: cosine and top-k rules take real values; judge it "
+                         "element-wise (atol/rtol), which compares real and imaginary parts")
+    return array
 
 
 def _slices(actual: np.ndarray, reference: np.ndarray, kept: np.ndarray | None,
@@ -62,11 +87,14 @@ def _rows(actual: np.ndarray, reference: np.ndarray, kept: np.ndarray | None) ->
 
 
 def _agrees(out: np.ndarray, ref: np.ndarray, k: int) -> bool:
-    """Whether the reference's argmax is among the output's k largest (a NaN or Inf never agrees)."""
-    if not np.isfinite(out).all():
+    """Whether one of the reference's largest items (all of them where the reference ties) is among
+    the output's k largest. Ties in the output are counted against it, except with other
+    reference-largest items: a constant output ranks nothing. A NaN never agrees; an infinity
+    agrees only where the reference holds the same one (masked logits at -inf)."""
+    if np.isnan(out).any() or (np.isinf(out) & (out != ref)).any():
         return False
-    top = np.argsort(-out, kind="stable")[:k]
-    return bool((top == ref.argmax()).any())
+    tops = ref == ref.max()
+    return any(int((~tops & (out >= out[i])).sum()) < k for i in np.flatnonzero(tops))
 
 
 def top_agreement(actual: np.ndarray, reference: np.ndarray, k: int, kept: np.ndarray | None = None) -> float:
@@ -105,26 +133,42 @@ def cosine_text(value: float | None) -> str:
         return "undefined (NaN/Inf)"
     if value == 1.0:
         return "1 (exactly)"
-    if value > 1.0:  # float64 rounding of a dot product over norms: as close as it can tell
-        return "1 (within float64 rounding)"
     return f"1 − {1 - value:.1e}" if value > 0.999 else f"{value:.5f}"
 
 
+def _slice_cosine(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> tuple[float, str]:
+    """A slice's cosine and its text. Where the output or the reference is the zero vector (an
+    exact-zero output against a 1e-30 reference) no direction can be compared: the slice holds
+    when its elements are within atol + rtol·|ref|, and says so."""
+    if not np.isfinite(out).all():
+        return math.nan, cosine_text(math.nan)
+    if _direction_free(out, ref):
+        with np.errstate(over="ignore"):
+            close = bool((np.abs(out - ref) <= atol + rtol * np.abs(ref)).all())
+        value = 1.0 if close else cosine(out, ref)
+        return value, f"no direction (a zero vector), {'within' if close else 'outside'} atol/rtol"
+    value = cosine(out, ref)
+    return value, f"cosine {cosine_text(value)}"
+
+
 def judge_slices(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], mask: np.ndarray | None,
-                 accept: Acceptance) -> tuple[Worst, Worst, set[str]]:
+                 accept: Acceptance, atol: float, rtol: float) -> tuple[Worst, Worst, set[str]]:
     """(worst cosine, worst top-k agreement) of the rule's measures, each with where it was, and
-    the outputs top-k cannot fail on (not judged by it)."""
+    the outputs top-k cannot fail on (not judged by it). Slices the mask leaves empty are not
+    judged; atol/rtol judge the slices that have no direction (_slice_cosine)."""
     cosines, agreement, vacuous = Worst(), Worst(), set()
     for name, ref in reference.items():
+        real_valued(name, ref)
         if accept.axis is not None and accept.axis >= ref.ndim:
             raise ValueError(f"the rule's axis {accept.axis} is not an axis of output {name!r} (shape {ref.shape})")
         kept = judged_positions(mask, ref.shape)
         for outputs in runs:
-            slices = _slices(outputs[name], ref, kept, accept.axis)
+            slices = _slices(real_valued(name, outputs[name]), ref, kept, accept.axis)
             if accept.cosine is not None:
                 for index, (out, r) in enumerate(slices):
-                    value = cosine(out, r) if np.isfinite(out).all() else math.nan
-                    cosines.offer(value, f"{_where(accept, index, ref, name)}: cosine {cosine_text(value)}")
+                    if r.size:
+                        value, text = _slice_cosine(out, r, atol, rtol)
+                        cosines.offer(value, f"{_where(accept, index, ref, name)}: {text}")
             if accept.top1 is not None:
                 ranked = slices if accept.axis is not None else _rows(outputs[name], ref, kept)
                 if not _can_fail(accept, ranked):
@@ -139,11 +183,11 @@ def judge_slices(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
 
 
 def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], accept: Acceptance,
-                  mask: np.ndarray | None = None) -> tuple[str, dict]:
+                  atol: float, rtol: float, mask: np.ndarray | None = None) -> tuple[str, dict]:
     """The verdict of an acceptance rule over every output, run (and slice) and the record fields
     it sets: the rule, the worst cosine and top-k agreement it measured, and where the failing
     (else the worst) measure was."""
-    cosines, agreement, vacuous = judge_slices(runs, reference, mask, accept)
+    cosines, agreement, vacuous = judge_slices(runs, reference, mask, accept, atol, rtol)
     rule = accept.text()
     if vacuous:  # top-k over k or fewer items: no condition; a rule of nothing else cannot fail
         if accept.cosine is None and agreement.value is None:

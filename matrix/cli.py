@@ -259,6 +259,7 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     nor turn a regression's exit 1 into an exit 3 after it."""
     from .report.publish import HISTORY, INDEX
     from .store import RUNS, folder_problem
+    from .store.cache import artifacts_folder, results_folder
     from .store.outputs import output_problem
 
     reports = the_plan.path("reports_dir")
@@ -269,6 +270,10 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
             _fail(f"the user's cache folder (no run.cache_dir in {the_plan.config_path}): {problem}")
         if problem:
             _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
+    cache = the_plan.path("cache_dir")  # its own folders too: a file there would break every cell of one
+    for folder in (artifacts_folder(cache), *(results_folder(cache, env) for env in the_plan.envs)):
+        if problem := folder_problem(folder):
+            _fail(f"{the_plan.config_path}: run.cache_dir: {problem}")
     problem = folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)
     if problem:
         _fail(f"{the_plan.config_path}: run.reports_dir: {problem}")
@@ -389,9 +394,9 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     from .config import load_config, with_tolerances
     from .sources.known_issues import load_registry, registry_path
     from .report.publish import render_run
-    from .report.rejudge import rejudge
+    from .report.rejudge import not_in_matrix, rejudge
     from .run import utc_now
-    from .store import REPORT, note_rejudged, read_run, write_tables
+    from .store import REPORT, note_rejudged, read_run, read_run_meta, write_tables
 
     config = _matrix_file(config)
     if config is None:
@@ -404,7 +409,16 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
         issues = load_registry(registry_path(config, matrix))
     except ConfigError as exc:
         _fail(str(exc))
-    frame, problems = rejudge(run_dir, read_run(run_dir), matrix, issues)
+    stored = read_run(run_dir)
+    made_from = read_run_meta(run_dir).get("config")
+    if made_from and Path(made_from).resolve() != config.resolve():
+        typer.echo(f"warning: run {run_dir.name} was made from {made_from}, not {config}: re-judged with the "
+                   "tolerances and known issues of the second", err=True)
+    if unknown := not_in_matrix(stored, matrix):
+        typer.echo(f"warning: {len(unknown)} rows of run {run_dir.name} are of cases or profiles {config} does not "
+                   f"have ({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}): their verdicts are kept as the run "
+                   "judged them", err=True)
+    frame, problems = rejudge(run_dir, stored, matrix, issues)
     _warn_several_issues(frame, issues)
     write_tables(run_dir, frame)
     # The verdicts are no longer the run's own: run.json and the report's header say with what.
@@ -924,22 +938,31 @@ def tolerances_suggest(
 
 images_app = typer.Typer(no_args_is_help=True, help="Environment definitions under images/: list, build, check.")
 app.add_typer(images_app, name="images")
-ImagesDirOpt = Annotated[Path, typer.Option("--images-dir", help="Your folder of environment definitions; those "
-                                                                "that ship with trtmatrix are taken too (yours win a "
-                                                                "name they share).")]
+ImagesDirOpt = Annotated[Optional[Path], typer.Option(
+    "--images-dir", help="Your folder of environment definitions; those that ship with trtmatrix are taken too (yours "
+                         "win a name they share). Default: ./images where there is one, else only those that ship.")]
 NamesArg = Annotated[Optional[list[str]], typer.Argument(metavar="ENV", help="Environment names (default: all).")]
 
 
-def _envdefs(images_dir: Path, names: list[str] | None):
+def _images_dir(images_dir: Path | None) -> Path:
+    """--images-dir, or, not given, ./images where there is one, else the folder that ships with
+    trtmatrix: a folder without ./images still has the shipped definitions."""
+    from .environments.definitions import BUILTIN_IMAGES
+
+    return images_dir if images_dir is not None else Path("images") if Path("images").is_dir() else BUILTIN_IMAGES
+
+
+def _envdefs(images_dir: Path | None, names: list[str] | None):
     from .environments.definitions import available_envdefs
 
+    given, images_dir = images_dir is not None, _images_dir(images_dir)
     if not images_dir.is_dir():
         _fail(f"--images-dir {images_dir}: " + ("not a folder" if images_dir.exists() else "no such folder"))
     try:
         envdefs = available_envdefs(images_dir)
     except ConfigError as exc:
         _fail(str(exc))
-    if not any(images_dir.glob("*.toml")):  # the user named a folder of nothing: said, the shipped ones shown
+    if given and not any(images_dir.glob("*.toml")):  # the user named a folder of nothing: said, the shipped ones shown
         typer.echo(f"warning: --images-dir {images_dir}: no environment definitions (*.toml) in it; "
                    f"those that ship with trtmatrix: {len(envdefs)}", err=True)
     unknown = set(names or ()) - {e.name for e in envdefs}
@@ -959,7 +982,7 @@ def _docker():
 
 
 @images_app.command("list")
-def images_list(images_dir: ImagesDirOpt = Path("images")) -> None:
+def images_list(images_dir: ImagesDirOpt = None) -> None:
     """Every definition: engine, version, backend, what it is built from, and the source of that."""
     from .report.console import print_definitions
 
@@ -967,7 +990,7 @@ def images_list(images_dir: ImagesDirOpt = Path("images")) -> None:
 
 
 @images_app.command("build")
-def images_build(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images"),
+def images_build(names: NamesArg = None, images_dir: ImagesDirOpt = None,
                  no_gpu: Annotated[bool, typer.Option("--no-gpu", help="Only environments that need no GPU.")] = False,
                  force: Annotated[bool, typer.Option(help="Rebuild even when the image is up to date.")] = False) -> None:
     """Build the Dockerfile-based images; an image whose tag exists is up to date and skipped."""
@@ -982,7 +1005,7 @@ def images_build(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images
         if not force and find_image(client, tag):
             typer.echo(f"{envdef.name}: {tag} up to date")
             continue
-        typer.echo(f"{envdef.name}: building {tag} from {images_dir / envdef.dockerfile} ...")
+        typer.echo(f"{envdef.name}: building {tag} from {_images_dir(images_dir) / envdef.dockerfile} ...")
         try:
             build(client, envdef)
             typer.echo(f"{envdef.name}: built {tag}")
@@ -993,7 +1016,7 @@ def images_build(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images
 
 
 @images_app.command("check")
-def images_check(names: NamesArg = None, images_dir: ImagesDirOpt = Path("images")) -> None:
+def images_check(names: NamesArg = None, images_dir: ImagesDirOpt = None) -> None:
     """Which docker images are here, pullable, and runnable on this host — and why not."""
     from .report.console import checks_table, out
     from .environments.images import check

@@ -134,10 +134,19 @@ def _compare_strings(name: str, actual: np.ndarray, reference: np.ndarray) -> Ou
                          atol_needed=INF if worst else 0.0, rtol_needed=INF if worst else 0.0)
 
 
+def _parts(array: np.ndarray) -> np.ndarray:
+    """Complex values as (real, imaginary) pairs of reals, a real array with imaginary parts 0: each
+    part is judged like any real element, so a complex reference is never cast to its real part
+    (numpy's ComplexWarning, and +5j gone unseen)."""
+    return np.stack([array.real, array.imag], axis=-1) if np.iscomplexobj(array) else \
+        np.stack([array, np.zeros_like(array)], axis=-1)
+
+
 def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: float, rtol: float,
                    mask: np.ndarray | None = None) -> OutputMetrics:
     """`mask`: the case's mask input; where it is 0 this output's elements are left out (when
-    its leading dimensions are the mask's shape: acceptance.judged_positions)."""
+    its leading dimensions are the mask's shape: acceptance.judged_positions). Complex outputs or
+    references: see _parts."""
     if actual.shape != reference.shape:
         raise ValueError(f"output {name!r} has shape {actual.shape}, reference has {reference.shape}")
     if reference.dtype.kind in "USO" or actual.dtype.kind in "USO":
@@ -147,6 +156,8 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
     left_out = 0 if kept is None else int(kept.size - kept.sum())
     if kept is not None:
         actual, reference = actual[kept], reference[kept]
+    if np.iscomplexobj(actual) or np.iscomplexobj(reference):
+        actual, reference = _parts(actual), _parts(reference)
     if _integers(actual, reference):
         return _compare_integers(name, shape, actual.ravel(), reference.ravel(), left_out)
     out = actual.astype(np.float64).ravel()
@@ -170,6 +181,7 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
     over_atol = diff[diff > atol]  # what a larger rtol would have to cover
     with np.errstate(divide="ignore", over="ignore"):  # an error on an exact (or subnormal) 0: no rtol covers it
         rtol_needed = float(((over_atol - atol) / np.abs(ref[diff > atol])).max()) if over_atol.size else 0.0
+        atol_needed = float(np.maximum(diff - rtol * np.abs(ref), 0).max()) if diff.size else 0.0
     return OutputMetrics(
         name=name,
         shape=shape,
@@ -179,13 +191,27 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
         rmse=float(np.sqrt((diff ** 2).mean())) if diff.size else 0.0,
         cosine=cosine(out, ref),
         **counts,
-        atol_needed=float(np.maximum(diff - rtol * np.abs(ref), 0).max()) if diff.size else 0.0,
+        atol_needed=atol_needed,
         rtol_needed=rtol_needed,
     )
 
 
 def _worst_of(metrics: list[OutputMetrics], picks: dict) -> dict:
     return {key: pick(getattr(m, key) for m in metrics) for key, pick in picks.items()}
+
+
+def _check_mask(mask: np.ndarray, reference: dict[str, np.ndarray]) -> None:
+    """A mask decides what is judged: one that applies to no output, or leaves out every element
+    there is, would turn "nothing judged" into a pass."""
+    kept = {name: judged_positions(mask, ref.shape) for name, ref in reference.items()}
+    if all(k is None for k in kept.values()):
+        shapes = ", ".join(f"{name} {tuple(ref.shape)}" for name, ref in reference.items())
+        raise ValueError(f"the mask input (shape {tuple(mask.shape)}) applies to no output (an output's leading "
+                         f"dimensions must be the mask's shape; outputs: {shapes})")
+    judged = sum(int(k.sum()) if k is not None else ref.size for k, ref in zip(kept.values(), reference.values()))
+    if judged == 0 and any(ref.size for ref in reference.values()):
+        raise ValueError(f"the mask input (shape {tuple(mask.shape)}) is 0 everywhere: it leaves out every element "
+                         "of every output, nothing to judge")
 
 
 def compare_outputs(actual: dict[str, np.ndarray], reference: dict[str, np.ndarray],
@@ -202,8 +228,10 @@ def compare_runs(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
     if missing:
         raise ValueError(f"engine returned no value for outputs {missing}")
     for name, expected in reference.items():  # a NaN output would "match" it: no pass to be had from it
-        if expected.size and np.issubdtype(expected.dtype, np.floating) and np.isnan(expected).all():
+        if expected.size and np.issubdtype(expected.dtype, np.inexact) and np.isnan(expected).all():
             raise ValueError(f"the reference of output {name!r} is NaN everywhere: nothing to judge against")
+    if mask is not None:
+        _check_mask(mask, reference)
     per_output = []
     for name in reference:
         each = [compare_output(name, outputs[name], reference[name], atol, rtol, mask) for outputs in runs]
@@ -257,7 +285,7 @@ def compare_files(outputs: Path, reference: Path, atol: float, rtol: float, acce
     verdict, worst, per_output = compare_runs(runs, ref, atol, rtol, mask)
     rule = {"rule": None, "top1": None, "worst_slice": None}
     if accept is not None:
-        verdict, rule = judge_by_rule(runs, ref, accept, mask)
+        verdict, rule = judge_by_rule(runs, ref, accept, atol, rtol, mask)
     drift_max_abs, drift_index = drift(first, later)
     return verdict, {**worst, **rule, "extra_outputs": ", ".join(worst["extra_outputs"]) or None,
                      "drift_max_abs": drift_max_abs,

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
+import numpy as np
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, StringConstraints, ValidationError,
                       model_validator)
 
@@ -59,10 +60,26 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+# float32's largest value: an atol this large passes any finite float32 output, an rtol this large
+# any against a reference of magnitude 1 or more (and rtol·|ref| overflows float64 near its top).
+TOLERANCE_LIMIT = float(np.finfo(np.float32).max)
+
+
+def _can_fail(value: float) -> float:
+    if value >= TOLERANCE_LIMIT:
+        raise ValueError(f"{value:g} cannot fail: a tolerance this large (float32's largest value, 3.4e+38, or more) "
+                         "passes any output; give one below it")
+    return value
+
+
+# Finite, at least 0 and below TOLERANCE_LIMIT: `atol = inf` (or 1e308) would pass any error, a
+# tolerance that cannot fail, as a rule of `cosine = -1` cannot.
+ToleranceValue = Annotated[float, Field(ge=0, allow_inf_nan=False), AfterValidator(_can_fail)]
+
+
 class Tolerance(Strict):
-    # Finite: `atol = inf` (or nan) would pass any error, a verdict nobody could read right.
-    atol: float = Field(ge=0, allow_inf_nan=False)
-    rtol: float = Field(ge=0, allow_inf_nan=False)
+    atol: ToleranceValue
+    rtol: ToleranceValue
 
 
 class Profile(Strict):

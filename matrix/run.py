@@ -12,6 +12,7 @@ import secrets
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from functools import cache
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version as package_version
@@ -31,10 +32,11 @@ from .environments.resolve import resolved_together
 from .environments.staging import stage_worker
 from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
+from .executors.prepare_apart import PrepareFailed, prepare_apart
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
 from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, copy_path, mask_array, model_for_profile,
-                      prepare, prepared)
+                      prepared)
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
@@ -43,7 +45,7 @@ from .report.publish import publish_staged
 from .sources.known_issues import apply_known_issues, faults_found, known_status
 from .sources.onnx_suites import suite_label
 from .statuses import ORDER
-from .store import RUNS, remove_dead_partials, stage_run, to_frame
+from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.cache import digest_memo
 from .store.hashing import hash_files, hash_json, remembered_digest
 from .store.judgements import store_judgement, stored_judgement
@@ -138,15 +140,25 @@ class MatrixRun:
         if key not in self._artifacts and (ready := prepared(self.cache, case, artifact_key)):
             self._artifacts[key] = ready  # no lock, no progress line: thousands of suite tests on a re-run
         if key not in self._artifacts:
-            self.on_event({"event": "prepare", "case": case, "params": dict(params)})
+            spec = self.plan.cases[case]
+            rows = [(params, artifact_key)]  # a case file's other rows too: imported once for all of them
+            if spec.torch_case is not None:
+                rows += [row for row in dict.fromkeys((c.params, c.artifact_key) for c in self.plan.cells if c.case == case)
+                         if row[0] != params and (case, row[0]) not in self._artifacts and not prepared(self.cache, case, row[1])]
+            for row_params, _ in rows:
+                self.on_event({"event": "prepare", "case": case, "params": dict(row_params)})
             started = time.perf_counter()
-            try:
-                with cache_lock(self.cache, f"artifact-{case}-{artifact_key[:16]}"):
-                    self._artifacts[key] = prepare(self.plan.cases[case], params, artifact_key, self.cache)
-            except Exception as exc:  # a broken case must not stop the others
-                self._artifacts[key] = exc
-            self.on_event({"event": "prepared", "case": case, "params": dict(params),
-                           "seconds": time.perf_counter() - started, "of": self._rows})
+            with ExitStack() as locks:
+                for _, row_key in sorted(rows, key=lambda row: row[1]):
+                    locks.enter_context(cache_lock(self.cache, f"artifact-{case}-{row_key[:16]}"))
+                try:
+                    made = prepare_apart(self.plan.config_path, spec, rows, self.cache, self.plan.config.run.timeout_s)
+                except Exception as exc:  # a broken case must not stop the others
+                    made = {row_key: exc for _, row_key in rows}
+            for row_params, row_key in rows:
+                self._artifacts[(case, row_params)] = made[row_key]
+                self.on_event({"event": "prepared", "case": case, "params": dict(row_params),
+                               "seconds": (time.perf_counter() - started) / len(rows), "of": self._rows})
         return self._artifacts[key]
 
     def _model_digest(self, artifacts: Path) -> str:
@@ -192,7 +204,8 @@ class MatrixRun:
                 self._record(cell, status="no_reference", error=str(artifacts))
                 continue
             if isinstance(artifacts, BaseException):
-                error, tail = error_text(artifacts)
+                error, tail = (artifacts.error, artifacts.tail) if isinstance(artifacts, PrepareFailed) else \
+                    error_text(artifacts)
                 self._record(cell, status="error", error=f"prepare failed: {error}", log_tail=tail)
                 continue
             check = case_meta(artifacts).get("reference_check") or {}
@@ -391,7 +404,8 @@ class MatrixRun:
 
     def _store(self, reports_dir: Path, frame: pd.DataFrame) -> Path:
         references = [a / REFERENCE for a in self._artifacts.values() if isinstance(a, Path)]
-        meta = {"run_id": self.run_id, "started": self.started, "finished": utc_now(), "host": HOST,
+        meta = {"run_id": self.run_id, SEQUENCE: next_sequence(reports_dir), "started": self.started,
+                "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
                 "environment_seconds": self.env_seconds, "plan_key": self.plan.plan_key,
                 "left_out": self.plan.left_out, "models": self._model_files(),

@@ -49,6 +49,8 @@ CHANGES = ["newly failing", "newly supported, failing", "newly passing", "newly 
 # now builds is newly supported, not newly building: both are gains.
 GAINED = ("newly passing", "newly building", "newly supported")
 LOST = ("newly failing", "newly unsupported")
+# Rows whose two sides were not both judged or refused: no gain or loss can be read from them.
+UNCOMPARED = (BUILT_BOTH, "not comparable")
 
 
 def change(before, after) -> str:
@@ -73,8 +75,12 @@ def change(before, after) -> str:
 
 def gained_and_lost(counts: dict[str, int]) -> str:
     """'gained 25 (newly supported 8, newly building 17); lost 1 (newly unsupported 1)' from the
-    rows per change: a release's gain is one number with its parts."""
+    rows per change: a release's gain is one number with its parts. Where no row was compared
+    (every one built in both and not run, or skipped on a side), that comes first: "gained 0;
+    lost 0" alone would read as a safe upgrade."""
     said = []
+    if counts and not sum(n for group, n in counts.items() if group not in UNCOMPARED):
+        said.append("nothing compared (" + ", ".join(f"{counts[g]} {g}" for g in UNCOMPARED if counts.get(g)) + ")")
     for word, groups in (("gained", GAINED), ("lost", LOST)):
         parts = [f"{group} {counts[group]}" for group in groups if counts.get(group)]
         said.append(f"{word} {sum(counts.get(g, 0) for g in groups)}" + (f" ({', '.join(parts)})" if parts else ""))

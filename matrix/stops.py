@@ -13,8 +13,12 @@ import ctypes
 import os
 import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -122,3 +126,45 @@ def end_descendants() -> list[int]:
         except (ProcessLookupError, PermissionError):
             pass
     return left
+
+
+@dataclass
+class Apart:
+    """How a child process run by run_apart ended: its exit status (-N: killed by signal N; None:
+    still running at its deadline, then killed) and what it wrote."""
+
+    returncode: int | None
+    out: str
+    err: str
+
+
+def run_apart(module: str, args: list[str], timeout_s: float, grace_s: float = 5.0) -> Apart:
+    """`python -m module args` in a session of its own, for code trtmatrix must not run in its own
+    process (a case file's): its output goes to files, so a process it leaves holds no pipe open;
+    at its end, its deadline or a stop here, its whole process group is ended (SIGTERM, SIGKILL
+    after `grace_s`), so nothing of it outlives the call."""
+    import matrix
+
+    path = os.pathsep.join(filter(None, [str(Path(matrix.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=err, text=True,
+                                 env={**os.environ, "PYTHONPATH": path}, start_new_session=True)
+        finished = True
+        try:
+            child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            finished = False
+        finally:
+            for signum in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(child.pid, signum)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    child.wait(grace_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        out.seek(0)
+        err.seek(0)
+        return Apart(child.returncode if finished else None, out.read(), err.read())

@@ -65,7 +65,11 @@ def remove_left_behind(envdefs: list[EnvDef], stopped_run: str | None = None) ->
     """The containers that dead runs on this host left behind (kill -9, a crash), removed, and with
     `stopped_run` every container of that run (stopped by Ctrl-C: none of them is wanted, even
     where the process that started it is not quite gone yet); nothing to do without docker
-    environments or a Docker engine. Returns their names."""
+    environments or a Docker engine. Returns their names. Worker processes of dead runs (venv and
+    host environments) are killed first (venv.remove_dead_workers)."""
+    from .venv import remove_dead_workers
+
+    remove_dead_workers()
     if not any(e.backend == "docker" for e in envdefs):
         return []
     from .docker import remove_dead_runs_containers

@@ -7,6 +7,7 @@ gets a new venv, installed exactly from the lock, and the resolution is the fing
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +23,9 @@ from .gpus import with_host_gpus
 from .resolve import resolve_env
 
 DONE_MARK = ".trtmatrix-complete"
+# In a worker's environment: "<pid>:<start time>" of the trtmatrix that started it, so that a later
+# run finds the workers of one that died (remove_dead_workers).
+ORCHESTRATOR = "TRTMATRIX_ORCHESTRATOR"
 ATTEMPTS, RETRY_S = 3, 5
 LOCK = "requirements.lock"
 STOP_GRACE_S = 5
@@ -88,7 +92,8 @@ def start_process(python: Path | str, worker_home: Path, args: list[str], log_pa
     search = [str(worker_home)] + ([] if isolated else [os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, search)), WATCH_STDIN: "1",
            **({"PYTHONNOUSERSITE": "1"} if isolated else {}),
-           "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu), **envdef.worker_environment()}
+           "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu), ORCHESTRATOR: _process_mark(os.getpid()) or "",
+           **envdef.worker_environment()}
     if env.pop("PYTHONDONTWRITEBYTECODE", None):
         # No bytecode beside the packages, as asked; trtmatrix's own folder keeps the worker's, so
         # that each worker does not compile torch from source again (5.0 s against 2.3 s a start on
@@ -102,6 +107,43 @@ def start_process(python: Path | str, worker_home: Path, args: list[str], log_pa
         process = subprocess.Popen([str(python), "-m", "trtmatrix_worker", *args], env=env, start_new_session=True,
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
     return ProcessWorker(process)
+
+
+def _process_mark(pid: int) -> str | None:
+    """"<pid>:<start time>" of a live process (its start time tells it from a later one of the same
+    pid), or None where it is gone or there is no /proc (not Linux)."""
+    try:
+        return f"{pid}:{Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()[19]}"
+    except (OSError, IndexError):
+        return None
+
+
+def remove_dead_workers() -> list[int]:
+    """Kill the worker processes (supervisors and their cells) whose trtmatrix died without stopping
+    them: a supervisor stopped (SIGSTOP) when its trtmatrix was killed cannot read the closed pipe
+    that would end it, and would stay for good. Each one's process group is killed, by SIGKILL (which
+    a stopped process does not hold off). Returns the pids found; nothing where there is no /proc."""
+    found = []
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # no /proc
+        return found
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:  # a process of another pid namespace (a container's) names its trtmatrix by a pid of its own
+            if os.readlink(proc / "ns" / "pid") != namespace:
+                continue
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone, or another user's
+            continue
+        mark = next((item.split(b"=", 1)[1].decode() for item in environ if item.startswith(ORCHESTRATOR.encode() + b"=")), "")
+        if not mark or _process_mark(int(mark.split(":")[0])) == mark:
+            continue
+        try:
+            os.killpg(os.getpgid(int(proc.name)), signal.SIGKILL)
+            found.append(int(proc.name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 class ProcessWorker:

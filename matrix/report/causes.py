@@ -10,6 +10,7 @@ import re
 import pandas as pd
 
 from ..statuses import JUDGED
+from .error_text import one_line
 
 SEPARATOR = " — "  # between a refusal's cause and the engine's own words (worker/engines)
 LONGEST = 140
@@ -37,7 +38,7 @@ def _without_signature(text: str) -> str:
 def cause(status: str, error) -> str:
     if not isinstance(error, str) or not error.strip():
         return f"{status}, no message"
-    text = error.strip().splitlines()[0]
+    text = one_line(error)
     if SEPARATOR in text:  # a refusal: one cause for every input type it names (the types stay in look-at.txt)
         return re.sub(r" with \S+ inputs$", "", text.split(SEPARATOR, 1)[0])
     text = _without_signature(re.sub(r"Load model from \S+ failed: ?", "load failed: ", text))
@@ -56,7 +57,7 @@ def not_run_reason(cells: pd.DataFrame) -> str | None:
     None. Said once per environment, not only in each cell's details."""
     if not len(cells) or not cells["status"].isin(("skipped", "built")).all() or cells["error"].nunique() != 1:
         return None
-    return str(cells["error"].iloc[0]).splitlines()[0]
+    return one_line(cells["error"].iloc[0])
 
 
 # What would let each TensorRT product's cells be judged against the reference.
@@ -84,7 +85,7 @@ def no_tensorrt_compared(frame: pd.DataFrame) -> str | None:
             if len(statuses) == 1 else None
         counts = counts or f"{product}'s {len(mine)} cells: " + ", ".join(f"{n} {s}" for s, n in statuses.items())
         reasons = mine.loc[mine["status"].isin(("built", "skipped")), "error"].dropna()
-        why = reasons.map(lambda text: str(text).splitlines()[0].split("not run: ", 1)[-1]).value_counts()
+        why = reasons.map(lambda text: one_line(text).split("not run: ", 1)[-1]).value_counts()
         said.append(counts + (f" ({why.index[0]})" if len(why) else ""))
         needs.append(f"{product} needs {TENSORRT_NEEDS[engine]}")
     return f"No TensorRT output was compared with a reference: {'; '.join(said)}. {'; '.join(needs)}."

@@ -20,7 +20,7 @@ from rich.table import Table
 from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, REGRESSED, TERMINAL as SHORT, gained_and_lost
 from .causes import cause, left_out_kind, not_run_reason
 from .timing import P_THRESHOLD, timing_text
-from .error_text import drift_text, needed_text, rule_text, with_marks, worst_error
+from .error_text import drift_text, needed_text, one_line, rule_text, with_marks, worst_error
 from .upgrade import env_order, natural_key, records_by_row, version_mismatches
 
 
@@ -183,7 +183,7 @@ def _cell_line(r: pd.Series) -> str:
     rule = rule_text(r)  # judged by a rule: what it measured, and the worst slice, say why
     details = ", ".join(t for t in (rule or worst, drift_text(r), r["error"] if isinstance(r["error"], str) else None) if t)
     word, style = SHORT.get(r["status"], (r["status"], ""))
-    return f"  [{style}]{word}[/] {escape(r['cell_id'])}" + (f"  {escape(details.splitlines()[0])}" if details else "")
+    return f"  [{style}]{word}[/] {escape(r['cell_id'])}" + (f"  {escape(one_line(details))}" if details else "")
 
 
 def _cause_lines(cells: pd.DataFrame, status: str) -> list[str]:
@@ -202,9 +202,8 @@ def _cause_lines(cells: pd.DataFrame, status: str) -> list[str]:
 
 
 def results_lines(frame: pd.DataFrame, full_list: Path | None = None) -> list[str]:
-    """What a log reader needs when the matrix is too wide: counts per environment; the failures
-    (and crashes, timeouts, drift) one by one, worst error first; errors and refusals grouped by
-    cause; every one of them in `full_list` (look_at.py), named at the end."""
+    """What a log reader needs when the matrix is too wide: counts per environment, then
+    look_lines."""
     lines = []
     for env in env_order(frame):
         cells = frame[frame["env"] == env]
@@ -212,6 +211,14 @@ def results_lines(frame: pd.DataFrame, full_list: Path | None = None) -> list[st
         if reason := not_run_reason(cells):
             line += f" ({reason})"
         lines.append(escape(line))
+    return lines + look_lines(frame, full_list)
+
+
+def look_lines(frame: pd.DataFrame, full_list: Path | None = None) -> list[str]:
+    """Below the table or the counts: the failures (and crashes, timeouts, drift) one by one, worst
+    error first; errors and refusals grouped by cause; every one of them in `full_list`
+    (look_at.py), named at the end."""
+    lines = []
     drifted = frame["drift_max_abs"].fillna(0).gt(0)
     single = frame[frame["status"].isin(ONE_BY_ONE) | (drifted & ~frame["status"].isin(BY_CAUSE))]
     if len(single):
@@ -238,11 +245,11 @@ def print_results(frame: pd.DataFrame, target: Console = console, full_list: Pat
     for mismatch in version_mismatches(frame):
         target.print(escape(f"warning: {mismatch}"), soft_wrap=True, style="yellow")
     table = results_table(frame) if frame["row_id"].nunique() <= TABLE_ROWS else None
-    if table is not None and fits(table, target):
+    shown = table is not None and fits(table, target)
+    if shown:  # the table, and below it why its cells are red
         target.print(table)
-    else:
-        for line in results_lines(frame, full_list):
-            target.print(line, soft_wrap=True)
+    for line in (look_lines if shown else results_lines)(frame, full_list):
+        target.print(line, soft_wrap=True)
     for line in known_issue_lines(frame):
         target.print(line, soft_wrap=True)
 

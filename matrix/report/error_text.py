@@ -27,6 +27,12 @@ def _number(value) -> float | None:
         return None
 
 
+def one_line(text) -> str:
+    """A message of several lines as one line, every line kept: ONNX Runtime's "… of node:" names
+    the node on the next line, which a first line alone cut off."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
 def worst_error(row, precision: int = 1) -> str | None:
     """'NaN×512' (and/or 'Inf×3') when outputs held non-finite values where the reference is
     finite; what was found where the reference's own NaN/Inf was missed ('-inf expected, -3.4e+38

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..statuses import BY_CAUSE, ONE_BY_ONE
-from .error_text import drift_text, worst_error
+from .error_text import drift_text, one_line, worst_error
 
 LOOK_AT = "look-at.txt"
 
@@ -20,6 +20,6 @@ def look_at_text(frame: pd.DataFrame) -> str:
     picked = picked.assign(_o=picked["status"].map(order).fillna(0)).sort_values("_o", kind="stable")
     lines = ["# status\tcell_id\tworst error\tdrift\tmessage (first line)"]
     for _, r in picked.iterrows():
-        message = r["error"].splitlines()[0] if isinstance(r["error"], str) and r["error"].strip() else None
+        message = one_line(r["error"]) if isinstance(r["error"], str) and r["error"].strip() else None
         lines.append("\t".join([r["status"], r["cell_id"], *(d or "" for d in (worst_error(r), drift_text(r), message))]))
     return "".join(line + "\n" for line in lines)

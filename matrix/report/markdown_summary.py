@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..statuses import BUILT_BOTH, CHANGES, ORDER, REGRESSED, UNJUDGED, gained_and_lost
 from .a_vs_b import a_vs_b_text
-from .error_text import drift_text, worst_error
+from .error_text import drift_text, one_line, worst_error
 from .findings_view import repro_href
 from .causes import no_tensorrt_compared
 from .reference_lines import reference_lines
@@ -67,7 +67,7 @@ def verdict(cells: pd.DataFrame) -> str:
     if counts.get("built", 0):
         return "🔨 built, not run here"
     if counts.get("skipped", 0) == len(cells):
-        return f"⏭ skipped: {_md(str(cells['error'].iloc[0]).splitlines()[0])}"
+        return f"⏭ skipped: {_md(one_line(cells['error'].iloc[0]))}"
     return "— nothing judged"
 
 

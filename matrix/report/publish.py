@@ -4,6 +4,7 @@ with its environments and counts) and reports/history.html (each cell's status o
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sys
@@ -36,15 +37,23 @@ def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
 
 
 def write_rendered(folder: Path, report: Report) -> None:
-    """report.html and its details folder: the new details complete before they replace the old."""
-    tmp = folder / f".{DETAILS}.{os.getpid()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    for index, text in enumerate(report.details):
-        (tmp / f"{index}.js").write_text(text)
-    (tmp / TIMING).write_text(report.timing)
-    shutil.rmtree(folder / DETAILS, ignore_errors=True)
-    tmp.rename(folder / DETAILS)
+    """report.html and its details folder: the new details complete before they replace the old.
+    Something else under the details folder's name (a file, a link) is named and left as it is;
+    the temporary folder never stays behind."""
+    tmp, target = folder / f".{DETAILS}.{os.getpid()}.tmp", folder / DETAILS
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder: the report's details go there; move it away",
+                                 str(target))
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        for index, text in enumerate(report.details):
+            (tmp / f"{index}.js").write_text(text)
+        (tmp / TIMING).write_text(report.timing)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     write_text_atomically(folder / REPORT, report.page)
 
 

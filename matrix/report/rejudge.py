@@ -18,19 +18,24 @@ from ..config import MatrixConfig
 from ..executors.environment_job import error_text
 from ..sources.known_issues import KnownIssue, apply_known_issues
 from ..prepare import mask_array
-from ..store import cell_file, npz_problem, run_inputs, run_reference
-from ..worker.files import OUTPUTS, REPEATS
+from ..store import cell_file, npz_problem, run_inputs, run_reference, stored_digests
+from ..worker.files import OUTPUTS, REPEATS, file_digest
 
 JUDGED = {"pass", "fail"}
 
 
-def _unreadable(files: list[Path]) -> str | None:
-    """Why the first of `files` that cannot be judged from cannot be, or None."""
+def _unreadable(files: list[Path], run_dir: Path, digests: dict[str, str]) -> str | None:
+    """Why the first of `files` that cannot be judged from cannot be, or None: missing, damaged, or
+    another file than the run stored (a valid archive with other outputs or shapes would be judged
+    as the cell's)."""
     for path in files:
         if not path.is_file():
             return f"{path} is missing"
         if problem := npz_problem(path):
             return f"{path} cannot be read ({problem})"
+        recorded = digests.get(str(path.relative_to(run_dir)))
+        if recorded and file_digest(path) != recorded:
+            return f"{path} is not the file the run stored (its digest differs)"
     return None
 
 
@@ -38,29 +43,29 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
             issues: tuple[KnownIssue, ...]) -> tuple[pd.DataFrame, dict[str, int]]:
     """The run's cells judged again, and what kept some from it: {a file missing or damaged: how
     many cells it concerns} (each keeps the run's verdict and tolerance, and says why in `error`)."""
-    frame, problems = frame.copy(), {}
+    frame, problems, digests = frame.copy(), {}, stored_digests(run_dir)
     for index, row in frame[frame["verdict"].isin(JUDGED)].iterrows():
         key = str(row["content_key"])
         outputs, reference = cell_file(run_dir, key, OUTPUTS), run_reference(run_dir, str(row["artifact"]))
         repeats = cell_file(run_dir, key, REPEATS)
-        known = row["case"] in config.cases and row["profile"] in config.cases[row["case"]].profiles
+        if row["case"] not in config.cases or row["profile"] not in config.cases[row["case"]].profiles:
+            continue  # not_in_matrix: its tolerance, rule and mask are the run's, so is its verdict
         # A suite's test judged with its own tolerance keeps it, unless the matrix file now sets one.
-        own = isinstance(row.get("suite"), str) and not (known and row["profile"] in config.cases[row["case"]].tolerances)
-        tol = config.tolerance(row["case"], row["profile"]) if known and not own else None
+        own = isinstance(row.get("suite"), str) and row["profile"] not in config.cases[row["case"]].tolerances
+        tol = None if own else config.tolerance(row["case"], row["profile"])
         atol, rtol = (tol.atol, tol.rtol) if tol else (row["atol"], row["rtol"])
-        mask = config.cases[row["case"]].mask if known else None
+        mask = config.cases[row["case"]].mask
         changed = {"atol": atol, "rtol": rtol, "mask": mask}
         inputs = run_inputs(run_dir, str(row["artifact"]))  # where the mask is read from
-        if not (problem := _unreadable([outputs, reference, *([inputs] if mask else [])])):
+        stored = [outputs, reference, *([repeats] if repeats.is_file() else []), *([inputs] if mask else [])]
+        if not (problem := _unreadable(stored, run_dir, digests)):
             try:
                 verdict, judged = compare_files(outputs, reference, atol, rtol,
-                                                config.acceptance(row["case"], row["profile"]) if known else None,
-                                                repeats, mask_array(inputs, mask))
+                                                config.acceptance(row["case"], row["profile"]), repeats,
+                                                mask_array(inputs, mask))
                 changed.update(judged, verdict=verdict)
-            except Exception as exc:  # a file that reads but does not judge (a repeats file damaged, say)
-                problem = _unreadable([repeats] if repeats.is_file() else [])
-                if not problem:
-                    changed.update(verdict="error", error=f"compare failed: {error_text(exc)[0]}")
+            except Exception as exc:  # the stored files are the run's: the matrix file's rule does not apply
+                changed.update(verdict="error", error=f"compare failed: {error_text(exc)[0]}")
         if problem:
             problems[problem] = problems.get(problem, 0) + 1
             changed = {"error": f"not re-judged: {problem}; its verdict and tolerance are the run's"}
@@ -68,3 +73,11 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
             frame.at[index, column] = value
     frame["status"] = frame["verdict"]
     return apply_known_issues(frame, issues), problems
+
+
+def not_in_matrix(frame: pd.DataFrame, config: MatrixConfig) -> list[str]:
+    """Rows ("case/profile") of a run whose case or profile the matrix file does not have (any more,
+    or a run of another matrix): rejudge keeps their verdicts, known issues aside."""
+    rows = frame[["case", "profile"]].drop_duplicates()
+    return [f"{case}/{profile}" for case, profile in rows.itertuples(index=False)
+            if case not in config.cases or profile not in config.cases[case].profiles]

@@ -27,9 +27,10 @@ from pathlib import Path
 
 from ..case import CaseDef, Export
 from ..config import ConfigError
-from ..stops import Stopped
+from ..stops import Stopped, run_apart
 
 IMPORT_TIMEOUT_S = 120  # importing torch and transformers takes seconds; a case file never needs minutes
+STOP_GRACE_S = 5
 
 
 class _ImportTimeout(BaseException):
@@ -133,23 +134,51 @@ class _Deferred:
 
 def indexed_cases(path: Path, index: Path) -> list[CaseDef]:
     """The file's cases from the index where its bytes are unchanged since an import, each with a
-    build that imports it when called; else imported now, and what it declares indexed."""
+    build that imports it when called; else imported now in a child process (import_apart), and
+    what it declares indexed. This process never imports a case file to plan: what a file does at
+    import (ignore SIGTERM, turn warnings into errors) stays in the child."""
     entry = index / f"{hashlib.sha256(path.read_bytes()).hexdigest()[:24]}.json"
     try:
-        return [CaseDef(name=c["name"], build=_Deferred(path, c["name"]), params=c["params"], seed=c["seed"],
-                        export=_export(c["export"]), description=c["description"], source=path)
-                for c in json.loads(entry.read_text())]
-    except (OSError, ValueError, KeyError, TypeError):  # not indexed yet, or an index of another shape
-        cases = load_case_file(path)
+        return _deferred(path, json.loads(entry.read_text()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not indexed yet, or an index of another shape
+        declared = import_apart(path)
+    cases = _deferred(path, declared)
     try:
         index.mkdir(parents=True, exist_ok=True)
         tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps([{"name": c.name, "params": c.params, "seed": c.seed, "description": c.description,
-                                    "export": dataclasses.asdict(c.export)} for c in cases]))
+        tmp.write_text(json.dumps(declared))
         tmp.replace(entry)
-    except (OSError, TypeError, ValueError):  # a read-only cache, or params JSON cannot hold: imported next time
+    except OSError:  # a read-only cache: imported next time
         pass
     return cases
+
+
+def _deferred(path: Path, declared: list[dict]) -> list[CaseDef]:
+    return [CaseDef(name=c["name"], build=_Deferred(path, c["name"]), params=c["params"], seed=c["seed"],
+                    export=_export(c["export"]), description=c["description"], source=path) for c in declared]
+
+
+def declarations(cases: list[CaseDef]) -> list[dict]:
+    """What a case file declares, as the index keeps it (JSON)."""
+    return [{"name": c.name, "params": c.params, "seed": c.seed, "description": c.description,
+             "export": dataclasses.asdict(c.export)} for c in cases]
+
+
+def import_apart(path: Path) -> list[dict]:
+    """The declarations of a case file imported in a child process (`python -m
+    matrix.sources.case_import`), with the deadline and the errors of load_case_file: a ConfigError
+    as its import would raise it here; a stop here ends the child."""
+    ended = run_apart("matrix.sources.case_import", [str(path), json.dumps(sys.argv)], IMPORT_TIMEOUT_S + STOP_GRACE_S)
+    if ended.returncode is None:  # it ignored its own deadline (SIGALRM)
+        raise ConfigError(path, "", f"still importing after {IMPORT_TIMEOUT_S} s (a case file must not block at import)")
+    sys.stderr.write(ended.err)  # what the file printed while importing, where it imported fine
+    said = json.loads(ended.out.strip().splitlines()[-1]) if ended.out.strip() else None
+    if ended.returncode == 0 and isinstance(said, list):
+        return said
+    if isinstance(said, dict) and "message" in said:
+        raise ConfigError(path, said["key"], said["message"])
+    died = f"killed by {signal.Signals(-ended.returncode).name}" if ended.returncode < 0 else f"exit {ended.returncode}"
+    raise ConfigError(path, "", f"the process importing it ended ({died}) without a word")
 
 
 def _export(stored: dict) -> Export:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import ConfigError
-from ..worker.files import INPUTS, LOG, OUTPUTS, REPEATS
+from ..worker.files import INPUTS, LOG, OUTPUTS, REPEATS, file_digest
 from .locks import is_free, run_lock
 from .records import COLUMNS
 from .table_check import table_problem
@@ -34,6 +34,10 @@ REFS, CELLS = "refs", "cells"
 # What a run folder keeps of each cell's result folder, as cells/<key><suffix>.
 CELL_FILES = {OUTPUTS: ".npz", REPEATS: ".repeats.npz", LOG: ".log"}
 RUN_META = "run.json"
+# {path in the run folder: digest} of the arrays a run judged from (cells/, refs/): `report` re-judges
+# only from the files the run stored.
+DIGESTS = "digests.json"
+SEQUENCE = "sequence"  # run.json: the run's place among its folder's runs (next_sequence)
 EXPORTS = {"parquet": PARQUET, "jsonl": JSONL, "csv": CSV, "json": JSON}
 
 
@@ -124,7 +128,30 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
         if (inputs := reference.with_name(INPUTS)).is_file():
             _link_or_copy(inputs, run_inputs(tmp, reference.parent.name))
     write_tables(tmp, frame)
+    write_digests(tmp)
     (tmp / RUN_META).write_text(json.dumps(meta, indent=1))
+
+
+def write_digests(run_dir: Path) -> None:
+    """DIGESTS of the arrays under cells/ and refs/ (logs are not judged from)."""
+    digests = {str(path.relative_to(run_dir)): file_digest(path) for kind in (CELLS, REFS)
+               for path in sorted((run_dir / kind).rglob("*.npz")) if path.is_file()}
+    (run_dir / DIGESTS).write_text(json.dumps(digests, indent=0))
+
+
+def stored_digests(run_dir: Path) -> dict[str, str]:
+    """The run's DIGESTS; {} for a run of an older trtmatrix, which kept none. DamagedRun where the
+    file is there and is not what trtmatrix writes."""
+    path = run_dir / DIGESTS
+    if not path.exists():
+        return {}
+    try:
+        digests = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DamagedRun.of(path, exc) from None
+    if not isinstance(digests, dict) or not all(isinstance(v, str) for v in digests.values()):
+        raise DamagedRun(path, "", "not a JSON object of digests, a damaged run?")
+    return digests
 
 
 def cell_file(run_dir: Path, content_key: str, name: str) -> Path:
@@ -218,13 +245,32 @@ def read_run(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
     return frame.assign(**dict.fromkeys(missing)) if missing else frame
 
 
+def _recorded_order(run_dir: Path) -> tuple:
+    """(sequence, start, id) as the run recorded them: a folder's name says nothing (a copy named
+    `keep-good`, a host whose clock said 2099). Runs of an older trtmatrix, or whose run.json is
+    damaged, have no sequence: before every run that has one."""
+    try:
+        meta = json.loads((run_dir / RUN_META).read_text())
+    except (OSError, ValueError):
+        meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    sequence = meta.get(SEQUENCE)
+    return (sequence if type(sequence) is int else 0, str(meta.get("started", "")), run_dir.name)
+
+
 def list_runs(reports_dir: Path) -> list[Path]:
-    """Finished runs, oldest first (run ids start with a UTC timestamp)."""
+    """Finished runs, oldest first, in the order they recorded (_recorded_order)."""
     runs = reports_dir / RUNS
     if not runs.is_dir():
         return []
-    return sorted(p for p in runs.iterdir() if p.is_dir() and not p.name.endswith(".partial")
-                  and (p / PARQUET).is_file())
+    return sorted((p for p in runs.iterdir() if p.is_dir() and not p.name.endswith(".partial")
+                   and (p / PARQUET).is_file()), key=_recorded_order)
+
+
+def next_sequence(reports_dir: Path) -> int:
+    """A new run's place among the runs of its reports folder: after every one stored there, whatever
+    the clock says."""
+    return max((_recorded_order(run)[0] for run in list_runs(reports_dir)), default=0) + 1
 
 
 def find_run(reports_dir: Path, run: str | None) -> Path:
@@ -270,7 +316,10 @@ def previous_results(reports_dir: Path, run_dir: Path) -> tuple[Path, pd.DataFra
     """The newest whole run before `run_dir` that can be read, with its results (damaged ones: left
     out). A shard is part of a run, not one: a night's second shard must be compared with the
     night before (or its merge), never with the first shard of the same night."""
-    for earlier in reversed([p for p in list_runs(reports_dir) if p.name < run_dir.name]):
+    runs = list_runs(reports_dir)
+    names = [p.name for p in runs]
+    before = runs[:names.index(run_dir.name)] if run_dir.name in names else runs
+    for earlier in reversed(before):
         try:
             if read_run_meta(earlier).get("shard"):
                 continue

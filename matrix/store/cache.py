@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
-from ..worker.files import RESULT
+from ..worker.files import DIGESTS, RESULT, file_digest
 from .hashing import hash_json
 
 # A crash or timeout may not happen again: those results are not reused.
@@ -93,7 +94,28 @@ def stored_result(directory: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     reusable = result.get("status") not in NOT_REUSED and result.get(ENGINE_FIELD)
+    if reusable and (problem := changed_files(directory, result)):
+        print(f"warning: {problem}; its cell runs again", file=sys.stderr, flush=True)
+        return None
     return result if reusable else None
+
+
+def changed_files(directory: Path, result: dict) -> str | None:
+    """Why the arrays a cell's result stands for are not those its cell wrote, or None: a result
+    that ran ("ok") names them with their digests (worker/cell.py save_runs)."""
+    if result.get("status") != "ok":
+        return None
+    digests = result.get(DIGESTS)
+    if not isinstance(digests, dict) or not digests:
+        return f"{directory / RESULT}: names no digests of its outputs, not what trtmatrix writes"
+    for name, digest in digests.items():
+        path = directory / str(name)
+        try:
+            if file_digest(path) != digest:
+                return f"{path}: not the file its cell wrote (its digest differs)"
+        except OSError as exc:
+            return f"{path}: cannot be read ({exc.strerror})"
+    return None
 
 
 def env_log(cache_dir: Path, env: str) -> Path:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import CELLS, REFS, RUN_META, RUNS, DamagedRun, _link_or_copy, read_run, read_run_meta, write_tables
+from . import (CELLS, REFS, RUN_META, RUNS, SEQUENCE, DamagedRun, _link_or_copy, next_sequence, read_run, read_run_meta,
+               write_digests, write_tables)
 
 
 class MergeError(Exception):
@@ -91,7 +92,9 @@ def stage_merged(reports_dir: Path, run_id: str, run_dirs: list[Path], order: li
         for folder, meta in parts:
             _add_files(folder, tmp, _shard_number(meta))
         write_tables(tmp, frame)
-        (tmp / RUN_META).write_text(json.dumps(_merged_meta(run_id, [meta for _, meta in parts]), indent=1))
+        write_digests(tmp)
+        meta = {**_merged_meta(run_id, [meta for _, meta in parts]), SEQUENCE: next_sequence(reports_dir)}
+        (tmp / RUN_META).write_text(json.dumps(meta, indent=1))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -14,7 +14,7 @@ import traceback
 import numpy as np
 
 from .engines import Refused, Unsupported, check_profile, load_engine
-from .files import OUTPUTS, REPEATS, RESULT, save_arrays
+from .files import DIGESTS, OUTPUTS, REPEATS, RESULT, file_digest, save_arrays
 from .probe import describe
 from .values import flatten, load_values, refusal
 
@@ -54,7 +54,8 @@ def save_runs(out_dir, runs):
     """outputs.npz: the first run (warm-up included). repeats.npz: each later run whose outputs
     differ from every run kept so far, as "<run index>/<output name>", so the host can judge the
     worst run and measure run-to-run drift. Nothing more is written when all runs agree. A
-    sequence is kept as its items and its length, a string tensor as numpy's unicode (values.py)."""
+    sequence is kept as its items and its length, a string tensor as numpy's unicode (values.py).
+    Returns {file name: digest} of the files written."""
     runs = [flatten(outputs) for outputs in runs]
     save_arrays(os.path.join(out_dir, OUTPUTS), runs[0])
     kept, repeats = [runs[0]], {}
@@ -64,6 +65,7 @@ def save_runs(out_dir, runs):
             repeats.update({"{}/{}".format(index, name): value for name, value in outputs.items()})
     if repeats:
         save_arrays(os.path.join(out_dir, REPEATS), repeats)
+    return {name: file_digest(os.path.join(out_dir, name)) for name in (OUTPUTS, REPEATS) if name == OUTPUTS or repeats}
 
 
 def execute(spec, clock):
@@ -97,9 +99,9 @@ def execute(spec, clock):
         runs = runs[:1] + [{name: value + 1 for name, value in outputs.items()} for outputs in runs[1:]]
     clock.update(engine_s=time.time() - began, build_s=sum(build_s), infer_s=sum(times) / 1000)
     began = time.time()
-    save_runs(spec["out_dir"], runs)
+    digests = save_runs(spec["out_dir"], runs)
     clock["save_s"] = time.time() - began
-    return {"status": "ok", "build_s": max(build_s), "infer_ms": float(np.median(times)), "infer_ms_runs": times,
+    return {"status": "ok", DIGESTS: digests, "build_s": max(build_s), "infer_ms": float(np.median(times)), "infer_ms_runs": times,
             "runs": len(runs), "runs_per_build": len(runs) // len(build_s), "info": info}
 
 

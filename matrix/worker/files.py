@@ -18,6 +18,10 @@ PROGRAM_META = "program.json"
 MODULE = "module.pt"
 CASES_PACKAGE = "trtmatrix_cases"
 
+# result.json: {file name: file_digest} of the arrays the cell wrote, so a stored result whose files
+# changed since (damaged, replaced) is never reused or re-judged as the cell's.
+DIGESTS = "digests"
+
 WATCH_STDIN = "TRTMATRIX_WATCH_STDIN"  # "1": stdin closes when the orchestrator dies (kill -9 included)
 
 
@@ -33,3 +37,14 @@ def save_arrays(path, arrays):
         for name, value in arrays.items():
             with archive.open(name + ".npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+
+
+def file_digest(path):
+    """"sha256:<hex>" of a file's bytes, read in blocks (outputs may be large)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return "sha256:" + digest.hexdigest()

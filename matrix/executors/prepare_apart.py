@@ -1,0 +1,107 @@
+"""A case file's artifacts prepared in a child process of their own: its build function is the
+user's code, and run in trtmatrix's own process it could take that process hostage (a build that
+never returns, a segfault that ends the run with exit 139, a signal disposition it changes, a
+warnings filter that turns trtmatrix's own warnings into errors). In a child it has a deadline
+(the matrix's `timeout_s`), a signal ends it, and a crash is that case's `error`; the parent removes
+the half-made artifacts a killed child leaves. ONNX-file and suite cases run no user code and are
+prepared in the process itself.
+
+Run as `python -m matrix.executors.prepare_apart '<json>'` by prepare_apart()."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+from ..prepare import artifact_dir, prepare, prepared
+from ..sources import CaseSpec, Params, case_specs
+from ..stops import run_apart
+
+
+class PrepareFailed(Exception):
+    """The child's own words: its error line and the end of its traceback."""
+
+    def __init__(self, error: str, tail: str = ""):
+        self.error, self.tail = error, tail
+        super().__init__(error)
+
+
+Row = tuple[Params, str]  # (the row's parameters, its artifact key)
+
+
+def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir: Path,
+                  timeout_s: float) -> dict[str, Path | Exception]:
+    """{artifact key: the artifacts, or why they could not be made} of `rows` of one case. A case
+    file's rows are prepared in one child process (the file imported once for all of them), with
+    `timeout_s` for each row; other cases' in this process."""
+    if spec.torch_case is None:
+        return {key: _here(spec, params, key, cache_dir) for params, key in rows}
+    job = json.dumps({"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows],
+                      "cache": str(cache_dir)})
+    try:
+        ended = run_apart(__name__, [job], timeout_s * len(rows))
+    finally:  # a deadline, a stop, or the end: no half-made artifacts of the child stay
+        for _, key in rows:
+            folder = artifact_dir(cache_dir, spec.name, key)
+            shutil.rmtree(folder.with_name(folder.name + ".tmp"), ignore_errors=True)
+    sys.stderr.write(ended.err)  # what the case file printed, as it would have in this process
+    if ended.returncode is None:
+        why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): the case's build or export never returned"
+    elif ended.returncode < 0:
+        why = f"the process preparing it was killed by {signal.Signals(-ended.returncode).name} (the case's build or " \
+              "export crashed)"
+    else:
+        why = f"the process preparing it ended (exit {ended.returncode}) without a word"
+    said = {}
+    for line in ended.out.splitlines():
+        try:
+            said.update({(item := json.loads(line))["key"]: item})
+        except (ValueError, TypeError, KeyError):
+            continue  # the case's own print
+    made: dict[str, Path | Exception] = {}
+    for _, key in rows:
+        item = said.get(key)
+        if item is None:
+            made[key] = PrepareFailed(why)
+        elif "error" in item:
+            made[key] = PrepareFailed(item["error"], item.get("tail", ""))
+        else:
+            made[key] = prepared(cache_dir, spec.name, key) or PrepareFailed("its artifacts are not in the cache")
+    return made
+
+
+def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | Exception:
+    try:
+        return prepare(spec, params, key, cache_dir)
+    except Exception as exc:  # a broken case must not stop the others
+        return exc
+
+
+def main(job: dict) -> int:
+    """Each row prepared in turn, a JSON line each: {"key"} or {"key", "error", "tail"}."""
+    from ..config import load_config
+
+    config_path = Path(job["config"])
+    spec = None
+    for params, key in job["rows"]:
+        try:
+            if spec is None:
+                spec = case_specs(load_config(config_path), config_path, set(), only=[job["case"]])[job["case"]]
+            prepare(spec, tuple(tuple(pair) for pair in params), key, Path(job["cache"]))
+            print(json.dumps({"key": key}), flush=True)
+        except BaseException as exc:  # noqa: BLE001 - whatever the case's code raised, SystemExit included
+            print(json.dumps({"key": key, "error": f"{type(exc).__name__}: {exc}",
+                              "tail": "".join(traceback.format_exception(exc)[-6:])}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(json.loads(sys.argv[1]))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # not waiting for threads the case's code started (prepare_apart ends what it left)

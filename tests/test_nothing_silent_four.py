@@ -1,0 +1,440 @@
+"""Nothing silent, part four (issue 41): verdicts decided on purpose at their edges (complex values,
+masks that leave nothing to judge, exact cosines, infinities and ties in top-k, zero vectors,
+tolerances that cannot fail), stored files checked against their digests before they are reused or
+re-judged, and the newest run chosen by what the runs recorded. Real `trtmatrix` processes, a real
+onnxruntime venv, real files; each test failed on main (b722786)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from conftest import PROFILES, make_tiny_model, matrix_file, tiny_case
+from matrix.store import cell_file, list_runs, read_run, run_reference
+from matrix.worker.files import OUTPUTS, save_arrays
+from test_bad_values import TRTMATRIX, refused
+from test_nothing_silent_three import HANG, children, start, wait_for
+
+ENV = "ort-1.32"
+
+
+def trtmatrix(*args, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([TRTMATRIX, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "250"})
+
+
+def identity_case(folder: Path, x: np.ndarray, expected: np.ndarray | None = None, mask: np.ndarray | None = None,
+                  extra: str = "", mask_out: bool = True) -> str:
+    """An ONNX-file case `ident`: y = Identity(x) (and mo = Identity(m) with a mask input m, unless
+    not `mask_out`), its inputs, and the user's expected outputs when given."""
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))]
+    nodes = [helper.make_node("Identity", ["x"], ["y"], name="ident")]
+    feeds = {"x": x}
+    if mask is not None:
+        inputs.append(helper.make_tensor_value_info("m", TensorProto.INT64, list(mask.shape)))
+        if mask_out:
+            outputs.append(helper.make_tensor_value_info("mo", TensorProto.INT64, list(mask.shape)))
+            nodes.append(helper.make_node("Identity", ["m"], ["mo"], name="mask_out"))
+        feeds["m"] = mask
+    model = helper.make_model(helper.make_graph(nodes, "ident", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, folder / "ident.onnx")
+    save_arrays(folder / "ident_in.npz", feeds)
+    case = f'[cases.ident]\nonnx = "{folder / "ident.onnx"}"\ninputs = "{folder / "ident_in.npz"}"\nprofiles = ["fp32"]\n'
+    if expected is not None:
+        save_arrays(folder / "ident_out.npz", {"y": expected, **({"mo": mask} if mask is not None and mask_out else {})})
+        case += f'expected = "{folder / "ident_out.npz"}"\n'
+    if mask is not None:
+        case += 'mask = "m"\n'
+    return PROFILES + case + extra
+
+
+def run_cell(tmp_path: Path, config: Path) -> dict:
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    return read_run(list_runs(tmp_path / "reports")[-1]).iloc[0].to_dict()
+
+
+# --- wrong verdicts 1: a complex expected file is judged as complex, never cast to its real part ---
+
+def test_a_complex_expected_file_is_judged_on_its_imaginary_part_too(tmp_path, write_matrix):
+    """Issue 41, wrong verdicts 1: real parts right, +5j → fail by 5, not `pass 0e+00`."""
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    config = write_matrix(identity_case(tmp_path, x, expected=x.astype(np.complex64) + 5j), environments=(ENV,))
+    cell = run_cell(tmp_path, config)
+    assert cell["status"] == "fail" and cell["max_abs"] == pytest.approx(5.0), cell["error"]
+
+
+# --- wrong verdicts 2: a mask that judges nothing is no pass -----------------------------------------
+
+@pytest.mark.parametrize("rule", ["", "[cases.ident.accept.fp32]\ncosine = 0.99\naxis = 0\n"])
+def test_a_mask_of_zeros_everywhere_judges_nothing_and_says_so(tmp_path, write_matrix, rule):
+    """Issue 41, wrong verdicts 2: a mask of all zeros (element-wise, and with a per-axis cosine
+    rule) with expected outputs 1e6 off was `pass`, left_out 6."""
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    config = write_matrix(identity_case(tmp_path, x, expected=x + 1e6, mask=np.zeros((2, 3), np.int64), extra=rule),
+                          environments=(ENV,))
+    cell = run_cell(tmp_path, config)
+    assert cell["status"] == "error"
+    assert "the mask input (shape (2, 3)) is 0 everywhere: it leaves out every element of every output" in cell["error"]
+
+
+def test_a_mask_that_applies_to_no_output_is_said(tmp_path, write_matrix):
+    """Issue 41, wrong verdicts 2: a mask that matches no output was ignored without a word."""
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    # The mask's shape is [5]: not the leading dimensions of y [2, 3], the only output.
+    body = identity_case(tmp_path, x, expected=x + 1e6, mask=np.ones(5, np.int64), mask_out=False)
+    cell = run_cell(tmp_path, write_matrix(body, environments=(ENV,)))
+    assert cell["status"] == "error" and "the mask input (shape (5,)) applies to no output" in cell["error"]
+
+
+# --- wrong verdicts 3: cosine and top-k at their edges ------------------------------------------------
+
+def test_cosine_one_passes_bit_identical_outputs(tmp_path, write_matrix):
+    """Issue 41, wrong verdicts 3: `cosine = 1.0` failed bit-identical outputs (0.9999999999999998)."""
+    x = np.random.default_rng(5).standard_normal((4, 256)).astype(np.float32)  # row 3: 0.9999999999999998 by dot over norms
+    config = write_matrix(identity_case(tmp_path, x, extra="[cases.ident.accept.fp32]\ncosine = 1.0\naxis = 0\n"),
+                          environments=(ENV,))
+    cell = run_cell(tmp_path, config)
+    assert (cell["status"], cell["cosine"]) == ("pass", 1.0), cell["worst_slice"]
+
+
+def test_top1_passes_identical_outputs_that_hold_minus_infinity(tmp_path, write_matrix):
+    """Issue 41, wrong verdicts 3: masked logits (-inf) identical to the expected file failed top1."""
+    x = np.array([[0.5, -np.inf, 2.0, 1.0], [-np.inf, 3.0, -np.inf, 0.0]], np.float32)
+    config = write_matrix(identity_case(tmp_path, x, expected=x, extra="[cases.ident.accept.fp32]\ntop1 = 1.0\n"),
+                          environments=(ENV,))
+    cell = run_cell(tmp_path, config)
+    assert (cell["status"], cell["top1"]) == ("pass", 1.0), cell["error"]
+
+
+def test_a_tie_in_the_reference_is_any_of_its_items_for_top1(tmp_path, write_matrix):
+    """Issue 41, wrong verdicts 3: a tie in the reference failed top1 on outputs within tolerance."""
+    x = np.array([[1.0, np.nextafter(np.float32(1), np.float32(2)), 0.5]], np.float32)  # one float32 step apart
+    expected = np.array([[1.0, 1.0, 0.5]], np.float32)
+    config = write_matrix(identity_case(tmp_path, x, expected=expected, extra="[cases.ident.accept.fp32]\ntop1 = 1.0\n"),
+                          environments=(ENV,))
+    cell = run_cell(tmp_path, config)
+    assert (cell["status"], cell["top1"]) == ("pass", 1.0), cell["error"]
+
+
+def test_a_constant_output_ranks_nothing(tmp_path, write_matrix):
+    """Issue 41, wrong verdicts 3 (the other side of ties): an output that ties everywhere does not
+    agree with a reference that has one largest item. Passes on main too: it keeps the tie rule
+    from passing an output that ranks nothing."""
+    x = np.zeros((1, 3), np.float32)
+    config = write_matrix(identity_case(tmp_path, x, expected=np.array([[0.0, 1e-5, 0.0]], np.float32),
+                                        extra="[cases.ident.accept.fp32]\ntop1 = 1.0\n"), environments=(ENV,))
+    assert run_cell(tmp_path, config)["status"] == "fail"
+
+
+def test_an_exact_zero_output_against_a_tiny_reference_passes_cosine_within_tolerance(tmp_path, write_matrix):
+    """Issue 41, wrong verdicts 3: an exact-zero output against a 1e-30 reference failed `cosine`
+    (a zero vector has no direction: the slice is judged by atol/rtol, and says so)."""
+    x = np.zeros((2, 3), np.float32)
+    config = write_matrix(identity_case(tmp_path, x, expected=np.full((2, 3), 1e-30, np.float32),
+                                        extra="[cases.ident.accept.fp32]\ncosine = 0.99\n"), environments=(ENV,))
+    cell = run_cell(tmp_path, config)
+    assert cell["status"] == "pass" and "no direction (a zero vector), within atol/rtol" in cell["worst_slice"]
+    far = write_matrix(identity_case(tmp_path, x, expected=np.full((2, 3), 1.0, np.float32),
+                                     extra="[cases.ident.accept.fp32]\ncosine = 0.99\n"), environments=(ENV,))
+    assert run_cell(tmp_path, far)["status"] == "fail"
+
+
+# --- wrong verdicts 6: tolerances that cannot fail are refused ---------------------------------------
+
+@pytest.mark.parametrize("key", ["atol", "rtol"])
+def test_a_tolerance_that_cannot_fail_is_refused(tmp_path, write_matrix, key):
+    """Issue 41, wrong verdicts 6: `atol = 1e308` or `rtol = 1e308` passed an error of 1e6."""
+    model, inputs = make_tiny_model(tmp_path)
+    tolerance = {"atol": 0.0, "rtol": 0.0, key: 1e308}
+    config = write_matrix(PROFILES + tiny_case(model, inputs) + "[cases.tiny.tolerances.fp32]\n"
+                          + "".join(f"{k} = {v!r}\n" for k, v in tolerance.items()), environments=(ENV,))
+    assert refused("run", "-c", str(config)) == (
+        f"error: {config}: cases.tiny.tolerances.fp32.{key}: 1e+308 cannot fail: a tolerance this large (float32's "
+        "largest value, 3.4e+38, or more) passes any output; give one below it")
+
+
+# --- wrong verdicts 7: stored files checked against their digests ------------------------------------
+
+@pytest.fixture
+def tiny_run(tmp_path, write_matrix):
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    return config, list_runs(tmp_path / "reports")[-1]
+
+
+@pytest.mark.parametrize("replace", ["random bytes", "other outputs"])
+def test_a_cached_result_whose_outputs_changed_is_run_again_and_named(tiny_run, cache_dir, replace):
+    """Issue 41, wrong verdicts 7: random bytes in a cached outputs.npz gave "pass (reused)" and a
+    garbage file in the run folder; other valid outputs passed `run`, then failed in `report`."""
+    config, run_dir = tiny_run
+    key = read_run(run_dir).iloc[0]["content_key"]
+    cached = next((cache_dir / "results" / ENV).glob(f"{key[:24]}*")) / OUTPUTS
+    with np.load(cached) as data:
+        right = dict(data)
+    cached.unlink()  # a new file: the earlier run folder keeps its link to the old one
+    if replace == "random bytes":
+        cached.write_bytes(os.urandom(300))
+    else:
+        save_arrays(cached, {name: value + 1 for name, value in right.items()})
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    assert f"warning: {cached}: not the file its cell wrote (its digest differs); its cell runs again" in done.stderr
+    again = list_runs(run_dir.parent.parent)[-1]
+    cell = read_run(again).iloc[0]
+    assert cell["status"] == "pass" and not cell["reused"]
+    with np.load(cell_file(again, cell["content_key"], OUTPUTS)) as data:
+        assert all(np.array_equal(data[name], value) for name, value in right.items())
+    assert trtmatrix("report", "-c", str(config)).returncode == 0  # judged again from the same outputs: pass
+    assert read_run(again).iloc[0]["status"] == "pass"
+
+
+def test_report_names_a_run_file_that_is_not_the_one_the_run_stored_and_exits_2(tiny_run):
+    """Issue 41, wrong verdicts 7: `report` rewrote a pass as `error`, exit 0, no line, when refs/*.npz
+    held another output name (or cells/*.npz another shape)."""
+    config, run_dir = tiny_run
+    cell = read_run(run_dir).iloc[0]
+    reference = run_reference(run_dir, cell["artifact"])
+    with np.load(reference) as data:
+        stored = dict(data)
+    reference.unlink()  # a hard link to the cache's file: replaced, not written through
+    save_arrays(reference, {"other": stored["y"]})
+    done = trtmatrix("report", "-c", str(config))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: 1 cells not re-judged (their verdicts are the run's, marked in the report): "
+        f"{reference} is not the file the run stored (its digest differs)")
+    assert read_run(run_dir).iloc[0]["status"] == "pass"
+
+
+# --- wrong verdicts 8: the newest run is the one the runs recorded last ------------------------------
+
+def test_the_newest_run_is_chosen_by_what_the_runs_recorded_not_by_folder_names(tiny_run):
+    """Issue 41, wrong verdicts 8: a copied `runs/keep-good`, or a folder `20991231T…`, won for
+    report, summary and diff even after new runs."""
+    config, first = tiny_run
+    runs = first.parent
+    for name in ("keep-good", "20991231T000000.000Z-ffff"):
+        shutil.copytree(first, runs / name)
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    newest = next(p for p in runs.iterdir() if p.name not in (first.name, "keep-good", "20991231T000000.000Z-ffff")
+                  and not p.name.startswith("."))
+    assert list_runs(runs.parent)[-1] == newest
+    summary = trtmatrix("summary", "-c", str(config))
+    assert summary.returncode == 0 and f"## trtmatrix run `{newest.name}`" in summary.stdout
+    assert trtmatrix("report", "-c", str(config)).returncode == 0
+    assert "rejudged" in json.loads((newest / "run.json").read_text())
+    assert "rejudged" not in json.loads((runs / "keep-good" / "run.json").read_text())
+
+
+# --- hangs, leftovers, tracebacks --------------------------------------------------------------------
+
+def test_images_commands_from_a_folder_without_images_take_the_shipped_definitions(tmp_path):
+    """Issue 41, hangs/leftovers/tracebacks: `images list` and `images check` failed with
+    "--images-dir images: no such folder" from any folder without ./images."""
+    done = subprocess.run([TRTMATRIX, "images", "list"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and "ort-1.32" in done.stdout and not done.stderr, done.stderr
+    assert refused("images", "list", "--images-dir", str(tmp_path / "none")) == \
+        f"error: --images-dir {tmp_path / 'none'}: no such folder"  # given, and not there: still refused
+
+
+def test_a_report_details_that_is_a_file_is_named_and_no_temporary_folder_stays(tiny_run):
+    """Issue 41, hangs/leftovers/tracebacks: a `report-details` that is a file: the error named
+    `.report-details.<pid>.tmp` and left it."""
+    config, run_dir = tiny_run
+    shutil.rmtree(run_dir / "report-details")
+    (run_dir / "report-details").write_text("mine")
+    assert refused("report", "-c", str(config)) == (
+        f"error: {run_dir / 'report-details'}: not a folder: the report's details go there; move it away")
+    assert (run_dir / "report-details").read_text() == "mine"
+    assert not list(run_dir.glob(".report-details.*"))
+
+
+def test_a_stopped_supervisor_left_by_a_killed_run_is_ended_by_the_next_run(tmp_path, write_matrix):
+    """Issue 41, hangs/leftovers/tracebacks: a worker supervisor SIGSTOPped before its first cell,
+    then SIGTERM and SIGKILL of trtmatrix (`timeout -k`, a CI runner): the supervisor stayed for
+    good; the next run removed the lock, not it."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + HANG + tiny_case(model, inputs, ("hang",)), environments=(ENV,), timeout_s=60)
+    run = start("run", "-c", str(config))
+    supervisor = wait_for(lambda: next((pid for pid in children(run.pid)
+                                        if b"trtmatrix_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()), None))
+    try:
+        os.kill(supervisor, signal.SIGSTOP)
+        os.killpg(run.pid, signal.SIGKILL)  # the end of `timeout -k`: SIGTERM's grace is a race, this is not
+        run.communicate(timeout=60)
+        time.sleep(1)
+        assert Path(f"/proc/{supervisor}").exists()  # what was left: stopped, its trtmatrix gone
+        config.write_text(config.read_text().replace('profiles = ["hang"]', 'profiles = ["fp32"]'))
+        done = trtmatrix("run", "-c", str(config))
+        assert done.returncode == 0, done.stderr
+        assert wait_for(lambda: not Path(f"/proc/{supervisor}").exists() or
+                        Path(f"/proc/{supervisor}/stat").read_text().rpartition(")")[2].split()[0] == "Z", 30)
+    finally:
+        for pid in (supervisor,):
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
+
+
+CASE = """
+import signal
+import time
+import warnings
+
+import torch
+
+from matrix.case import case
+
+{top}
+
+
+@case(params={{"n": [2]}})
+def hostile(n: int):
+    \"\"\"A case file's code, hostile to the process it runs in.\"\"\"
+    open({started!r}, "w").close()
+{body}
+    return torch.nn.Linear(n, n), {{"x": torch.ones(1, n)}}
+"""
+
+
+def hostile_case(tmp_path: Path, write_matrix, top: str = "", body: str = "", timeout_s: float = 120) -> tuple[Path, Path]:
+    cases = tmp_path / "cases"
+    cases.mkdir(exist_ok=True)
+    started = tmp_path / "build-started"
+    (cases / "hostile.py").write_text(CASE.format(top=top, started=str(started), body=body))
+    config = write_matrix('[profiles.fp32]\nprecision = "fp32"\n[cases.hostile]\nprofiles = ["fp32"]\n',
+                          cases_dir=cases, environments=(ENV,), timeout_s=timeout_s)
+    return config, started
+
+
+def test_a_case_file_that_ignores_sigterm_does_not_make_trtmatrix_ignore_it(tmp_path, write_matrix, cache_dir):
+    """Issue 41, hangs: a case file that sets SIGTERM to SIG_IGN at import made `trtmatrix run` ignore
+    SIGTERM (case files were imported into trtmatrix's own process)."""
+    config, started = hostile_case(tmp_path, write_matrix, top="signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+                                   body="    time.sleep(600)")
+    run = start("run", "-c", str(config))
+    try:
+        wait_for(started.exists, 120)
+        os.kill(run.pid, signal.SIGTERM)
+        _, stderr = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 143 and stderr.strip().splitlines()[-1].startswith("stopped by SIGTERM"), stderr
+    assert not list((cache_dir / "artifacts").glob("hostile-*.tmp"))
+
+
+@pytest.mark.parametrize("body, timeout_s, said", [
+    ("    time.sleep(600)", 8, "prepare failed: not prepared within 8 s (timeout_s, for each row): the case's build "
+                             "or export never returned"),
+    ("    import ctypes\n    ctypes.string_at(0)", 120, "prepare failed: the process preparing it was killed by SIGSEGV"),
+])
+def test_a_build_that_never_returns_or_crashes_is_the_case_s_error(tmp_path, write_matrix, cache_dir, body, timeout_s,
+                                                                     said):
+    """Issue 41, hangs and leftovers: a build function that never returns waited forever (prepare had
+    no deadline); one that segfaults killed `run` (exit 139, no line) and left
+    `<cache>/artifacts/*.tmp` for good."""
+    config, _ = hostile_case(tmp_path, write_matrix, body=body, timeout_s=timeout_s)
+    done = trtmatrix("run", "-c", str(config), timeout=180)
+    assert done.returncode == 0, done.stderr
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert cell["status"] == "error" and cell["error"].startswith(said), cell["error"]
+    assert not list((cache_dir / "artifacts").glob("hostile-*.tmp"))
+
+
+def test_a_case_file_that_turns_warnings_into_errors_changes_nothing_of_trtmatrix(tmp_path, write_matrix):
+    """Issue 41, tracebacks: `warnings.simplefilter("error")` in a case file gave two
+    "ResourceWarning: unclosed file" tracebacks (trtmatrix's own worker pipes)."""
+    config, _ = hostile_case(tmp_path, write_matrix, top='warnings.simplefilter("error")')
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    assert read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]["status"] == "pass"
+    assert "Warning" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_cache_folder_that_is_a_file_is_refused_before_anything_runs(tmp_path):
+    """Issue 41, tracebacks: `<cache>/results/<env>` a file gave a Python traceback as every cell's error."""
+    model, inputs = make_tiny_model(tmp_path)
+    cache = tmp_path / "cache"  # its own: the session's cache is shared by the other tests
+    config = matrix_file(tmp_path, cache, PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    (cache / "results").mkdir(parents=True)
+    (cache / "results" / ENV).write_text("not a folder")
+    assert refused("run", "-c", str(config)) == \
+        f"error: {config}: run.cache_dir: {cache / 'results' / ENV} is a file, not a folder"
+
+
+# --- unclear -------------------------------------------------------------------------------------------
+
+MULTI_LINE = '''
+from matrix.case import case
+
+
+@case(params={"batch": [1]})
+def toy(batch: int):
+    """Raises an error of two lines, as ONNX Runtime's "… of node:" does."""
+    raise RuntimeError("Non-zero status code returned while running Gather of node:\\nName:'gather_7' index 9 out of range")
+'''
+
+
+def test_an_error_s_cause_is_printed_below_a_table_that_fits_every_line_of_it(tmp_path, write_matrix):
+    """Issue 41, unclear: when the table fits the terminal an `error` cell's cause was never printed;
+    error lines were cut at the first newline ("… of node:")."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "toy.py").write_text(MULTI_LINE)
+    config = write_matrix(PROFILES + '[cases.toy]\nprofiles = ["fp32"]\n', cases_dir=cases, environments=(ENV,))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "┏" in done.stderr  # the table fits, and is printed
+    assert "1 error in 1 cause:" in done.stderr
+    assert "of node: Name:'gather_7' index 9 out of range" in done.stderr
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="TensorRT cells run on a GPU host")
+def test_a_pair_with_nothing_compared_says_so_first(tmp_path, write_matrix):
+    """Issue 41, unclear: `diff --from trt-10.7 --to trt-10.8` (all skipped) printed "gained 0; lost 0",
+    which reads as a safe upgrade."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("trt-10.7", "trt-10.8"))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    done = trtmatrix("diff", "-c", str(config), "--from", "trt-10.7", "--to", "trt-10.8")
+    assert done.returncode == 0, done.stderr
+    assert "trt-10.7 → trt-10.8: nothing compared (1 not comparable); gained 0; lost 0" in done.stdout + done.stderr
+
+
+def test_report_says_which_rows_the_matrix_file_does_not_have_and_keeps_their_verdicts(tmp_path, write_matrix):
+    """Issue 41, unclear: `report` of a run whose case or profile the matrix no longer has, or of
+    another matrix's run: exit 0, no word."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs, ("fp32", "fp16"))
+                          + "[cases.tiny.accept.fp16]\ncosine = 0.9\n", environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    # The fp16 profile is gone from the case, and the others' tolerance is now one nothing passes.
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text().replace('profiles = ["fp32", "fp16"]', 'profiles = ["fp32"]')
+                     .replace("[cases.tiny.accept.fp16]\ncosine = 0.9\n", "")
+                     + "[cases.tiny.tolerances.fp32]\natol = 0.0\nrtol = 0.0\n")
+    done = trtmatrix("report", "-c", str(other))
+    assert done.returncode == 0, done.stderr
+    assert f"warning: run {run_dir.name} was made from {config}, not {other}" in done.stderr
+    assert f"warning: 1 rows of run {run_dir.name} are of cases or profiles {other} does not have (tiny/fp16): " \
+           "their verdicts are kept as the run judged them" in done.stderr
+    cells = read_run(run_dir).set_index("cell_id")
+    assert cells.loc["tiny/fp16/ort-1.32", "status"] == "pass" and cells.loc["tiny/fp16/ort-1.32", "rule"]
