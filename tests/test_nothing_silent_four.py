@@ -204,6 +204,24 @@ def test_a_cached_result_whose_outputs_changed_is_run_again_and_named(tiny_run, 
     assert read_run(again).iloc[0]["status"] == "pass"
 
 
+def test_a_cached_model_replaced_is_prepared_again_not_judged(tiny_run, cache_dir):
+    """Issue 41, wrong verdicts 7: a cached model.onnx replaced by another model (no digest check)
+    gave `fail`, exit 1. The model is one of the files an artifact's digests cover now: the artifact
+    is made again from the case and its cells pass."""
+    config, run_dir = tiny_run
+    artifact = cache_dir / "artifacts" / read_run(run_dir).iloc[0]["artifact"]
+    original = (artifact / "model.onnx").read_bytes()
+    model = onnx.load(str(artifact / "model.onnx"))
+    for tensor in model.graph.initializer:  # another model of the same shapes: its weights doubled
+        tensor.CopyFrom(onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(tensor) * 2, tensor.name))
+    (artifact / "model.onnx").unlink()
+    onnx.save(model, str(artifact / "model.onnx"))
+    done = trtmatrix("run", "-c", str(config), "--no-reuse")
+    assert done.returncode == 0, done.stderr
+    assert read_run(list_runs(run_dir.parent.parent)[-1]).iloc[0]["status"] == "pass"
+    assert (artifact / "model.onnx").read_bytes() == original  # made again from the case
+
+
 def test_report_names_a_run_file_that_is_not_the_one_the_run_stored_and_exits_2(tiny_run):
     """Issue 41, wrong verdicts 7: `report` rewrote a pass as `error`, exit 0, no line, when refs/*.npz
     held another output name (or cells/*.npz another shape)."""

@@ -211,3 +211,13 @@ def test_a_profile_whose_precision_nothing_ran_is_not_its_pass(tmp_path, write_m
     assert cells["double"]["status"] == "skipped"
     assert cells["double"]["error"].startswith("the FP16 copy holds no FP16 value")
     assert "ReduceSum 1" in cells["norm"]["precision_ran"], cells["norm"]["precision_ran"]
+
+
+def test_a_sequence_output_is_one_line_not_an_empty_stop_iteration():
+    """Issue 41, tracebacks: a model with a sequence output failed with an empty "StopIteration"."""
+    proto = h.make_model(h.make_graph([h.make_node("SequenceConstruct", ["x", "x"], ["s"])], "g",
+                                      [h.make_tensor_value_info("x", T.FLOAT, [2])],
+                                      [h.make_tensor_sequence_value_info("s", T.FLOAT, [2])]),
+                         opset_imports=[h.make_opsetid("", 13)])
+    with pytest.raises(NoReference, match="a sequence output"):
+        onnx_reference(proto, {"x": np.ones(2, np.float32)}, ["s"])

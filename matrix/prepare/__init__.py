@@ -21,8 +21,8 @@ import onnx
 from ..config import Profile
 from ..sources import CaseSpec, Params
 from ..sources.onnx_suites import suite_label, typed_tensors
-from ..store.cache import artifacts_folder
-from ..store.hashing import hash_files
+from ..store.cache import artifacts_folder, digest_memo
+from ..store.hashing import hash_files, remembered_digest
 from ..stops import removed_at_end
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
 from ..worker.values import save_values
@@ -48,11 +48,15 @@ def artifact_dir(cache_dir: Path, case: str, key: str) -> Path:
 
 # The files every judgement rests on, whose digests META keeps: what the cache hands back is
 # checked against them (a file damaged on disk is made again, never judged against).
-CHECKED = (INPUTS, REFERENCE)
+CHECKED = (MODEL, INPUTS, REFERENCE)
 
 
-def _digests(folder: Path) -> dict[str, str]:
-    return {name: hash_files([folder / name]) for name in CHECKED}
+def _digests(folder: Path, cache_dir: Path | None = None) -> dict[str, str]:
+    """Each checked file's digest; with `cache_dir`, remembered with the file's identity (a re-run
+    does not hash a gigabyte model again; a file replaced or rewritten is hashed anew)."""
+    if cache_dir is None:
+        return {name: hash_files([folder / name]) for name in CHECKED}
+    return {name: remembered_digest(folder / name, digest_memo(cache_dir, folder, name)) for name in CHECKED}
 
 
 def prepared(cache_dir: Path, case: str, key: str) -> Path | None:
@@ -61,7 +65,7 @@ def prepared(cache_dir: Path, case: str, key: str) -> Path | None:
     target = artifact_dir(cache_dir, case, key)
     try:
         meta = json.loads((target / META).read_text())
-        return target if meta.get("digests") == _digests(target) else None
+        return target if meta.get("digests") == _digests(target, cache_dir) else None
     except (OSError, ValueError):
         return None
 

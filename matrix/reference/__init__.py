@@ -59,6 +59,8 @@ def _check(verdict: str, text: str, parting=None, checked: int = 0) -> dict:
 
 def _first_missing(missing: dict[str, str], model: onnx.ModelProto) -> str:
     """'com.microsoft Gelu (node gelu_1)': the first node without a float64 evaluation."""
+    if not missing:  # every node evaluated: what lacks a value is a sequence, not a tensor
+        return "a sequence output (a list of tensors, not one tensor)"
     label = next(iter(missing))
     node = next(node for order, node in enumerate(model.graph.node) if node_label(node, order) == label)
     return f"{f'{node.domain} ' if node.domain else ''}{node.op_type} (node {label})"
