@@ -2,7 +2,7 @@
 
 A map of the package (the flow of one run is plan → prepare → execute → compare → store → report):
 
-    cli.py            the `trtmatrix` command: a thin layer over everything below
+    cli/              the `trtmatrix` command: a thin layer over everything below, a module per group of commands
     run.py            one run: each stage in order, and the records it makes
     report/           what people read: report.html, index/history pages, terminal tables, JUnit,
                       the upgrade view, the support matrix page, re-judging a stored run

@@ -1,0 +1,5 @@
+"""`python -m matrix.cli`."""
+
+from . import main
+
+main()

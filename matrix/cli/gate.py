@@ -1,0 +1,62 @@
+"""When a run (or a merge of shards) exits 1: a regression against a baseline, --strict, a cell not judged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import ConfigError
+from .common import _fail
+
+
+def _baseline(path: Path | None):
+    """--baseline's run and its results, read before anything runs: a wrong path or a damaged run
+    costs no run."""
+    from ..store import read_run
+    from ..store.baseline import find_baseline
+
+    if path is None:
+        return None
+    try:
+        found = find_baseline(path)
+        return found, read_run(found)
+    except ConfigError as exc:
+        _fail(f"--baseline {exc}")
+
+
+def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bool:
+    """Whether the run exits 1: a regression against `baseline` ((run folder, results); else the
+    previous whole run in the reports folder) or, `strict`, any failure no known issue covers
+    (both listed on stderr); or a cell not judged for want of a trustworthy reference (said above)."""
+    from ..report.console import console, escape, uncovered_lines
+    from ..statuses import UNJUDGED
+
+    if baseline is not None:
+        console.print(escape(f"compared with the baseline run {baseline[0]}"), soft_wrap=True)
+    newly = _newly_failing(reports_dir, run_dir, frame, baseline)
+    uncovered = uncovered_lines(frame) if strict else []
+    for line in uncovered:
+        console.print(line, soft_wrap=True)
+    return newly or bool(uncovered) or bool(frame["status"].isin(UNJUDGED).any())
+
+
+def _newly_failing(reports_dir: Path, run_dir: Path, frame, before=None) -> bool:
+    """Whether a cell of `frame` newly fails against `before` ((run folder, results)), by default
+    the previous whole run (a regression: exit 1); each such cell listed on stderr."""
+    from ..report.console import console, escape
+    from ..report.error_text import worst_error
+    from ..report.upgrade import regressions
+    from ..store import previous_results
+
+    before = before or previous_results(reports_dir, run_dir)
+    newly = regressions(before[1], frame) if before else []
+    if before and not frame["cell_id"].isin(before[1]["cell_id"]).any():
+        console.print(escape(f"warning: run {before[0].name} has none of this run's cells: nothing to compare with "
+                             "(another matrix?)"), soft_wrap=True)
+    if len(newly):
+        console.print(f"[bold red]{len(newly)} cell{'s' * (len(newly) != 1)} newly fail{'s' * (len(newly) == 1)} "
+                      f"compared with run {before[0].name}:[/]")
+        for _, r in newly.iterrows():
+            worst = worst_error(r, 2)
+            console.print(escape(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}"
+                                 + (f" ({worst})" if worst else "")), soft_wrap=True)
+    return bool(len(newly))

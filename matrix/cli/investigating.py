@@ -1,0 +1,202 @@
+"""Investigations of one row or cell: bisect, explain, precision, repro."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..config import ConfigError
+from .common import ConfigOpt, EXIT_REGRESSION, RunArg, _fail, _plan, _relative, app
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the finding as JSON.")]
+
+
+def _investigation_progress(event: dict) -> None:
+    from ..investigations.repro import MUST
+    from ..report.console import console, escape
+
+    if event["event"] in ("setup", "recorded", "bisect", "repro"):
+        text = {"setup": lambda e: f"set up {e['env']}", "recorded": lambda e: f"{e['status']} {e['cell_id']}",
+                "bisect": lambda e: f"bisect: {e['version']} ({e['env']})",
+                "repro": lambda e: f"repro.py on {e['version']} ({e['env']}): must {MUST[e['expect']]}"}[event["event"]](event)
+        console.print(escape(text), soft_wrap=True, highlight=False, style="dim")
+
+
+@app.command()
+def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case/k=v/profile, as the matrix prints it.")],
+           good: Annotated[str, typer.Option(metavar="VERSION", help="A release where the row has its good verdict.")],
+           bad: Annotated[str, typer.Option(metavar="VERSION", help="A release where it has the other verdict: later "
+                                                                "(a regression) or earlier (a fix).")],
+           engine: Annotated[str, typer.Option(help="onnxruntime (the releases on the package index pip is configured "
+                                                     "with) or tensorrt (the TensorRT definitions in images/).")] = "onnxruntime",
+           pre: Annotated[bool, typer.Option("--pre", help="Include pre-releases and nightly builds (as pip --pre).")] = False,
+           config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
+    """Since which release does a row fail (or pass)? A binary search over the engine's releases
+    from --good to --bad, each step an ordinary, cached cell run; the finding is also written
+    into the newest run folder (bisect/<row>__<engine>-<good>..<bad>/bisect.json: every bisect of a
+    row is kept) and shown in the report."""
+    import json
+
+    from ..environments.definitions import ENGINES
+    from ..investigations.bisect import BisectError, bisect_row
+    from ..report.console import escape, out
+
+    if engine not in ENGINES:
+        _fail(f"--engine {engine!r}: one of {', '.join(ENGINES)}")
+    the_plan = _plan(config)
+    run_dir = _finding_run(the_plan)
+    try:
+        found = bisect_row(the_plan, row, engine, good, bad, pre, on_event=_investigation_progress)
+    except BisectError as exc:
+        _fail(str(exc))
+    finding = found.to_json()
+    # One finding per question asked: a fix bisect of a row beside its regression bisect, not over it.
+    target = _keep_finding(run_dir, "bisect", f"{row}/{engine}-{good}..{bad}", finding)
+    if as_json:
+        typer.echo(json.dumps({k: finding[k] for k in ("row", "direction", *found.found(), "tested")}))
+        return
+    for step in sorted(found.tested, key=lambda s: found.versions.index(s.version)):
+        worst = "" if step.max_abs is None else f"  max_abs {step.max_abs:.2e}"
+        out.print(escape(f"{engine} {step.version:<12} {step.status:<8}{worst}  ({step.environment})"), soft_wrap=True)
+    out.print(escape(found.summary()), soft_wrap=True)
+    if target is not None:
+        out.print(escape(f"written to {target}"), soft_wrap=True)
+
+
+def _finding_run(the_plan, run_ref: str | None = None) -> Path | None:
+    """The run folder an investigation writes into (the newest by default; None when there is no
+    run yet), found before its trials run: a run asked for that does not exist costs nothing."""
+    from ..store import find_run
+
+    try:
+        return find_run(the_plan.path("reports_dir"), run_ref)
+    except FileNotFoundError as exc:
+        if run_ref is not None:
+            _fail(str(exc))
+        return None
+
+
+def _keep_finding(run_dir: Path | None, kind: str, item: str, finding: dict, tables=None) -> Path | None:
+    """Into the run folder, whose report is rendered again to show it."""
+    from ..report.publish import render_run
+    from ..store.findings import write_finding
+
+    if run_dir is None:
+        return None
+    target = write_finding(run_dir, kind, item, finding, tables)
+    render_run(run_dir)
+    return target
+
+
+@app.command()
+def explain(cell: Annotated[str, typer.Argument(metavar="CELL", help="The cell: case/k=v/profile/env, as the matrix prints it.")],
+            run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False,
+            every: Annotated[bool, typer.Option("--all", help="Show the nodes nothing was measured on too "
+                                                               "(Constant, Shape, integer nodes).")] = False) -> None:
+    """Where does a cell leave tolerance? Every intermediate tensor of its model, run in the cell's
+    environment and profile, against float64; the first divergent node is the first whose outputs
+    leave tolerance while its inputs are within it, and where no node's error jumps over what its
+    inputs handed it, the error is said to be rounding spread over the model. Written into the run
+    folder (explain/<cell>/) and shown in the report's cell details."""
+    import json
+
+    from ..investigations.explain import ExplainError, explain_cell
+    from ..report.console import escape, fits, out
+    from ..report.investigation_text import explain_lines, explain_table, first_divergent_line, hidden_line
+
+    the_plan = _plan(config)
+    run_dir = _finding_run(the_plan, run_ref)
+    try:
+        found = explain_cell(the_plan, cell, on_event=_investigation_progress)
+    except (ExplainError, ConfigError) as exc:
+        _fail(str(exc))
+    finding = found.to_json()
+    target = _keep_finding(run_dir, "explain", cell, finding, {"layers": found.nodes})
+    if as_json:
+        typer.echo(json.dumps({k: finding[k] for k in ("cell", "verdict", "first_divergent", "spread", "nodes", "observed",
+                                                        "notes")}))
+        return
+    # Rounding spread over the model: no node is marked as the one where it went wrong.
+    first = None if finding.get("spread") else finding["first_divergent"]
+    table = explain_table(found.nodes, first, every)
+    if fits(table, out):
+        out.print(table)
+    else:  # a log 80 columns wide: one line per node shown, names whole
+        for line in explain_lines(found.nodes, first, every):
+            out.print(escape(line), soft_wrap=True, highlight=False)
+    hidden = hidden_line(found.nodes, every)
+    for line in [*([hidden] if hidden else []), *found.notes, first_divergent_line(finding)] + \
+            ([f"written to {target.parent}"] if target else []):
+        out.print(escape(line), soft_wrap=True, highlight=False)
+
+
+@app.command()
+def precision(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing FP16 cell: case/k=v/profile/env.")],
+              run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
+    """Which layers must stay in FP32 for a failing FP16 cell to pass? Delta debugging over op
+    types, then node names, each trial an ordinary cell; prints a profile ready to paste into
+    the matrix file. Written into the run folder (precision/<cell>/) and shown in the report."""
+    import json
+
+    from ..investigations.precision import PrecisionError, find_fp32_nodes
+    from ..report.console import escape, out
+    from ..report.investigation_text import fixes_to_paste
+
+    the_plan = _plan(config)
+    run_dir = _finding_run(the_plan, run_ref)
+    try:
+        finding = find_fp32_nodes(the_plan, cell, on_event=_investigation_progress)
+    except (PrecisionError, ConfigError) as exc:
+        _fail(str(exc))
+    target = _keep_finding(run_dir, "precision", cell, finding)
+    if as_json:
+        typer.echo(json.dumps({k: finding.get(k) for k in ("cell", "keep_fp32", "op_types", "trials", "profile",
+                                                             "control", "all_kept", "summary")}))
+        return
+    out.print(escape(finding["summary"]), soft_wrap=True, highlight=False)
+    if finding["profile"]:
+        out.print(escape(fixes_to_paste(finding["profile_name"], finding["profile"])), soft_wrap=True, highlight=False)
+    if target is not None:
+        out.print(escape(f"written to {target}"), soft_wrap=True, highlight=False)
+
+
+@app.command()
+def repro(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing cell: case/k=v/profile/env.")],
+          output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write (default: "
+                                                         "repro/<cell> in the run folder).")] = None,
+          run_ref: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="The run it concerns (default: the newest).")] = None,
+          config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
+    """A folder to file upstream for a failing cell: the smallest model that still fails (from
+    explain's first divergent node), its inputs, the float64 expected outputs, a repro.py that
+    uses only the engine's API and numpy, and ISSUE.md (the tracker's template filled in). It is
+    verified first: repro.py must fail in the cell's environment and pass on the good versions the
+    run or a bisect knows; one that does not is kept as repro-unconfirmed (exit 1)."""
+    import json
+
+    from ..investigations.repro import ReproError, check_target, make_repro
+    from ..report.console import escape, out
+    from ..store.findings import finding_dir
+
+    the_plan = _plan(config)
+    run_dir = _finding_run(the_plan, run_ref)
+    folder = (output or (finding_dir(run_dir, "repro", cell) if run_dir else Path("repro") / cell.replace("/", "__")))
+    if problem := check_target(folder.resolve()):
+        _fail(problem)
+    try:
+        found = make_repro(the_plan, cell, folder.resolve(), run_dir, on_event=_investigation_progress)
+    except (ReproError, ConfigError) as exc:
+        _fail(str(exc))
+    finding = found.to_json()
+    if run_dir is not None:
+        _keep_finding(run_dir, "repro", cell, {**finding, "folder": _relative(found.folder, run_dir)})
+    if as_json:
+        typer.echo(json.dumps(finding))
+    else:
+        for line in [*found.notes, found.summary(), f"written to {found.folder}"]:
+            out.print(escape(line), soft_wrap=True, highlight=False)
+    if not found.confirmed:
+        typer.echo(f"not reproduced as expected: kept as {found.folder}", err=True)
+        raise typer.Exit(EXIT_REGRESSION)
