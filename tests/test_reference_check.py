@@ -221,3 +221,13 @@ def test_a_sequence_output_is_one_line_not_an_empty_stop_iteration():
                          opset_imports=[h.make_opsetid("", 13)])
     with pytest.raises(NoReference, match="a sequence output"):
         onnx_reference(proto, {"x": np.ones(2, np.float32)}, ["s"])
+
+
+def test_a_dimension_declared_minus_one_is_dynamic(tmp_path, write_matrix):
+    """Found on a real paddle2onnx export (PaddleOCR's classifier): a dynamic dimension written as
+    dim_value -1, which onnxruntime runs, was taken for a fixed size and the case refused (exit 2)."""
+    proto = model(tmp_path / "paddle.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [-1, 3])],
+                  [("y", T.FLOAT, [-1, 3])])
+    assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value == -1
+    done, cells = run(write_matrix, case(tmp_path, "paddle", None, {"x": np.ones((2, 3), np.float32)}))
+    assert cells["paddle"]["status"] == "pass", done.stderr

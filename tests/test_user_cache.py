@@ -94,6 +94,12 @@ def test_a_second_folder_reuses_the_first_folders_cells(tmp_path, cache_dir):
         # Each cell's result is in $XDG_CACHE_HOME/trtmatrix, where the README says.
         for key in frame["content_key"]:
             assert (result_dir(cache_dir, "ort-1.32", key) / RESULT).is_file(), key
+    # `trtmatrix cache` from a folder whose matrix file names no cache reads the user's (it failed
+    # with a TypeError, exit 3, found by a stranger's walk through the README).
+    said = subprocess.run([sys.executable, "-m", "matrix.cli", "cache", "--json"], cwd=tmp_path / "second",
+                          capture_output=True, text=True, env=env)
+    assert said.returncode == 0, said.stderr
+    assert str(cache_dir) in said.stdout
 
 
 def test_two_folders_running_at_once_share_the_cache(tmp_path, cache_dir):

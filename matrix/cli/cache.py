@@ -15,7 +15,7 @@ def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
                   "--free", metavar="PART", help="Remove this part of the cache (repeatable; all: every part).")] = None,
               config: ConfigOpt = Path("matrix.toml"),
               as_json: Annotated[bool, typer.Option("--json", help="Print the sizes as JSON (bytes).")] = False) -> None:
-    """How much trtmatrix's cache (the matrix file's cache_dir) holds, part by part, and what freeing
+    """How much trtmatrix's cache (the matrix file's cache_dir, else the user's) holds, part by part, and what freeing
     each costs; --free removes parts. Every part is made again when needed: freeing one costs time
     at the next run, never a result (run folders keep their own outputs). Don't free while a run
     or an investigation is going."""
@@ -23,11 +23,12 @@ def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
 
     from ..config import load_config
     from ..report.console import escape, out
+    from ..store.cache import cache_folder
     from ..store.cache_usage import PARTS, free as free_parts, size_text, usage
 
     if not config.is_file():
-        _fail(f"{config}: no matrix file (its cache_dir is the cache)")
-    cache = (config.resolve().parent / load_config(config).run.cache_dir).resolve()
+        _fail(f"{config}: no matrix file (its cache_dir, or the user's cache without one, is the cache)")
+    cache = cache_folder(config.resolve().parent, load_config(config).run.cache_dir)
     if free:
         try:
             freed = free_parts(cache, free)

@@ -51,7 +51,7 @@ def _newly_failing(reports_dir: Path, run_dir: Path, frame, before=None) -> bool
     newly = regressions(before[1], frame) if before else []
     if before and not frame["cell_id"].isin(before[1]["cell_id"]).any():
         console.print(escape(f"warning: run {before[0].name} has none of this run's cells: nothing to compare with "
-                             "(another matrix?)"), soft_wrap=True)
+                             "(another matrix, or a run of other --env/--case)"), soft_wrap=True)
     if len(newly):
         console.print(f"[bold red]{len(newly)} cell{'s' * (len(newly) != 1)} newly fail{'s' * (len(newly) == 1)} "
                       f"compared with run {before[0].name}:[/]")

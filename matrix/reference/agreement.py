@@ -6,8 +6,9 @@ only by the referee's rounding inside that one node, which the values themselves
 of its type's precision times the output's magnitude, plus, where the op sums terms, the magnitude of
 those terms (the node evaluated on |inputs|) times √(their count), plus how far the output moves
 when the inputs move by one unit of rounding (the node's own conditioning: a subtraction that
-cancels, a normalisation by a small deviation). A difference beyond that is no rounding: one of the
-two evaluations misreads the node. No constant depends on the model.
+cancels, a normalisation by a small deviation); a node that holds a subgraph (If, Loop, Scan) rounds
+once for each node it holds. A difference beyond that is no rounding: one of the two evaluations
+misreads the node. No constant depends on the model.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Parting:
         return asdict(self)
 
 
-def _terms(node: onnx.NodeProto, given: dict[str, np.ndarray], out: np.ndarray) -> int:
+def _terms(node: onnx.NodeProto, given: dict[str, np.ndarray], out: np.ndarray, opset: int) -> int:
     """How many terms each output element of a summing op adds up."""
     float_inputs = [v for k, v in given.items() if k in node.input and v.dtype.kind == "f" and v.ndim]
     if node.op_type == "MatMul" and float_inputs:
@@ -59,7 +60,23 @@ def _terms(node: onnx.NodeProto, given: dict[str, np.ndarray], out: np.ndarray) 
     if node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 1 and node.input[1] in given:
         weights = given[node.input[1]]
         return max(1, weights.size // weights.shape[0 if node.op_type == "Conv" else 1])
+    if node.op_type in ("Softmax", "LogSoftmax", "LayerNormalization") and float_inputs:
+        # The output is the input's size: count along the axes each element sums over (Softmax before
+        # opset 13 takes every axis from `axis` on, default 1; from 13 that axis alone, default -1).
+        x = float_inputs[0]
+        old = node.op_type != "LayerNormalization" and opset < 13
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1 if old else -1) % x.ndim
+        return int(np.prod(x.shape[axis:])) if old or node.op_type == "LayerNormalization" else x.shape[axis]
     return max([1] + [v.size // max(out.size, 1) for v in float_inputs])
+
+
+def subgraph_nodes(node: onnx.NodeProto) -> int:
+    """How many nodes a node's subgraphs hold, at any depth."""
+    count = 0
+    for attribute in node.attribute:
+        for graph in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
+            count += sum(1 + subgraph_nodes(inner) for inner in graph.node)
+    return count
 
 
 def _finite_max(array: np.ndarray) -> float:
@@ -78,10 +95,13 @@ def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64:
     if node64.op_type in SUMMING:
         absolute = {k: np.abs(v) if k in floats else v for k, v in given.items()}
         try:
-            summed = np.sqrt(_terms(node64, given, y64)) * _finite_max(evaluate_node(node64, absolute, model)[name])
+            opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+            summed = np.sqrt(_terms(node64, given, y64, opset)) * _finite_max(evaluate_node(node64, absolute, model)[name])
         except Exception:  # noqa: BLE001 - an op that refuses |inputs| (a mask): its result's scale stands
             summed = 0.0
-    return UNITS * (eps * (_finite_max(y64) + summed) + conditioning)
+    # A node that holds a subgraph (If, Loop, Scan) computes all of its nodes: it rounds once per node.
+    steps = max(1, subgraph_nodes(node64))
+    return UNITS * steps * (eps * (_finite_max(y64) + summed) + conditioning)
 
 
 def _differs(y64: np.ndarray, theirs: np.ndarray) -> tuple[float, str]:

@@ -7,8 +7,10 @@ import json
 import math
 
 from ..acceptance import cosine_text as value_text
+from .precision_ran import every_node_wider
 
 DRIFT_MARK = "↯"  # the outputs differed between inferences of the same engine on the same inputs
+WIDER_MARK = "⇡"  # a reduced-precision cell none of whose nodes computed in that precision (precision_ran)
 RULE_MARK = "⚖"  # judged by the case's acceptance rule (cosine, top-k agreement), not atol/rtol
 PIN_MARK = "≡"  # a TensorRT engine built with a shape tensor pinned to one value: no dynamic shapes tested
 
@@ -80,10 +82,10 @@ def pinned_inputs(row) -> list[str]:
 
 
 def with_marks(text: str, row) -> str:
-    """A cell's short text with ↯ when its inferences differed, ⚖ when a rule judged it and ≡
-    when its engine has a shape tensor pinned."""
+    """A cell's short text with ↯ when its inferences differed, ⚖ when a rule judged it, ≡ when its
+    engine has a shape tensor pinned and ⇡ when no node computed in its profile's reduced precision."""
     marks = [DRIFT_MARK] * bool(drift_text(row)) + [RULE_MARK] * isinstance(row.get("rule"), str) + \
-        [PIN_MARK] * bool(pinned_inputs(row))
+        [PIN_MARK] * bool(pinned_inputs(row)) + [WIDER_MARK] * every_node_wider(row.get("precision_ran"))
     return " ".join([text, *marks])
 
 

@@ -70,7 +70,7 @@ COMPACT = {"separators": (",", ":")}
 # The columns key_number reads: the history page hands it only these (a dict of every column of
 # thirty runs of thousands of cells costs seconds).
 KEY_NUMBER_FIELDS = ("status", "nan_count", "inf_count", "max_abs", "nonfinite_found", "drift_max_abs", "drift_run",
-                     "rule", "precision_check", "build_s", "shape_profile")
+                     "rule", "precision_check", "build_s", "shape_profile", "precision_ran")
 
 
 def key_number(row: pd.Series) -> str:

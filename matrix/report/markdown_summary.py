@@ -127,7 +127,8 @@ def summary_markdown(frame: pd.DataFrame, run: dict, pair: tuple[str, str] | Non
     lines += [f"> ⚠ {_md(m)}" for m in version_mismatches(frame)]
     if said := no_tensorrt_compared(frame):
         lines += [f"> **{_md(said)}**", ""]
-    lines += [f"> **{_md(line)}**" for line in reference_lines(frame)]  # a reference not trusted, said once
+    if unjudged := reference_lines(frame):  # a reference not trusted, said once (a blank line ends the quote)
+        lines += [f"> **{_md(line)}**" for line in unjudged] + [""]
     lines += _environments(frame) + [""]
     if pair is None or compared is None:
         return "\n".join(lines)

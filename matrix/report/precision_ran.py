@@ -8,6 +8,19 @@ A cell whose copy holds no FP16 value at all is not that precision's pass.
 
 from __future__ import annotations
 
+import re
+
+
+WIDER = "ran in float32 or double: {} of {} nodes ({})"
+_WIDER = re.compile(r"ran in float32 or double: (\d+) of (\d+) nodes")
+
+
+def every_node_wider(text) -> bool:
+    """Whether precision_text said that no node computed in the profile's precision (onnxruntime ran
+    them all in float32: an FP16 cell of FP16-rounded weights, float32 arithmetic)."""
+    found = _WIDER.match(text) if isinstance(text, str) else None
+    return bool(found) and found[1] == found[2]
+
 
 def _counts(wider: dict) -> str:
     return ", ".join(f"{op} {count}" for op, count in sorted(wider.items(), key=lambda kv: -kv[1])[:6])
@@ -32,7 +45,7 @@ def precision_text(ran: dict | None, forecast: dict | None) -> str | None:
     said = []
     if wider:
         total = sum(wider.values()) + ran.get("reduced", 0)
-        said.append(f"ran in float32 or double: {sum(wider.values())} of {total} nodes ({_counts(wider)})")
+        said.append(WIDER.format(sum(wider.values()), total, _counts(wider)))
     wider_nodes, reduced_nodes = set(ran.get("wider_nodes") or ()), set(ran.get("reduced_nodes") or ())
     for risk in (forecast or {}).get("risky", [])[:3]:
         how = ("ran in float32 here" if risk.get("name") in wider_nodes else "ran in reduced precision here"

@@ -114,11 +114,13 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
 
 
 def _declared(value: onnx.ValueInfoProto) -> list[int | str] | None:
-    """The declared shape (a dimension: its size, its symbolic name or '?'), or None if undeclared."""
+    """The declared shape (a dimension: its size, its symbolic name or '?'), or None if undeclared.
+    A negative size is how some exporters (paddle2onnx) write a dynamic dimension, and onnxruntime
+    reads it so: '?'."""
     tensor = value.type.tensor_type
     if not tensor.HasField("shape"):
         return None
-    return [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in tensor.shape.dim]
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else d.dim_param or "?" for d in tensor.shape.dim]
 
 
 def _compare(path: Path, role: str, value: onnx.ValueInfoProto, arrays: dict[str, np.ndarray], dtype: bool) -> None:

@@ -10,6 +10,7 @@ finished run.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -78,15 +79,25 @@ def write_text_atomically(path: Path, text: str) -> None:
     replace_atomically(path, lambda tmp: tmp.write_text(text))
 
 
+def _json_records(frame: pd.DataFrame) -> list[dict]:
+    """The rows with every digit a float64 has (pandas' to_json keeps 10 decimals: a max_abs of
+    7e-13 became 0); a missing value, NaN or ±inf is null, as pandas writes them."""
+    def plain(value):
+        if value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
+            return None
+        return value.item() if hasattr(value, "item") else value
+    return [{key: plain(value) for key, value in record.items()} for record in frame.to_dict("records")]
+
+
 def export(frame: pd.DataFrame, path, kind: str) -> None:
     if kind == "parquet":
         frame.to_parquet(path, index=False)
     elif kind == "jsonl":
-        frame.to_json(path, orient="records", lines=True)
+        Path(path).write_text("".join(json.dumps(record) + "\n" for record in _json_records(frame)))
     elif kind == "csv":
         frame.to_csv(path, index=False)
     elif kind == "json":
-        frame.to_json(path, orient="records", indent=1)
+        Path(path).write_text(json.dumps(_json_records(frame), indent=1))
     else:
         raise ValueError(f"unknown export format {kind!r}; one of {', '.join(EXPORTS)}")
 
