@@ -37,7 +37,7 @@ from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
 from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, copy_path, mask_array, model_for_profile,
                       prepared)
-from .reference import DISPUTED, NoReference
+from .reference import DISPUTED, EXPECTED_CAUSE, NoReference
 from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
 from .report.precision_ran import not_converted, precision_text
@@ -347,17 +347,17 @@ class MatrixRun:
     @staticmethod
     def _blame_expected(directory: Path, artifacts: Path, verdict: str, judged: dict, rules) -> tuple[str, dict]:
         """A cell that fails against a user's expected file, but passes against the model's own
-        evaluation that the file disagrees with: the file is the cause, not the engine."""
+        evaluation that the file disagrees with: it fails as the user asked, and its cause names the
+        file, not the engine (repro and explain stop there)."""
         (tol, accept, mask) = rules
         again, checked = compare_files(directory / OUTPUTS, artifacts / SECOND, tol.atol, tol.rtol, accept,
                                        mask=mask_array(artifacts / INPUTS, mask))
         if again != "pass":
             return verdict, judged
         source = case_meta(artifacts).get("reference", "your expected outputs").split(":")[0]
-        return "disputed", {**judged, "error": (
-            f"reference disputed: {source} disagree with the model's own evaluation, which onnxruntime agrees with "
-            f"and the engine matches (max_abs {checked['max_abs']:.3g} against it, {judged['max_abs']:.3g} against "
-            "the file): the file is the cause, not the engine")}
+        return verdict, {**judged, "error": (
+            f"{EXPECTED_CAUSE}{source} disagree with the model's own evaluation, which onnxruntime agrees with and "
+            f"the engine matches (max_abs {checked['max_abs']:.3g} against it, {judged['max_abs']:.3g} against the file)")}
 
     def execute(self) -> Path:
         """Run every cell and store the run; returns its folder. Holds the run's lock throughout,

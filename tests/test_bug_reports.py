@@ -185,10 +185,8 @@ def test_repro_blames_the_users_expected_file_not_the_engine(tmp_path, cache_dir
     result = trtmatrix("repro", "relu/fp32/ort-1.20", "-c", str(config))
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode != 0 and len(errors) == 1 and "Traceback" not in result.stderr
-    # The run already judged the file the cause (the cell is `disputed`, issue 40); repro says so and stops.
-    assert "is disputed, not a failing cell" in errors[0]
-    assert "your expected outputs (expected.npz) disagree with the model's own evaluation" in errors[0]
-    assert "the file is the cause, not the engine" in errors[0]
+    assert "your expected file expected.npz is at fault, not onnxruntime" in errors[0]
+    assert "the model evaluated in float64 is 0.5 from it" in errors[0]
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
 
 

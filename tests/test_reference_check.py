@@ -140,15 +140,15 @@ def test_a_users_expected_file_off_by_half_is_named_not_the_engine(tmp_path, wri
     x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
     done, cells = run(write_matrix, case(tmp_path, "relu", None, {"x": x}, expected={"y": np.maximum(x, 0) + 0.5}))
     cell = cells["relu"]
-    assert cell["status"] == "disputed"
-    assert "your expected outputs (relu-expected.npz) disagree with the model's own evaluation" in cell["error"]
-    assert "the file is the cause, not the engine" in cell["error"]
-    assert "1 cell of case relu not judged, reference disputed" in done.stderr
-    assert done.returncode == 1  # nothing judged is not all well
+    assert cell["status"] == "fail"  # as the user's file asks; its cause names the file, not the engine
+    assert cell["error"].startswith("the expected file is the cause, not the engine: your expected outputs "
+                                    "(relu-expected.npz) disagree with the model's own evaluation")
+    assert "1 cell of case relu fails against your expected file alone" in done.stderr
     config = next(tmp_path.glob("*.toml"))  # issue 40, point 7: explain starts where the fault is, not at the engine
     explained = subprocess.run([TRTMATRIX, "explain", cell["cell_id"], "-c", str(config)], capture_output=True, text=True)
     assert explained.returncode == 2
-    assert "its reference is disputed; start there, not at the engine: your expected outputs" in explained.stderr
+    assert "fails against its expected file alone; start there, not at the engine: your expected outputs" \
+        in explained.stderr
 
 
 def test_a_case_no_reference_can_be_made_for_says_so_and_does_not_exit_0(tmp_path, write_matrix):

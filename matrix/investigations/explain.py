@@ -31,6 +31,7 @@ from ..prepare.layers import resolve_nodes
 from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import save_arrays
+from ..reference import EXPECTED_CAUSE
 from ..reference.float64_graph import FLOAT_TYPES, float64_values, node_label
 from ..prepare.fp16_forecast import stand_in_only
 from .trial_files import TrialFiles
@@ -209,6 +210,9 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
                            f"{str(own['error']).removeprefix('reference disputed: ')}")
     if own["verdict"] not in RAN:
         raise ExplainError(f"{cell_id} is {own['verdict']}, not a cell with outputs to explain: {own['error']}")
+    if str(own["error"]).startswith(EXPECTED_CAUSE):  # the engine computed the model right
+        raise ExplainError(f"{cell_id} fails against its expected file alone; start there, not at the engine: "
+                           f"{str(own['error']).removeprefix(EXPECTED_CAUSE)}")
     cache = plan.path("cache_dir")
     artifacts = artifact_dir(cache, cell.case, cell.artifact_key)
     model = onnx.load(str(artifacts / MODEL))

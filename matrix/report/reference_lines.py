@@ -1,11 +1,12 @@
 """What a run says once about its references: cases judged against the referee's float32 output
-(no float64 evaluation of some op), and cases not judged at all (their reference disputed, or none
-could be made), each with what to do. The terminal's end, the report's header and summary say it."""
+(no float64 evaluation of some op), cases whose expected file alone makes cells fail, and cases not
+judged at all (their reference disputed, or none could be made), each with what to do. The terminal's end, the report's header and summary say it."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from ..reference import EXPECTED_CAUSE
 from ..statuses import UNJUDGED
 
 TO_DO = "give the case `expected` outputs (docs/judging.md)"
@@ -25,6 +26,10 @@ def reference_lines(frame: pd.DataFrame) -> list[str]:
             word = "no reference" if (unjudged["status"] == "no_reference").all() else "reference disputed"
             lines.append(f"{len(unjudged)} cell{'s' * (len(unjudged) != 1)} of case {case} not judged, {word}: {why}"
                          + ("" if "expected" in why else f"; {TO_DO}"))
+        blamed = cells[cells["error"].fillna("").astype(str).str.startswith(EXPECTED_CAUSE)]
+        if len(blamed):
+            lines.append(f"{len(blamed)} cell{'s' * (len(blamed) != 1)} of case {case} fail{'s' * (len(blamed) == 1)} "
+                         f"against your expected file alone: {_first(blamed, 'error').removeprefix(EXPECTED_CAUSE)}")
         said = _first(cells, "reference")
         if "no float64 evaluation for" in said:
             lines.append(f"case {case}: {said.split(': float32')[0]}; its reference is that float32 output")
