@@ -70,6 +70,22 @@ def _terms(node: onnx.NodeProto, given: dict[str, np.ndarray], out: np.ndarray, 
     return max([1] + [v.size // max(out.size, 1) for v in float_inputs])
 
 
+NARROW = {onnx.TensorProto.FLOAT16: float(np.finfo(np.float16).eps), onnx.TensorProto.BFLOAT16: 2.0 ** -7}
+
+
+def narrowest_eps(node: onnx.NodeProto) -> float:
+    """The unit of rounding of the narrowest float a node or its subgraphs cast to or hold (an If
+    whose branch casts to FP16 rounds there, though its output is float32); 0 where none is narrower
+    than its output's."""
+    found = [NARROW.get(a.i, 0.0) for a in node.attribute if a.name == "to" and a.type == onnx.AttributeProto.INT]
+    found += [NARROW.get(a.t.data_type, 0.0) for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
+    for attribute in node.attribute:
+        for graph in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
+            found += [NARROW.get(t.data_type, 0.0) for t in graph.initializer]
+            found += [narrowest_eps(inner) for inner in graph.node]
+    return max(found, default=0.0)
+
+
 def subgraph_nodes(node: onnx.NodeProto) -> int:
     """How many nodes a node's subgraphs hold, at any depth."""
     count = 0
@@ -145,7 +161,7 @@ def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
             delta, why = _differs(mine[name], theirs[name])  # exact for integers, booleans and strings
             if why:
                 return Parting(node_label(node, order), node.op_type, name, delta, 0.0, why), checked
-            eps = float(np.finfo(theirs[name].dtype).eps) if theirs[name].dtype.kind == "f" else 0.0
+            eps = max(float(np.finfo(theirs[name].dtype).eps), narrowest_eps(node)) if theirs[name].dtype.kind == "f" else 0.0
             if not eps or delta <= UNITS * eps * _finite_max(mine[name]):  # within rounding of the result itself: no need to ask more
                 continue
             if delta > (bound := _bound(node64, given, name, mine[name], eps, model)):
