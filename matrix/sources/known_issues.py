@@ -199,7 +199,7 @@ def _reported(verdict: str, issue: KnownIssue, found: list[KnownIssue]) -> str:
 
 # What matching reads (KnownIssue.matches, chosen_issue): a run's rows as dicts of these columns
 # only, not of all seventy (5x faster at thousands of cells: an unchanged re-run pays it twice).
-MATCHED = ("cell_id", "case", "engine", "profile", "params", "gpu", "engine_version", "verdict")
+MATCHED = ("cell_id", "case", "engine", "profile", "params", "gpu", "engine_version", "verdict", "faults")
 
 
 def _matched_records(frame: pd.DataFrame) -> list[dict]:
