@@ -353,7 +353,8 @@ def _rewrite(run_dir: Path, change) -> Path:
 @pytest.mark.parametrize("change, said", [
     (lambda f: f.assign(infer_ms_runs="[0.1, oops"), "column 'infer_ms_runs' of cell 'tiny/fp32/ort-1.32': not JSON"),
     (lambda f: f.assign(status="weird"), "column 'status': unknown status 'weird' (cell 'tiny/fp32/ort-1.32'); statuses "
-                                         "are pass, built, fail, error, crash, timeout, unsupported, skipped, xfail, xpass"),
+                                         "are pass, built, fail, error, crash, timeout, unsupported, skipped, xfail, xpass, "
+                                         "disputed, no_reference"),
     (lambda f: pd.DataFrame({"a": [1, 2]}), "not a trtmatrix results table (no column 'cell_id')"),
 ])
 def test_a_results_table_trtmatrix_did_not_write_is_named_and_left_out(tiny, change, said):
