@@ -13,7 +13,7 @@ TO_DO = "give the case `expected` outputs (docs/judging.md)"
 
 
 def _first(cells: pd.DataFrame, column: str) -> str:
-    found = cells[column].dropna()
+    found = cells[column].dropna() if column in cells else ()
     return str(found.iloc[0]) if len(found) else ""
 
 
@@ -26,7 +26,8 @@ def reference_lines(frame: pd.DataFrame) -> list[str]:
             word = "no reference" if (unjudged["status"] == "no_reference").all() else "reference disputed"
             lines.append(f"{len(unjudged)} cell{'s' * (len(unjudged) != 1)} of case {case} not judged, {word}: {why}"
                          + ("" if "expected" in why else f"; {TO_DO}"))
-        blamed = cells[cells["error"].fillna("").astype(str).str.startswith(EXPECTED_CAUSE)]
+        blamed = cells[cells["error"].fillna("").astype(str).str.startswith(EXPECTED_CAUSE)] if "error" in cells \
+            else cells.iloc[:0]
         if len(blamed):
             lines.append(f"{len(blamed)} cell{'s' * (len(blamed) != 1)} of case {case} fail{'s' * (len(blamed) == 1)} "
                          f"against your expected file alone: {_first(blamed, 'error').removeprefix(EXPECTED_CAUSE)}")
