@@ -143,7 +143,7 @@ def _cell_in_venv(tmp_path, cache_dir, facts: dict, body: str = BODY,
     script = textwrap.dedent(f"""
         import json, sys
         from trtmatrix_worker.cell import execute, log
-        print(json.dumps(execute(json.loads(sys.argv[1]) | {{"inputs": {str(artifacts / 'inputs.npz')!r}}}), default=str))
+        print(json.dumps(execute(json.loads(sys.argv[1]) | {{"inputs": {str(artifacts / 'inputs.npz')!r}}}, {{}}), default=str))
         """)
     done = subprocess.run([str(backend.python), "-c", script, json.dumps(spec)], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(stage_worker(cache_dir)), **envdef.worker_environment()})
