@@ -127,6 +127,18 @@ def tiny_case(model: Path, inputs: Path, profiles=("fp32",)) -> str:
     return f'[cases.tiny]\nonnx = "{model}"\ninputs = "{inputs}"\nprofiles = {json.dumps(list(profiles))}\n'
 
 
+# The tolerances of every test matrix file (matrix_file; test_user_cache's own).
+TOLERANCES = textwrap.dedent("""\
+    [tolerances.fp32]
+    atol = 1e-4
+    rtol = 1e-3
+
+    [tolerances.fp16]
+    atol = 1e-2
+    rtol = 1e-2
+    """)
+
+
 def matrix_file(directory: Path, cache_dir: Path, body: str, environments=("ort-1.17", "ort-1.32"),
                 cases_dir: Path = REPO / "cases", images_dir: Path = REPO / "images", timeout_s: float = 120,
                 name: str = "matrix.toml") -> Path:
@@ -141,15 +153,7 @@ def matrix_file(directory: Path, cache_dir: Path, body: str, environments=("ort-
         cache_dir = "{cache_dir}"
         reports_dir = "{directory / 'reports'}"
         timeout_s = {timeout_s}
-
-        [tolerances.fp32]
-        atol = 1e-4
-        rtol = 1e-3
-
-        [tolerances.fp16]
-        atol = 1e-2
-        rtol = 1e-2
-        """)
+        """) + "\n" + TOLERANCES
     path = directory / name
     path.write_text(head + "\n" + textwrap.dedent(body))
     return path

@@ -7,19 +7,8 @@ tolerance tightened between nights as the regression (the same outputs pass, the
 import shutil
 
 from matrix.store import list_runs, read_run
-from test_reports_cli import CELL, cli, project  # noqa: F401 - the fixture
+from test_reports_cli import CELL, KNOWN_FP16, cli, project  # noqa: F401 - the fixture
 
-KNOWN = """
-[[issue]]
-id = "ort-fp16-tiny"
-title = "FP16 is coarse"
-case = "tiny"
-profiles = ["fp16"]
-engine = "onnxruntime"
-versions = ">=1.30"
-reported = "max abs 1e-3 somewhere"
-source = "this test"
-"""
 
 
 def _fresh_runner(tmp_path):
@@ -62,7 +51,7 @@ def test_strict_exits_1_on_any_failure_no_known_issue_covers_even_on_a_first_run
     assert f"FAIL {CELL}" in strict.stderr
     _fresh_runner(tmp_path)
 
-    covered = cli("run", "-c", str(project(fp16_atol=1e-9, registry=KNOWN)), "--strict")
+    covered = cli("run", "-c", str(project(fp16_atol=1e-9, registry=KNOWN_FP16)), "--strict")
     assert covered.returncode == 0, covered.stderr
     assert read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id").loc[CELL, "status"] == "xfail"
     # issue 44, small things: the terminal names the known issue of an xfail cell

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from uv import find_uv_bin
 
-from conftest import PROFILES, REPO, make_tiny_model
+from conftest import PROFILES, REPO, TOLERANCES, make_tiny_model
 from matrix.store import list_runs, read_run
 from matrix.store.cache import CACHE_VARIABLE, result_dir
 from matrix.worker.files import RESULT
@@ -36,14 +36,7 @@ def project(folder: Path, model: Path, inputs: Path) -> Path:
         cases_dir = "{REPO / 'cases'}"
         images_dir = "{REPO / 'images'}"
 
-        [tolerances.fp32]
-        atol = 1e-4
-        rtol = 1e-3
-
-        [tolerances.fp16]
-        atol = 1e-2
-        rtol = 1e-2
-
+        {TOLERANCES}
         {PROFILES}
         [cases.tiny]
         onnx = "model.onnx"

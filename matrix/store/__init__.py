@@ -79,6 +79,14 @@ def write_text_atomically(path: Path, text: str) -> None:
     replace_atomically(path, lambda tmp: tmp.write_text(text))
 
 
+def _write_text(target, text: str) -> None:
+    """To a path, or to an open text stream (export's stdout)."""
+    if hasattr(target, "write"):
+        target.write(text)
+    else:
+        Path(target).write_text(text)
+
+
 def _json_records(frame: pd.DataFrame) -> list[dict]:
     """The rows with every digit a float64 has (pandas' to_json keeps 10 decimals: a max_abs of
     7e-13 became 0); a missing value, NaN or ±inf is null, as pandas writes them."""
@@ -93,11 +101,11 @@ def export(frame: pd.DataFrame, path, kind: str) -> None:
     if kind == "parquet":
         frame.to_parquet(path, index=False)
     elif kind == "jsonl":
-        Path(path).write_text("".join(json.dumps(record) + "\n" for record in _json_records(frame)))
+        _write_text(path, "".join(json.dumps(record) + "\n" for record in _json_records(frame)))
     elif kind == "csv":
         frame.to_csv(path, index=False)
     elif kind == "json":
-        Path(path).write_text(json.dumps(_json_records(frame), indent=1))
+        _write_text(path, json.dumps(_json_records(frame), indent=1))
     else:
         raise ValueError(f"unknown export format {kind!r}; one of {', '.join(EXPORTS)}")
 
