@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 
@@ -46,12 +46,8 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
 
     if engine not in ENGINES:
         _fail(f"--engine {engine!r}: one of {', '.join(ENGINES)}")
-    the_plan = _plan(config)
-    run_dir = _finding_run(the_plan)
-    try:
-        found = bisect_row(the_plan, row, engine, good, bad, pre, on_event=_investigation_progress)
-    except BisectError as exc:
-        _fail(str(exc))
+    run_dir, found = _investigated(config, None, BisectError, lambda the_plan: bisect_row(
+        the_plan, row, engine, good, bad, pre, on_event=_investigation_progress))
     finding = found.to_json()
     # One finding per question asked: a fix bisect of a row beside its regression bisect, not over it.
     target = _keep_finding(run_dir, "bisect", f"{row}/{engine}-{good}..{bad}", finding)
@@ -64,6 +60,17 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
     out.print(escape(found.summary()), soft_wrap=True)
     if target is not None:
         out.print(escape(f"written to {target}"), soft_wrap=True)
+
+
+def _investigated(config: Path, run_ref: str | None, refusal: type[Exception], investigate: Callable):
+    """(the run folder its finding goes into, what `investigate(plan)` found); its refusal, or bad
+    input met on the way, is one line and exit 2."""
+    the_plan = _plan(config)
+    run_dir = _finding_run(the_plan, run_ref)
+    try:
+        return run_dir, investigate(the_plan)
+    except (refusal, ConfigError) as exc:
+        _fail(str(exc))
 
 
 def _finding_run(the_plan, run_ref: str | None = None) -> Path | None:
@@ -107,12 +114,8 @@ def explain(cell: Annotated[str, typer.Argument(metavar="CELL", help="The cell: 
     from ..report.console import escape, fits, out
     from ..report.investigation_text import explain_lines, explain_table, first_divergent_line, hidden_line
 
-    the_plan = _plan(config)
-    run_dir = _finding_run(the_plan, run_ref)
-    try:
-        found = explain_cell(the_plan, cell, on_event=_investigation_progress)
-    except (ExplainError, ConfigError) as exc:
-        _fail(str(exc))
+    run_dir, found = _investigated(config, run_ref, ExplainError,
+                                   lambda the_plan: explain_cell(the_plan, cell, on_event=_investigation_progress))
     finding = found.to_json()
     target = _keep_finding(run_dir, "explain", cell, finding, {"layers": found.nodes})
     if as_json:
@@ -145,12 +148,8 @@ def precision(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failin
     from ..report.console import escape, out
     from ..report.investigation_text import fixes_to_paste
 
-    the_plan = _plan(config)
-    run_dir = _finding_run(the_plan, run_ref)
-    try:
-        finding = find_fp32_nodes(the_plan, cell, on_event=_investigation_progress)
-    except (PrecisionError, ConfigError) as exc:
-        _fail(str(exc))
+    run_dir, finding = _investigated(config, run_ref, PrecisionError,
+                                     lambda the_plan: find_fp32_nodes(the_plan, cell, on_event=_investigation_progress))
     target = _keep_finding(run_dir, "precision", cell, finding)
     if as_json:
         typer.echo(json.dumps({k: finding.get(k) for k in ("cell", "keep_fp32", "op_types", "trials", "profile",
