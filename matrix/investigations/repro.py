@@ -254,7 +254,8 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
     ran = model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile))
     # The FP16 copy's own float64 evaluation is what the engine is held to: the original's would
     # count the conversion's error against the engine (blame.py cleared it of that share already).
-    expected = copy_facts(ran)[0] if ran.name != MODEL and copy_facts(ran)[0].is_file() else artifacts / REFERENCE
+    copy64 = copy_facts(ran)[0]
+    expected = copy64 if ran.name != MODEL and copy64.is_file() else artifacts / REFERENCE
     whole = {"model.onnx": ran, "inputs.npz": artifacts / INPUTS, "expected.npz": expected}
     ops = op_counts(original)
 
