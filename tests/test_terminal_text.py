@@ -62,3 +62,22 @@ def test_a_log_never_goes_quiet_while_artifacts_are_prepared_and_a_re_run_that_r
         small({"event": "ready", "env": "ort-1.32", "setup_s": 12.3, "to_run": 2, "reused": 1})
     assert capsys.readouterr().err.splitlines() == [
         "prepare minilm batch=4", "prepared minilm batch=4 in 31.0 s", "ort-1.32: 2 cells to run, 1 reused (set up in 12.3 s)"]
+
+
+def test_a_log_says_which_artifact_it_still_waits_for(capsys, monkeypatch):
+    """A stranger's cold run sat two minutes on one 'prepare' line while a case exported its model:
+    a log says, every HEARTBEAT seconds, what it is still preparing, and stops once it is prepared."""
+    import time
+
+    from matrix.report.console import RunProgress
+
+    monkeypatch.setattr(RunProgress, "HEARTBEAT", 0.6)
+    with RunProgress(total=3) as small:
+        small({"event": "prepare", "case": "reranker", "params": {"batch": 4}})
+        time.sleep(1.6)
+        small({"event": "prepared", "case": "reranker", "params": {"batch": 4}, "seconds": 1.6, "of": 1})
+        waited = capsys.readouterr().err.splitlines()
+        time.sleep(1.2)
+    assert waited[0] == "prepare reranker batch=4"
+    assert [line.split(" (")[0] for line in waited[1:]] == ["still preparing reranker batch=4"] * (len(waited) - 1) != []
+    assert capsys.readouterr().err == ""  # prepared: nothing more to wait for

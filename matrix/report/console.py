@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import threading
 import time
 from collections import Counter
 from fnmatch import fnmatchcase
@@ -63,14 +64,18 @@ class RunProgress:
     line per prepared artifact that took a while and per finished cell up to LOG_EACH cells; beyond,
     a line every QUIET seconds while artifacts are prepared, and a line per tenth of the cells with
     the counts so far (a suite of thousands of cells must not bury the results under thousands of
-    progress lines, nor go minutes without one)."""
+    progress lines, nor go minutes without one); a log also says, every HEARTBEAT seconds, which
+    artifact it is still waiting for (a case exporting a reranker took two silent minutes)."""
 
     LOG_EACH = 300
     SLOW = 5.0  # seconds: a prepared artifact this slow gets a line of its own in a log
     QUIET = 10.0  # seconds a big run's log may go without a line while it prepares
+    HEARTBEAT = 30.0  # seconds any log may go without a line while an artifact is prepared
 
     def __init__(self, total: int):
         self.total, self.done, self.prepared = total, 0, 0
+        self.preparing: dict[str, float] = {}  # artifact → when its prepare began
+        self._stopped = threading.Event()
         self.counts: dict[str, int] = {}
         self.said_at = time.monotonic()
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -79,10 +84,21 @@ class RunProgress:
 
     def __enter__(self) -> RunProgress:
         self.progress.start()
+        if not console.is_terminal:  # a terminal's bar shows the time passing
+            threading.Thread(target=self._heartbeat, name="progress-heartbeat", daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stopped.set()
         self.progress.stop()
+
+    def _heartbeat(self) -> None:
+        while not self._stopped.wait(self.HEARTBEAT / 6):
+            preparing = dict(self.preparing)
+            if preparing and time.monotonic() - self.said_at >= self.HEARTBEAT:
+                name, since = min(preparing.items(), key=lambda kv: kv[1])
+                more = f" and {len(preparing) - 1} more" if len(preparing) > 1 else ""
+                self._say(f"still preparing {name}{more} ({time.monotonic() - since:.0f} s)")
 
     def _say(self, text: str) -> None:
         if console.is_terminal:
@@ -102,6 +118,7 @@ class RunProgress:
 
     def _prepared(self, event: dict) -> None:
         self.prepared += 1
+        self.preparing.pop(self._artifact(event), None)
         if self.total <= self.LOG_EACH:
             if event["seconds"] >= self.SLOW and not console.is_terminal:
                 self._say(f"prepared {self._artifact(event)} in {event['seconds']:.1f} s")
@@ -110,6 +127,8 @@ class RunProgress:
 
     def __call__(self, event: dict) -> None:
         kind = event["event"]
+        if kind == "prepare":
+            self.preparing.setdefault(self._artifact(event), time.monotonic())
         if kind == "prepare" and (console.is_terminal or self.total <= self.LOG_EACH):
             self._say(f"prepare {self._artifact(event)}")
         elif kind == "prepared":
