@@ -222,6 +222,46 @@ def test_a_cached_model_replaced_is_prepared_again_not_judged(tiny_run, cache_di
     assert (artifact / "model.onnx").read_bytes() == original  # made again from the case
 
 
+# Each damages the venv whose site-packages it is given and returns what the warning names.
+def _remove_package(site: Path) -> Path:
+    shutil.rmtree(site / "onnxruntime")
+    return site / "onnxruntime"
+
+
+def _cut_short(site: Path) -> Path:
+    native = next((site / "onnxruntime" / "capi").glob("onnxruntime_pybind11_state*.so"))
+    content = native.read_bytes()
+    native.unlink()  # maybe a hard link into uv's cache: cut this venv's file alone
+    native.write_bytes(content[:4096])
+    return native
+
+
+def _remove_interpreter(site: Path) -> Path:
+    python = site.parents[2] / "bin" / "python"
+    python.unlink()
+    return python
+
+
+@pytest.mark.parametrize("damage", [_remove_package, _cut_short, _remove_interpreter])
+def test_a_damaged_venv_is_made_again_and_said_never_an_engine_error(tiny_run, cache_dir, damage):
+    """Issue 41, wrong verdicts 7 (a damaged venv): its onnxruntime folder removed after it was made
+    gave `error` "No module named 'onnxruntime'", an exit-1 regression blaming the engine. Now the
+    damage is one warning line, the venv is made again and the cell is judged."""
+    config, _ = tiny_run
+    venv = next((cache_dir / "venvs").glob(f"{ENV}-*"))
+    site = next(venv.glob("lib/python*/site-packages"))
+    damaged = damage(site)
+    done = trtmatrix("run", "-c", str(config), "--no-reuse")
+    assert done.returncode == 0, done.stderr
+    warning = next(line for line in done.stderr.splitlines() if line.startswith("warning:"))
+    assert warning.startswith(f"warning: {ENV}: its venv {venv} is damaged (") and warning.endswith("); made again")
+    assert str(damaged) in warning
+    cell = read_run(list_runs(tiny_run[1].parent.parent)[-1]).iloc[0]
+    assert cell["status"] == "pass", cell["error"]
+    again = trtmatrix("run", "-c", str(config), "--no-reuse")  # made whole: no warning the next time
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+
+
 def test_report_names_a_run_file_that_is_not_the_one_the_run_stored_and_exits_2(tiny_run):
     """Issue 41, wrong verdicts 7: `report` rewrote a pass as `error`, exit 0, no line, when refs/*.npz
     held another output name (or cells/*.npz another shape)."""
