@@ -303,6 +303,29 @@ def test_the_newest_run_is_chosen_by_what_the_runs_recorded_not_by_folder_names(
 
 # --- hangs, leftovers, tracebacks --------------------------------------------------------------------
 
+def test_bisect_of_an_engine_without_versioned_definitions_says_what_it_searches(tmp_path, write_matrix):
+    """Issue 41, hangs/leftovers/tracebacks: `bisect --engine torch` answered "not a known release (, …)":
+    the torch definitions run the host's torch and name no version. It says so and what would give it
+    releases; definitions that name versions are then what it searches (no torch is installed here: the
+    version refused lists them)."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    assert refused("bisect", "tiny/fp32", "--engine", "torch", "--good", "2.5.1", "--bad", "2.6.0", "-c", str(config)) == (
+        "error: --engine torch: no releases to search: bisect searches torch's releases among the versions of its "
+        "definitions in images/, and its definitions in images/ (torch-host-cpu, torch-host-cuda) name no version (a "
+        "host environment runs whatever the host has). Give each release to search a definition with its version (a "
+        'venv: version = "2.5.1", requirements = ["torch==2.5.1", "numpy"]); onnxruntime\'s releases come from the '
+        "package index")
+    images = tmp_path / "images"
+    images.mkdir()
+    for version in ("2.5.1", "2.6.0"):
+        (images / f"torch-{version}.toml").write_text(
+            f'engine = "torch"\nversion = "{version}"\nbackend = "venv"\nrequirements = ["torch=={version}", "numpy"]\n')
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,), images_dir=images)
+    assert refused("bisect", "tiny/fp32", "--engine", "torch", "--good", "2.4.0", "--bad", "2.6.0", "-c", str(config)) \
+        == "error: --good 2.4.0 is not a known release (2.5.1, 2.6.0, …)"
+
+
 def test_images_commands_from_a_folder_without_images_take_the_shipped_definitions(tmp_path):
     """Issue 41, hangs/leftovers/tracebacks: `images list` and `images check` failed with
     "--images-dir images: no such folder" from any folder without ./images."""

@@ -31,7 +31,8 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
            bad: Annotated[str, typer.Option(metavar="VERSION", help="A release where it has the other verdict: later "
                                                                 "(a regression) or earlier (a fix).")],
            engine: Annotated[str, typer.Option(help="onnxruntime (the releases on the package index pip is configured "
-                                                     "with) or tensorrt (the TensorRT definitions in images/).")] = "onnxruntime",
+                                                     "with), or tensorrt or torch (the versions of that engine's "
+                                                     "definitions in images/).")] = "onnxruntime",
            pre: Annotated[bool, typer.Option("--pre", help="Include pre-releases and nightly builds (as pip --pre).")] = False,
            config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Since which release does a row fail (or pass)? A binary search over the engine's releases
