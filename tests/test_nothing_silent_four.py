@@ -519,3 +519,30 @@ def test_report_says_which_rows_the_matrix_file_does_not_have_and_keeps_their_ve
            "their verdicts are kept as the run judged them" in done.stderr
     cells = read_run(run_dir).set_index("cell_id")
     assert cells.loc["tiny/fp16/ort-1.32", "status"] == "pass" and cells.loc["tiny/fp16/ort-1.32", "rule"]
+
+
+# --- the sweep's own classes (issue 41, "The sweep keeps classes of its own") ---------------------------
+
+def test_explain_after_report_tolerances_judges_with_the_tolerances_the_run_was_judged_with(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: after `report --tolerances FILE` turned a fail into a pass, explain
+    (and repro, bisect, precision) judged with the matrix file's tolerances: a fail the run no longer
+    shows. They take FILE's entries, say so, and refuse in one line once FILE is gone."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs) + "[cases.tiny.tolerances.fp32]\natol = 1e-9\nrtol = 0.0\n",
+                          environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0  # a first run: its fail is no regression
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    assert read_run(run_dir).iloc[0]["status"] == "fail"
+    loose = tmp_path / "loose.toml"
+    loose.write_text("[cases.tiny.tolerances.fp32]\natol = 1e-4\nrtol = 1e-3\n")
+    assert trtmatrix("report", "-c", str(config), "--tolerances", str(loose)).returncode == 0
+    assert read_run(run_dir).iloc[0]["status"] == "pass"
+    done = trtmatrix("explain", "tiny/fp32/ort-1.32", "-c", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["verdict"] == "pass"
+    assert (f"tolerances: {config}'s, with {loose}'s entries in their place, as run {run_dir.name} was last judged "
+            "(report --tolerances)") in done.stderr
+    loose.unlink()
+    assert refused("explain", "tiny/fp32/ort-1.32", "-c", str(config)) == (
+        f"error: {loose}: run {run_dir.name} was last judged with this tolerance file (report --tolerances), and it "
+        "is gone: re-judge the run (trtmatrix report) first")
