@@ -546,3 +546,50 @@ def test_explain_after_report_tolerances_judges_with_the_tolerances_the_run_was_
     assert refused("explain", "tiny/fp32/ort-1.32", "-c", str(config)) == (
         f"error: {loose}: run {run_dir.name} was last judged with this tolerance file (report --tolerances), and it "
         "is gone: re-judge the run (trtmatrix report) first")
+
+
+def if_case(folder: Path) -> str:
+    """An ONNX-file case `iff`: y = If(true: x·1e-9·1e9, else: x·1·1) + Sigmoid(x). Its FP16 copy
+    clamps 1e-9 to 1e-7 and 1e9 to 1e4 (onnxruntime's converter) inside the branch: off by ~1."""
+    def branch(name: str, k: float) -> onnx.GraphProto:
+        constants = [helper.make_node("Constant", [], [f"{name}_{i}"], name=f"{name}_{i}",
+                                      value=onnx.numpy_helper.from_array(np.array(v, np.float32), f"{name}_{i}"))
+                     for i, v in enumerate((k, 1 / k))]
+        return helper.make_graph(constants + [helper.make_node("Mul", ["x", f"{name}_0"], [f"{name}_t"], name=f"{name}_scale"),
+                                              helper.make_node("Mul", [f"{name}_t", f"{name}_1"], [f"{name}_out"],
+                                                               name=f"{name}_unscale")],
+                                 name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+             helper.make_node("If", ["c"], ["y0"], name="choose", then_branch=branch("then", 1e-9),
+                              else_branch=branch("else", 1.0)),
+             helper.make_node("Add", ["y0", "s"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "iff", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              [onnx.numpy_helper.from_array(np.array(True), "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, folder / "iff.onnx")
+    save_arrays(folder / "iff_in.npz", {"x": np.linspace(0.25, 1, 6, dtype=np.float32).reshape(2, 3)})
+    return PROFILES + f'[cases.iff]\nonnx = "{folder / "iff.onnx"}"\ninputs = "{folder / "iff_in.npz"}"\n' \
+                      'profiles = ["fp32", "fp16"]\n'
+
+
+def test_explain_and_precision_say_they_do_not_look_inside_an_if(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: explain did not look inside an If's branches and did not say so;
+    precision proposed keeping the whole If in FP32 as if it were one node."""
+    config = write_matrix(if_case(tmp_path), environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id")
+    assert cells.loc["iff/fp16/ort-1.32", "status"] == "fail" and cells.loc["iff/fp32/ort-1.32", "status"] == "pass"
+    explained = trtmatrix("explain", "iff/fp32/ort-1.32", "-c", str(config), "--json")
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout.splitlines()[-1])["notes"] == [
+        "choose (If): explain does not look inside its else_branch and then_branch (8 nodes): their error shows at "
+        "this node's outputs"]
+    found = trtmatrix("precision", "iff/fp16/ort-1.32", "-c", str(config), "--json")
+    assert found.returncode == 0, found.stderr
+    finding = json.loads(found.stdout.splitlines()[-1])
+    assert finding["keep_fp32"] == ["choose"]
+    assert finding["summary"].endswith(
+        "Kept whole, with every node of its subgraphs: choose (If, 8 nodes inside); keep_fp32 names nodes of the "
+        "main graph only, so which node inside needs FP32 is not searched")
