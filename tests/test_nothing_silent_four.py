@@ -593,3 +593,29 @@ def test_explain_and_precision_say_they_do_not_look_inside_an_if(tmp_path, write
     assert finding["summary"].endswith(
         "Kept whole, with every node of its subgraphs: choose (If, 8 nodes inside); keep_fp32 names nodes of the "
         "main graph only, so which node inside needs FP32 is not searched")
+
+
+def test_a_dimension_name_given_two_sizes_is_said_where_tensorrt_refuses_it(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: a model whose input dims are all named '?' passed the input check
+    (onnxruntime runs it) and failed TensorRT-RTX's builder with "?: Input dimensions with this name
+    have different constant values", naming no input or dimension. Real TensorRT-RTX 1.7 build (no GPU
+    needed: the builder refuses before any kernel)."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "sym",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["?", "?"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["?", "?"])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "sym.onnx")
+    save_arrays(tmp_path / "sym_in.npz", {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)})
+    config = write_matrix(PROFILES + f'[cases.sym]\nonnx = "{tmp_path / "sym.onnx"}"\ninputs = "{tmp_path / "sym_in.npz"}"\n'
+                          'profiles = ["fp32"]\n', environments=(ENV, "trt-rtx-1.7"))
+    for _ in range(2):  # run, then reused from the cache: said both times
+        done = trtmatrix("run", "-c", str(config))
+        assert done.returncode == 0, done.stderr
+        cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id")
+        assert cells.loc["sym/fp32/ort-1.32", "status"] == "pass"
+        error = cells.loc["sym/fp32/trt-rtx-1.7", "error"]
+        assert cells.loc["sym/fp32/trt-rtx-1.7", "status"] == "error"
+        assert error.startswith(
+            "input 'x' axis 0 and input 'x' axis 1 are both named '?' in the model, and the inputs give them 2 and 3: "
+            "TensorRT builds one size per dimension name; give each dimension a name of its own in the model "
+            "(dim_param), or its fixed size (TensorRT's words: "), error
+        assert "ERR ×1 input 'x' axis 0 and input 'x' axis 1 are both named '?'" in done.stderr
