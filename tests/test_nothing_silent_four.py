@@ -619,3 +619,20 @@ def test_a_dimension_name_given_two_sizes_is_said_where_tensorrt_refuses_it(tmp_
             "TensorRT builds one size per dimension name; give each dimension a name of its own in the model "
             "(dim_param), or its fixed size (TensorRT's words: "), error
         assert "ERR ×1 input 'x' axis 0 and input 'x' axis 1 are both named '?'" in done.stderr
+
+
+def test_diff_of_a_run_made_with_env_names_the_runs_that_have_the_other_side(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: `diff` across runs made with different --env selections refused with
+    "not an environment of this run" alone, as if the environment did not exist: it names the run that
+    has it and how to have both in one run."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("ort-1.17", ENV))
+    assert trtmatrix("run", "-c", str(config), "--env", "ort-1.17").returncode == 0
+    first = list_runs(tmp_path / "reports")[-1]
+    assert trtmatrix("run", "-c", str(config), "--env", ENV).returncode == 0
+    hint = (f"; other runs have what this one lacks (ort-1.17: run {first.name}): an upgrade is read between the "
+            f"environments of one run: run them together (trtmatrix run --env ort-1.17 --env {ENV})")
+    assert refused("diff", "-c", str(config), "--from", "ort-1.17", "--to", ENV) == \
+        f"error: --from 'ort-1.17' is not an environment of this run ({ENV})" + hint
+    assert refused("diff", "-c", str(config)) == ("error: this run has no two versions of one engine to compare by "
+                                                  f"default: give --from and --to ({ENV})" + hint)
