@@ -636,3 +636,47 @@ def test_diff_of_a_run_made_with_env_names_the_runs_that_have_the_other_side(tmp
         f"error: --from 'ort-1.17' is not an environment of this run ({ENV})" + hint
     assert refused("diff", "-c", str(config)) == ("error: this run has no two versions of one engine to compare by "
                                                   f"default: give --from and --to ({ENV})" + hint)
+
+
+# --- the sweep of this session (issue 41, "A stranger's sweep of new bad inputs finds no wrong verdict") ---
+
+def test_outputs_with_no_element_judge_nothing_and_say_so(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: an input of zero rows on a model of named dims gave `pass 0e+00`
+    with no element compared."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "empty",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "e.onnx")
+    save_arrays(tmp_path / "e_in.npz", {"x": np.zeros((0, 16), np.float32)})
+    config = write_matrix(PROFILES + f'[cases.e]\nonnx = "{tmp_path / "e.onnx"}"\ninputs = "{tmp_path / "e_in.npz"}"\n'
+                          'profiles = ["fp32"]\n', environments=(ENV,))
+    cell = run_cell(tmp_path, config)
+    assert cell["status"] == "error"
+    assert cell["error"].endswith("every output is empty (y (0, 16)): nothing to judge; give inputs that make at "
+                                  "least one element")
+
+
+def test_an_output_no_node_makes_is_its_own_float64_reference(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: a graph input passed through as an output, or a weight listed as an
+    output, took the referee's float32 output as its reference, "no float64 evaluation for a sequence
+    output" said of a plain tensor."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "through",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+                               for name, shape in (("x", [2, 3]), ("k", [3]), ("y", [2, 3]))],
+                              [onnx.numpy_helper.from_array(np.array([0.1, 0.2, 0.3], np.float32), "k")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "t.onnx")
+    save_arrays(tmp_path / "t_in.npz", {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)})
+    config = write_matrix(PROFILES + f'[cases.t]\nonnx = "{tmp_path / "t.onnx"}"\ninputs = "{tmp_path / "t_in.npz"}"\n'
+                          'profiles = ["fp32"]\n', environments=(ENV,))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0 and "sequence" not in done.stderr, done.stderr
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert cell["status"] == "pass" and cell["reference"] == "onnx.reference, every floating type made float64"
+
+
+def test_an_inputs_setting_that_names_a_folder_says_so(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: `inputs` naming a folder was "file not found" for a path that is there."""
+    model, _ = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, tmp_path), environments=(ENV,))
+    assert refused("run", "-c", str(config)) == f"error: {config}: cases.tiny.inputs: a folder, not a file: {tmp_path}"
