@@ -680,3 +680,16 @@ def test_an_inputs_setting_that_names_a_folder_says_so(tmp_path, write_matrix):
     model, _ = make_tiny_model(tmp_path)
     config = write_matrix(PROFILES + tiny_case(model, tmp_path), environments=(ENV,))
     assert refused("run", "-c", str(config)) == f"error: {config}: cases.tiny.inputs: a folder, not a file: {tmp_path}"
+
+
+def test_an_npy_file_given_as_inputs_is_named_as_one(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: np.save's one array under an .npz name was "not a readable .npz file:
+    'numpy.ndarray' object does not support the context manager protocol"."""
+    model, inputs = make_tiny_model(tmp_path)
+    with np.load(inputs) as data:
+        np.save(tmp_path / "x.npy", data["x"])
+    (tmp_path / "x.npz").write_bytes((tmp_path / "x.npy").read_bytes())
+    config = write_matrix(PROFILES + tiny_case(model, tmp_path / "x.npz"), environments=(ENV,))
+    assert refused("run", "-c", str(config)) == (
+        f"error: {tmp_path / 'x.npz'}: an .npy file (one array without a name), not an .npz of arrays named as the "
+        "model's tensors: np.savez(path, x=array)")
