@@ -222,6 +222,46 @@ def test_a_cached_model_replaced_is_prepared_again_not_judged(tiny_run, cache_di
     assert (artifact / "model.onnx").read_bytes() == original  # made again from the case
 
 
+# Each damages the venv whose site-packages it is given and returns what the warning names.
+def _remove_package(site: Path) -> Path:
+    shutil.rmtree(site / "onnxruntime")
+    return site / "onnxruntime"
+
+
+def _cut_short(site: Path) -> Path:
+    native = next((site / "onnxruntime" / "capi").glob("onnxruntime_pybind11_state*.so"))
+    content = native.read_bytes()
+    native.unlink()  # maybe a hard link into uv's cache: cut this venv's file alone
+    native.write_bytes(content[:4096])
+    return native
+
+
+def _remove_interpreter(site: Path) -> Path:
+    python = site.parents[2] / "bin" / "python"
+    python.unlink()
+    return python
+
+
+@pytest.mark.parametrize("damage", [_remove_package, _cut_short, _remove_interpreter])
+def test_a_damaged_venv_is_made_again_and_said_never_an_engine_error(tiny_run, cache_dir, damage):
+    """Issue 41, wrong verdicts 7 (a damaged venv): its onnxruntime folder removed after it was made
+    gave `error` "No module named 'onnxruntime'", an exit-1 regression blaming the engine. Now the
+    damage is one warning line, the venv is made again and the cell is judged."""
+    config, _ = tiny_run
+    venv = next((cache_dir / "venvs").glob(f"{ENV}-*"))
+    site = next(venv.glob("lib/python*/site-packages"))
+    damaged = damage(site)
+    done = trtmatrix("run", "-c", str(config), "--no-reuse")
+    assert done.returncode == 0, done.stderr
+    warning = next(line for line in done.stderr.splitlines() if line.startswith("warning:"))
+    assert warning.startswith(f"warning: {ENV}: its venv {venv} is damaged (") and warning.endswith("); made again")
+    assert str(damaged) in warning
+    cell = read_run(list_runs(tiny_run[1].parent.parent)[-1]).iloc[0]
+    assert cell["status"] == "pass", cell["error"]
+    again = trtmatrix("run", "-c", str(config), "--no-reuse")  # made whole: no warning the next time
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
+
+
 def test_report_names_a_run_file_that_is_not_the_one_the_run_stored_and_exits_2(tiny_run):
     """Issue 41, wrong verdicts 7: `report` rewrote a pass as `error`, exit 0, no line, when refs/*.npz
     held another output name (or cells/*.npz another shape)."""
@@ -262,6 +302,29 @@ def test_the_newest_run_is_chosen_by_what_the_runs_recorded_not_by_folder_names(
 
 
 # --- hangs, leftovers, tracebacks --------------------------------------------------------------------
+
+def test_bisect_of_an_engine_without_versioned_definitions_says_what_it_searches(tmp_path, write_matrix):
+    """Issue 41, hangs/leftovers/tracebacks: `bisect --engine torch` answered "not a known release (, …)":
+    the torch definitions run the host's torch and name no version. It says so and what would give it
+    releases; definitions that name versions are then what it searches (no torch is installed here: the
+    version refused lists them)."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    assert refused("bisect", "tiny/fp32", "--engine", "torch", "--good", "2.5.1", "--bad", "2.6.0", "-c", str(config)) == (
+        "error: --engine torch: no releases to search: bisect searches torch's releases among the versions of its "
+        "definitions in images/, and its definitions in images/ (torch-host-cpu, torch-host-cuda) name no version (a "
+        "host environment runs whatever the host has). Give each release to search a definition with its version (a "
+        'venv: version = "2.5.1", requirements = ["torch==2.5.1", "numpy"]); onnxruntime\'s releases come from the '
+        "package index")
+    images = tmp_path / "images"
+    images.mkdir()
+    for version in ("2.5.1", "2.6.0"):
+        (images / f"torch-{version}.toml").write_text(
+            f'engine = "torch"\nversion = "{version}"\nbackend = "venv"\nrequirements = ["torch=={version}", "numpy"]\n')
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,), images_dir=images)
+    assert refused("bisect", "tiny/fp32", "--engine", "torch", "--good", "2.4.0", "--bad", "2.6.0", "-c", str(config)) \
+        == "error: --good 2.4.0 is not a known release (2.5.1, 2.6.0, …)"
+
 
 def test_images_commands_from_a_folder_without_images_take_the_shipped_definitions(tmp_path):
     """Issue 41, hangs/leftovers/tracebacks: `images list` and `images check` failed with
@@ -456,3 +519,177 @@ def test_report_says_which_rows_the_matrix_file_does_not_have_and_keeps_their_ve
            "their verdicts are kept as the run judged them" in done.stderr
     cells = read_run(run_dir).set_index("cell_id")
     assert cells.loc["tiny/fp16/ort-1.32", "status"] == "pass" and cells.loc["tiny/fp16/ort-1.32", "rule"]
+
+
+# --- the sweep's own classes (issue 41, "The sweep keeps classes of its own") ---------------------------
+
+def test_explain_after_report_tolerances_judges_with_the_tolerances_the_run_was_judged_with(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: after `report --tolerances FILE` turned a fail into a pass, explain
+    (and repro, bisect, precision) judged with the matrix file's tolerances: a fail the run no longer
+    shows. They take FILE's entries, say so, and refuse in one line once FILE is gone."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs) + "[cases.tiny.tolerances.fp32]\natol = 1e-9\nrtol = 0.0\n",
+                          environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0  # a first run: its fail is no regression
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    assert read_run(run_dir).iloc[0]["status"] == "fail"
+    loose = tmp_path / "loose.toml"
+    loose.write_text("[cases.tiny.tolerances.fp32]\natol = 1e-4\nrtol = 1e-3\n")
+    assert trtmatrix("report", "-c", str(config), "--tolerances", str(loose)).returncode == 0
+    assert read_run(run_dir).iloc[0]["status"] == "pass"
+    done = trtmatrix("explain", "tiny/fp32/ort-1.32", "-c", str(config), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["verdict"] == "pass"
+    assert (f"tolerances: {config}'s, with {loose}'s entries in their place, as run {run_dir.name} was last judged "
+            "(report --tolerances)") in done.stderr
+    loose.unlink()
+    assert refused("explain", "tiny/fp32/ort-1.32", "-c", str(config)) == (
+        f"error: {loose}: run {run_dir.name} was last judged with this tolerance file (report --tolerances), and it "
+        "is gone: re-judge the run (trtmatrix report) first")
+
+
+def if_case(folder: Path) -> str:
+    """An ONNX-file case `iff`: y = If(true: x·1e-9·1e9, else: x·1·1) + Sigmoid(x). Its FP16 copy
+    clamps 1e-9 to 1e-7 and 1e9 to 1e4 (onnxruntime's converter) inside the branch: off by ~1."""
+    def branch(name: str, k: float) -> onnx.GraphProto:
+        constants = [helper.make_node("Constant", [], [f"{name}_{i}"], name=f"{name}_{i}",
+                                      value=onnx.numpy_helper.from_array(np.array(v, np.float32), f"{name}_{i}"))
+                     for i, v in enumerate((k, 1 / k))]
+        return helper.make_graph(constants + [helper.make_node("Mul", ["x", f"{name}_0"], [f"{name}_t"], name=f"{name}_scale"),
+                                              helper.make_node("Mul", [f"{name}_t", f"{name}_1"], [f"{name}_out"],
+                                                               name=f"{name}_unscale")],
+                                 name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"], name="sig"),
+             helper.make_node("If", ["c"], ["y0"], name="choose", then_branch=branch("then", 1e-9),
+                              else_branch=branch("else", 1.0)),
+             helper.make_node("Add", ["y0", "s"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "iff", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              [onnx.numpy_helper.from_array(np.array(True), "c")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, folder / "iff.onnx")
+    save_arrays(folder / "iff_in.npz", {"x": np.linspace(0.25, 1, 6, dtype=np.float32).reshape(2, 3)})
+    return PROFILES + f'[cases.iff]\nonnx = "{folder / "iff.onnx"}"\ninputs = "{folder / "iff_in.npz"}"\n' \
+                      'profiles = ["fp32", "fp16"]\n'
+
+
+def test_explain_and_precision_say_they_do_not_look_inside_an_if(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: explain did not look inside an If's branches and did not say so;
+    precision proposed keeping the whole If in FP32 as if it were one node."""
+    config = write_matrix(if_case(tmp_path), environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id")
+    assert cells.loc["iff/fp16/ort-1.32", "status"] == "fail" and cells.loc["iff/fp32/ort-1.32", "status"] == "pass"
+    explained = trtmatrix("explain", "iff/fp32/ort-1.32", "-c", str(config), "--json")
+    assert explained.returncode == 0, explained.stderr
+    assert json.loads(explained.stdout.splitlines()[-1])["notes"] == [
+        "choose (If): explain does not look inside its else_branch and then_branch (8 nodes): their error shows at "
+        "this node's outputs"]
+    found = trtmatrix("precision", "iff/fp16/ort-1.32", "-c", str(config), "--json")
+    assert found.returncode == 0, found.stderr
+    finding = json.loads(found.stdout.splitlines()[-1])
+    assert finding["keep_fp32"] == ["choose"]
+    assert finding["summary"].endswith(
+        "Kept whole, with every node of its subgraphs: choose (If, 8 nodes inside); keep_fp32 names nodes of the "
+        "main graph only, so which node inside needs FP32 is not searched")
+
+
+def test_a_dimension_name_given_two_sizes_is_said_where_tensorrt_refuses_it(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: a model whose input dims are all named '?' passed the input check
+    (onnxruntime runs it) and failed TensorRT-RTX's builder with "?: Input dimensions with this name
+    have different constant values", naming no input or dimension. Real TensorRT-RTX 1.7 build (no GPU
+    needed: the builder refuses before any kernel)."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "sym",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["?", "?"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["?", "?"])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "sym.onnx")
+    save_arrays(tmp_path / "sym_in.npz", {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)})
+    config = write_matrix(PROFILES + f'[cases.sym]\nonnx = "{tmp_path / "sym.onnx"}"\ninputs = "{tmp_path / "sym_in.npz"}"\n'
+                          'profiles = ["fp32"]\n', environments=(ENV, "trt-rtx-1.7"))
+    for _ in range(2):  # run, then reused from the cache: said both times
+        done = trtmatrix("run", "-c", str(config))
+        assert done.returncode == 0, done.stderr
+        cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id")
+        assert cells.loc["sym/fp32/ort-1.32", "status"] == "pass"
+        error = cells.loc["sym/fp32/trt-rtx-1.7", "error"]
+        assert cells.loc["sym/fp32/trt-rtx-1.7", "status"] == "error"
+        assert error.startswith(
+            "input 'x' axis 0 and input 'x' axis 1 are both named '?' in the model, and the inputs give them 2 and 3: "
+            "TensorRT builds one size per dimension name; give each dimension a name of its own in the model "
+            "(dim_param), or its fixed size (TensorRT's words: "), error
+        assert "ERR ×1 input 'x' axis 0 and input 'x' axis 1 are both named '?'" in done.stderr
+
+
+def test_diff_of_a_run_made_with_env_names_the_runs_that_have_the_other_side(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: `diff` across runs made with different --env selections refused with
+    "not an environment of this run" alone, as if the environment did not exist: it names the run that
+    has it and how to have both in one run."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("ort-1.17", ENV))
+    assert trtmatrix("run", "-c", str(config), "--env", "ort-1.17").returncode == 0
+    first = list_runs(tmp_path / "reports")[-1]
+    assert trtmatrix("run", "-c", str(config), "--env", ENV).returncode == 0
+    hint = (f"; other runs have what this one lacks (ort-1.17: run {first.name}): an upgrade is read between the "
+            f"environments of one run: run them together (trtmatrix run --env ort-1.17 --env {ENV})")
+    assert refused("diff", "-c", str(config), "--from", "ort-1.17", "--to", ENV) == \
+        f"error: --from 'ort-1.17' is not an environment of this run ({ENV})" + hint
+    assert refused("diff", "-c", str(config)) == ("error: this run has no two versions of one engine to compare by "
+                                                  f"default: give --from and --to ({ENV})" + hint)
+
+
+# --- the sweep of this session (issue 41, "A stranger's sweep of new bad inputs finds no wrong verdict") ---
+
+def test_outputs_with_no_element_judge_nothing_and_say_so(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: an input of zero rows on a model of named dims gave `pass 0e+00`
+    with no element compared."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "empty",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 16])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "e.onnx")
+    save_arrays(tmp_path / "e_in.npz", {"x": np.zeros((0, 16), np.float32)})
+    config = write_matrix(PROFILES + f'[cases.e]\nonnx = "{tmp_path / "e.onnx"}"\ninputs = "{tmp_path / "e_in.npz"}"\n'
+                          'profiles = ["fp32"]\n', environments=(ENV,))
+    cell = run_cell(tmp_path, config)
+    assert cell["status"] == "error"
+    assert cell["error"].endswith("every output is empty (y (0, 16)): nothing to judge; give inputs that make at "
+                                  "least one element")
+
+
+def test_an_output_no_node_makes_is_its_own_float64_reference(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: a graph input passed through as an output, or a weight listed as an
+    output, took the referee's float32 output as its reference, "no float64 evaluation for a sequence
+    output" said of a plain tensor."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "through",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+                               for name, shape in (("x", [2, 3]), ("k", [3]), ("y", [2, 3]))],
+                              [onnx.numpy_helper.from_array(np.array([0.1, 0.2, 0.3], np.float32), "k")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "t.onnx")
+    save_arrays(tmp_path / "t_in.npz", {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)})
+    config = write_matrix(PROFILES + f'[cases.t]\nonnx = "{tmp_path / "t.onnx"}"\ninputs = "{tmp_path / "t_in.npz"}"\n'
+                          'profiles = ["fp32"]\n', environments=(ENV,))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0 and "sequence" not in done.stderr, done.stderr
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert cell["status"] == "pass" and cell["reference"] == "onnx.reference, every floating type made float64"
+
+
+def test_an_inputs_setting_that_names_a_folder_says_so(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: `inputs` naming a folder was "file not found" for a path that is there."""
+    model, _ = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, tmp_path), environments=(ENV,))
+    assert refused("run", "-c", str(config)) == f"error: {config}: cases.tiny.inputs: a folder, not a file: {tmp_path}"
+
+
+def test_an_npy_file_given_as_inputs_is_named_as_one(tmp_path, write_matrix):
+    """Issue 41, the sweep's own: np.save's one array under an .npz name was "not a readable .npz file:
+    'numpy.ndarray' object does not support the context manager protocol"."""
+    model, inputs = make_tiny_model(tmp_path)
+    with np.load(inputs) as data:
+        np.save(tmp_path / "x.npy", data["x"])
+    (tmp_path / "x.npz").write_bytes((tmp_path / "x.npy").read_bytes())
+    config = write_matrix(PROFILES + tiny_case(model, tmp_path / "x.npz"), environments=(ENV,))
+    assert refused("run", "-c", str(config)) == (
+        f"error: {tmp_path / 'x.npz'}: an .npy file (one array without a name), not an .npz of arrays named as the "
+        "model's tensors: np.savez(path, x=array)")

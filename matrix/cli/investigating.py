@@ -31,7 +31,8 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
            bad: Annotated[str, typer.Option(metavar="VERSION", help="A release where it has the other verdict: later "
                                                                 "(a regression) or earlier (a fix).")],
            engine: Annotated[str, typer.Option(help="onnxruntime (the releases on the package index pip is configured "
-                                                     "with) or tensorrt (the TensorRT definitions in images/).")] = "onnxruntime",
+                                                     "with), or tensorrt or torch (the versions of that engine's "
+                                                     "definitions in images/).")] = "onnxruntime",
            pre: Annotated[bool, typer.Option("--pre", help="Include pre-releases and nightly builds (as pip --pre).")] = False,
            config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """Since which release does a row fail (or pass)? A binary search over the engine's releases
@@ -68,9 +69,33 @@ def _investigated(config: Path, run_ref: str | None, refusal: type[Exception], i
     the_plan = _plan(config)
     run_dir = _finding_run(the_plan, run_ref)
     try:
-        return run_dir, investigate(the_plan)
+        return run_dir, investigate(_judged_as(the_plan, run_dir))
     except (refusal, ConfigError) as exc:
         _fail(str(exc))
+
+
+def _judged_as(the_plan, run_dir: Path | None):
+    """The plan with the tolerances the run's verdicts were last judged with: a run re-judged with
+    `report --tolerances FILE` is investigated against FILE's entries (said on stderr), not against
+    the matrix file's, which would explain a verdict the run does not show."""
+    from dataclasses import replace
+
+    from ..config import with_tolerances
+    from ..report.console import console, escape
+    from ..store import read_run_meta
+
+    if run_dir is None:
+        return the_plan
+    last = (read_run_meta(run_dir).get("rejudged") or [{}])[-1]
+    if not last.get("tolerances"):
+        return the_plan
+    given = Path(last["tolerances"])
+    if not given.is_file():
+        raise ConfigError(given, "", f"run {run_dir.name} was last judged with this tolerance file (report "
+                                     "--tolerances), and it is gone: re-judge the run (trtmatrix report) first")
+    console.print(escape(f"tolerances: {the_plan.config_path}'s, with {given}'s entries in their place, as run "
+                         f"{run_dir.name} was last judged (report --tolerances)"), soft_wrap=True, highlight=False)
+    return replace(the_plan, config=with_tolerances(the_plan.config, given))
 
 
 def _finding_run(the_plan, run_ref: str | None = None) -> Path | None:
@@ -185,7 +210,7 @@ def repro(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing ce
     if problem := check_target(folder.resolve()):
         _fail(problem)
     try:
-        found = make_repro(the_plan, cell, folder.resolve(), run_dir, on_event=_investigation_progress)
+        found = make_repro(_judged_as(the_plan, run_dir), cell, folder.resolve(), run_dir, on_event=_investigation_progress)
     except (ReproError, ConfigError) as exc:
         _fail(str(exc))
     finding = found.to_json()

@@ -133,20 +133,47 @@ def diff(run_ref: RunArg = None, config: RunsConfigOpt = None,
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
     if timing:
-        pair = _pair(frame, from_env, to_env) if from_env or to_env else None
+        pair = _pair(frame, from_env, to_env, run_dir) if from_env or to_env else None
         if pair and (places := place_names(frame))[pair[0]] != places[pair[1]]:
             _fail(f"{pair[0]} runs on {places[pair[0]]}, {pair[1]} on {places[pair[1]]}: timings of different places "
                   "are not compared")
         print_timing(*timing_view(frame, pair, factor or FACTOR), factor or FACTOR)
         return
-    env_a, env_b = _pair(frame, from_env, to_env)
+    env_a, env_b = _pair(frame, from_env, to_env, run_dir)
     compared = compare(frame, env_a, env_b)
     measured = a_vs_b(run_dir, frame, env_a, env_b)
     compared["a_vs_b"] = [a_vs_b_text(measured.get(row)) for row in compared["row_id"]]
     print_upgrade(compared, env_a, env_b)
 
 
-def _pair(frame, from_env: str | None, to_env: str | None) -> tuple[str, str]:
+SAID = 5  # environments named in one line
+
+
+def _elsewhere(run_dir: Path | None, envs: list[str], wanted: list[str] | None = None) -> str:
+    """Where the environments a run lacks are (a run made with --env has some of the matrix's): the
+    newest other run of its reports folder with each of `wanted` (None: any this run lacks), and how
+    to have them in one run; "" where no other run has them."""
+    from ..store import DamagedRun, list_runs, read_run_meta
+
+    found: dict[str, str] = {}
+    for other in reversed(list_runs(run_dir.parent.parent) if run_dir else []):
+        try:
+            have = read_run_meta(other).get("environments") or [] if other != run_dir else []
+        except DamagedRun:
+            continue
+        for env in have:
+            if env not in envs and (wanted is None or env in wanted):
+                found.setdefault(env, other.name)
+    if not found:
+        return ""
+    said = sorted(found.items())[:SAID]
+    both = " ".join(f"--env {env}" for env in sorted({*envs, *dict(said)}))
+    return (f"; other runs have what this one lacks ({', '.join(f'{env}: run {run}' for env, run in said)}"
+            f"{', …' if len(found) > SAID else ''}): an upgrade is read between the environments of one run: "
+            f"run them together (trtmatrix run {both})")
+
+
+def _pair(frame, from_env: str | None, to_env: str | None, run_dir: Path | None = None) -> tuple[str, str]:
     """The upgrade to show: the environments given (one alone: the other end is the nearest other
     version of its engine), else the run's default pair."""
     from ..report.upgrade import default_pair, nearest_version
@@ -154,7 +181,8 @@ def _pair(frame, from_env: str | None, to_env: str | None) -> tuple[str, str]:
     envs = sorted(set(frame["env"]))
     for flag, name in (("--from", from_env), ("--to", to_env)):
         if name is not None and name not in envs:
-            _fail(f"{flag} {name!r} is not an environment of this run ({', '.join(envs)})")
+            _fail(f"{flag} {name!r} is not an environment of this run ({', '.join(envs)})"
+                  + _elsewhere(run_dir, envs, [n for n in (from_env, to_env) if n and n not in envs]))
     if from_env and to_env:
         env_a, env_b = from_env, to_env
     elif from_env or to_env:
@@ -169,7 +197,7 @@ def _pair(frame, from_env: str | None, to_env: str | None) -> tuple[str, str]:
         pair = default_pair(frame)
         if pair is None:
             _fail(f"this run has no two versions of one engine to compare by default: give --from and --to "
-                  f"({', '.join(envs)})")
+                  f"({', '.join(envs)})" + _elsewhere(run_dir, envs))
         env_a, env_b = pair
     if env_a == env_b:
         _fail(f"--from and --to are both {env_a!r}: an upgrade needs two environments ({', '.join(envs)})")
@@ -199,7 +227,7 @@ def summary(run_ref: RunArg = None, config: RunsConfigOpt = None,
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
     # Without --from/--to and no two versions of one engine: the environments alone.
-    pair = _pair(frame, from_env, to_env) if from_env or to_env else default_pair(frame)
+    pair = _pair(frame, from_env, to_env, run_dir) if from_env or to_env else default_pair(frame)
     repros = {finding["cell"]: finding for finding in read_findings(run_dir)["repro"]}
     # Links work from where the file is read: beside the run's report, or from where -o writes it.
     here = os.path.relpath(run_dir / REPORT, Path(os.path.abspath(output)).parent) if output else REPORT

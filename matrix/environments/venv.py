@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -21,6 +22,7 @@ from ..worker.files import WATCH_STDIN
 from .backend import SetupFailed
 from .gpus import with_host_gpus
 from .resolve import resolve_env
+from .venv_check import venv_damage
 
 DONE_MARK = ".trtmatrix-complete"
 # In a worker's environment: "<pid>:<start time>" of the trtmatrix that started it, so that a later
@@ -63,10 +65,16 @@ class VenvBackend:
         raise SetupFailed(f"uv {args[0]} {args[1]} failed {ATTEMPTS} times for {self.envdef.name}: {tail}")
 
     def prepare(self) -> None:
-        """Made once; made again when something deleted its interpreter (its packages then
-        cannot be trusted either)."""
-        if (self.path / DONE_MARK).is_file() and os.access(self.python, os.X_OK):
-            return
+        """Made once; made again, said in one line, when something deleted its interpreter (its
+        packages then cannot be trusted either) or damaged what it installed: never run damaged,
+        where the cells would blame the engine for a file that is gone."""
+        if (self.path / DONE_MARK).is_file():
+            damage = venv_damage(self.path, self.resolution.lock) if os.access(self.python, os.X_OK) \
+                else f"its interpreter {self.python} is gone"
+            if damage is None:
+                return
+            print(f"warning: {self.envdef.name}: its venv {self.path} is damaged ({damage}); made again",
+                  file=sys.stderr, flush=True)
         self._uv("venv", "--quiet", "--clear", "--python", self.resolution.interpreter, str(self.path))
         (self.path / LOCK).write_text(self.resolution.lock)
         offline = ["--offline"] if self.resolution.offline else []

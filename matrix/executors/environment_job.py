@@ -16,6 +16,7 @@ from typing import Callable
 from ..config import Profile
 from ..environments.backend import Backend, EnvironmentUnavailable, running
 from ..environments.definitions import EnvDef
+from ..environments.images import image_ref
 from ..plan import Cell
 from ..store.cache import env_log, jobs_folder
 from ..store.records import log_tail
@@ -68,6 +69,7 @@ class WorkerPass:
     log: Path
     returncode: int | None = None
     unavailable: str | None = None  # the environment could not start (EnvironmentUnavailable)
+    unfit: str | None = None  # the supervisor started, and cannot run there (worker/__main__.py's "unfit")
     cells: int = 0
     deadlines: Deadlines | None = None  # the host's own watch over it (executors/deadlines.py)
 
@@ -102,6 +104,9 @@ def run_worker(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir:
                 for line in worker.lines():
                     if line.startswith("{"):
                         event = json.loads(line)
+                        if event.get("event") == "unfit":
+                            done.unfit = unfit_line(envdef, event)
+                            continue
                         done.deadlines.saw(event)
                         done.cells += event.get("event") == "done"
                         on_event({**event, "env": envdef.name})
@@ -111,6 +116,17 @@ def run_worker(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir:
     except EnvironmentUnavailable as exc:
         done.unavailable = str(exc)
     return done
+
+
+def unfit_line(envdef: EnvDef, event: dict) -> str:
+    """Each cell's error where the environment's interpreter lacks what the worker needs (an image
+    without numpy): the environment's fault and its remedy, never the engine's; the image named last,
+    where a cause cut short in the terminal loses least."""
+    lacks = f"{envdef.name}: {event['error']} in its Python {event['python']}"
+    if envdef.backend == "venv":
+        return f"{lacks}: its venv is damaged; `trtmatrix cache --free venvs` makes it again"
+    where = f"the image {image_ref(envdef)}" if envdef.backend == "docker" else event["executable"]
+    return f"{lacks}; the worker needs numpy and {envdef.engine} in {where}"
 
 
 def read_results(jobs: list[CellJob], passes: list[WorkerPass]) -> dict[str, dict]:
@@ -130,6 +146,9 @@ def read_results(jobs: list[CellJob], passes: list[WorkerPass]) -> dict[str, dic
                 continue
             if ended is None:
                 results[job.cell.cell_id] = {"status": "skipped", "error": passes[0].unavailable}
+                continue
+            if ended.unfit:
+                results[job.cell.cell_id] = {"status": "error", "error": ended.unfit}
                 continue
             tail = "\n".join(log_tail(ended.log).splitlines()[-10:])
             results[job.cell.cell_id] = {"status": "error",

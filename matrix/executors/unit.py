@@ -24,10 +24,11 @@ from ..environments.backend import EnvironmentUnavailable, SetupFailed
 from ..environments.definitions import EnvDef
 from ..environments.gpus import host_gpus
 from ..plan import Cell
-from ..prepare import INPUTS, input_types_file, model_for_profile, node_types_file
+from ..prepare import INPUTS, MODEL, input_types_file, model_for_profile, node_types_file
 from ..store.cache import engine_caches, env_log, result_dir, result_key, shared_engines, stored_result
 from ..store.locks import cache_lock
 from ..store.records import HOST
+from .trt_named_dims import explained
 from .environment_job import CellJob, WorkerPass, error_text, read_results, run_environment, run_worker
 
 @dataclass(frozen=True)
@@ -131,12 +132,22 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
         on_event({"event": "ready", "env": unit.name, "setup_s": time.perf_counter() - started, "to_run": len(jobs),
                   "reused": sum(o.reused for o in outcomes)})
         if not jobs:
-            return UnitResult(outcomes)
+            return UnitResult(_said(unit, outcomes))
         with (spare(gpu, len(jobs) - 1) if gpu is not None else no_spare(0, 0)) as more:
             raws, log = _run_spread(backend, unit, [job for job, _ in jobs], [gpu, *more], on_event, node)
     outcomes += [CellOutcome(job.cell.cell_id, {**raws[job.cell.cell_id], **facts}, key, job.result_dir)
                  for job, key in jobs]
-    return UnitResult(outcomes, log=log.read_text(errors="replace") if log.is_file() else None)
+    return UnitResult(_said(unit, outcomes), log=log.read_text(errors="replace") if log.is_file() else None)
+
+
+def _said(unit: EnvironmentUnit, outcomes: list[CellOutcome]) -> list[CellOutcome]:
+    """TensorRT builds refused for two sizes of one dimension name, run now or reused: which, said."""
+    if unit.envdef.engine == "tensorrt":
+        pending = {p.cell.cell_id: p for p in unit.cells}
+        for outcome in outcomes:
+            cell = pending[outcome.cell_id]
+            outcome.fields = explained(outcome.fields, cell.artifacts / MODEL, cell.artifacts / INPUTS, cell.input_shapes)
+    return outcomes
 
 
 def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,

@@ -129,9 +129,21 @@ def released_versions(engine: str, envdefs: list[EnvDef], pre: bool = False) -> 
     else:
         versions = sorted({e.version for e in envdefs if e.engine == engine and e.version}, key=Version)
         source = f"the {engine} definitions in images/ (their NGC tags or pinned wheels)"
+        if not versions:
+            raise BisectError(_no_releases(engine, [e for e in envdefs if e.engine == engine]))
     if pre:
         return versions, source + ", pre-releases included"
     return [v for v in versions if not Version(v).is_prerelease], source + ", final releases only"
+
+
+def _no_releases(engine: str, definitions: list[EnvDef]) -> str:
+    """Why an engine searched through its definitions has nothing to search, and what would give it some."""
+    have = (f"its definitions in images/ ({', '.join(sorted(e.name for e in definitions))}) name no version "
+            "(a host environment runs whatever the host has)") if definitions else "no definition in images/ is for it"
+    return (f"--engine {engine}: no releases to search: bisect searches {engine}'s releases among the versions of its "
+            f"definitions in images/, and {have}. Give each release to search a definition with its version "
+            f"(a venv: version = \"2.5.1\", requirements = [\"{engine}==2.5.1\", \"numpy\"]); onnxruntime's releases "
+            "come from the package index")
 
 
 def between(versions: list[str], good: str, bad: str) -> list[str]:

@@ -32,6 +32,7 @@ from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import save_arrays
 from ..reference import EXPECTED_CAUSE
+from ..reference.agreement import subgraph_nodes
 from ..reference.float64_graph import FLOAT_TYPES, float64_values, node_label
 from ..prepare.fp16_forecast import stand_in_only
 from .trial_files import TrialFiles
@@ -106,6 +107,9 @@ def _number(value) -> float | str | None:
     if value is None or pd.isna(value):
         return None
     return "inf" if np.isinf(value) else float(value)
+
+
+SUBGRAPHS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
 def observable_tensors(model: onnx.ModelProto) -> tuple[dict[str, onnx.ValueInfoProto], set[str]]:
@@ -230,7 +234,7 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
         raise ExplainError(f"no intermediate tensor of {cell.case}'s model has a float64 value to compare with")
     profile = plan.profile(cell.profile)
     fp32_nodes = set(resolve_nodes(model, profile.keep_fp32)) if profile.precision == "fp16" else None
-    notes = [f"{label}: {reason}" for label, reason in reference.missing.items()] + stood_in
+    notes = [f"{label}: {reason}" for label, reason in reference.missing.items()] + stood_in + _unopened(model)
     with cache_lock(cache, f"explain-{cell.artifact_key[:16]}"):
         observer = Observer(plan, cell_id, model, artifacts / INPUTS, reference.values,
                             cache / "investigations" / "explain" / cell.artifact_key[:16], on_event)
@@ -250,6 +254,14 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     nodes = node_table(model, metrics, reference.missing, fp32_nodes, risks, roundings, stand_ins)
     max_abs = None if pd.isna(own["max_abs"]) else float(own["max_abs"])
     return Explanation(cell_id, own["verdict"], max_abs, float(own["atol"]), float(own["rtol"]), observed, nodes, notes)
+
+
+def _unopened(model: onnx.ModelProto) -> list[str]:
+    """A note per node holding subgraphs (If, Loop, Scan): only the main graph's tensors are observed,
+    so a node inside a branch or body is never the one named; the node holding it is as deep as it goes."""
+    return [f"{node_label(node, order)} ({node.op_type}): explain does not look inside its "
+            f"{' and '.join(a.name for a in node.attribute if a.type in SUBGRAPHS)} ({count} nodes): their error "
+            "shows at this node's outputs" for order, node in enumerate(model.graph.node) if (count := subgraph_nodes(node))]
 
 
 def _graph_outputs_from_reference(model: onnx.ModelProto, reference, artifacts: Path) -> list[str]:

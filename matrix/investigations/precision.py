@@ -28,6 +28,7 @@ import onnx
 from ..config import Profile
 from ..plan import Plan, plan_of_trials
 from ..prepare import MODEL, artifact_dir
+from ..reference.agreement import subgraph_nodes
 from ..run import MatrixRun
 
 GOOD = {"pass"}
@@ -123,7 +124,16 @@ def find_fp32_nodes(plan: Plan, cell_id: str, on_event: Callable[[dict], None] =
             "profile": {**profile.model_dump(include={"precision", "optimization"}),
                         "keep_fp32": [*profile.keep_fp32, *kept]},
             "summary": said + f"{len(kept)} of {len(model.graph.node)} nodes kept in FP32 make the cell pass "
-                              f"(op types {', '.join(kept_types)}; {search.trials} trials)"}
+                              f"(op types {', '.join(kept_types)}; {search.trials} trials)" + _whole(nodes, kept)}
+
+
+def _whole(nodes: list[onnx.NodeProto], kept: list[str]) -> str:
+    """Said of each kept node that holds subgraphs (If, Loop, Scan): keep_fp32 names nodes of the
+    main graph, so such a node is kept with every node inside it, and the search cannot go further in."""
+    whole = [f"{node.name or node.op_type} ({node.op_type}, {count} nodes inside)" for node in nodes
+             if (count := subgraph_nodes(node)) and (glob.escape(node.name) in kept or node.op_type in kept)]
+    return (f". Kept whole, with every node of its subgraphs: {', '.join(whole)}; keep_fp32 names nodes of the main "
+            "graph only, so which node inside needs FP32 is not searched") if whole else ""
 
 
 def _verdict_text(trial: dict) -> str:

@@ -191,8 +191,12 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
     """Every value (keep=False: the graph's outputs only, intermediates freed after their last use),
     and which nodes have none. `each` sees every node's inputs and outputs as they are made (the
     FP16 forecast reads the same pass)."""
-    wanted = None if keep else {o.name for o in model.graph.output}
-    result = Float64Values({name: as_float64(array) for name, array in inputs.items()} if keep else {})
+    outputs = {o.name for o in model.graph.output}
+    wanted = None if keep else outputs
+    # A graph input or a weight that is also an output (no node makes it) is its own value.
+    result = Float64Values({name: as_float64(array) for name, array in inputs.items() if keep or name in wanted})
+    result.values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer
+                          if t.name in outputs and t.name not in inputs})
     for order, node, given, outputs in float64_nodes(model, inputs, keep=keep):
         if each is not None:
             each(order, node, given, outputs)

@@ -95,7 +95,8 @@ def case_specs(config: MatrixConfig, config_path: Path, engines: set[str],
             for paths in spec.all_onnx_paths():
                 for key, path in paths.items():
                     if not path.is_file():
-                        raise ConfigError(config_path, f"cases.{name}.{key}", f"file not found: {path}")
+                        raise ConfigError(config_path, f"cases.{name}.{key}",
+                                          f"{'a folder, not a file' if path.is_dir() else 'file not found'}: {path}")
             check_onnx_case(spec.all_onnx_paths(), entry.mask)
         elif name in found:
             spec = CaseSpec(name, entry, root, found[name])

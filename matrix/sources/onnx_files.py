@@ -107,9 +107,16 @@ def _model(path: Path) -> onnx.ModelProto:
 
 def _arrays(path: Path) -> dict[str, np.ndarray]:
     try:
-        with np.load(path) as data:
-            return {name: data[name] for name in data.files}
+        data = np.load(path)
     except Exception as exc:  # zipfile, numpy and pickle refusals all mean the same here
+        raise ConfigError(path, "", f"not a readable .npz file: {_one_line(exc)}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):  # np.save's one array, whatever the file's name
+        raise ConfigError(path, "", "an .npy file (one array without a name), not an .npz of arrays named as the "
+                                    "model's tensors: np.savez(path, x=array)")
+    try:
+        with data:
+            return {name: data[name] for name in data.files}
+    except Exception as exc:  # noqa: BLE001 - a member damaged inside the zip
         raise ConfigError(path, "", f"not a readable .npz file: {_one_line(exc)}") from None
 
 
