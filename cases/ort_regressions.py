@@ -1,7 +1,7 @@
-"""Real onnxruntime faults, each in a model of two to eleven nodes (CPU, onnxruntime only).
+"""Real onnxruntime faults, each in a model of two to fourteen nodes (CPU, onnxruntime only).
 
 Found and bisected here over released onnxruntime wheels; the bad and good versions are in
-cases/known_issues.toml and README.md ("Real onnxruntime regressions"), and
+cases/known_issues.toml and docs/known-issues.md ("Real onnxruntime regressions"), and
 matrices/ort-regressions.toml runs the cases on the versions around each boundary.
 
 - ort_clip_fp16_min_only: an FP16 Clip with only `min` given. onnxruntime 1.19.0 and 1.19.2

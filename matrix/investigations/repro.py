@@ -45,7 +45,7 @@ from .issue_text import node_count
 from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
 from .repro_issue import IssueFacts, nodes, render_issue_md, render_repro_script
 from .trial_files import TrialFiles
-from .trigger import trigger_text
+from .trigger import trigger_texts
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
 OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
@@ -131,7 +131,7 @@ class Repro:
     verified: list[Verification] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     nodes_all: int | None = None  # nodes, also those inside subgraphs
-    trigger: str | None = None  # the failing op as it is set up (trigger.py), for the title
+    triggers: list[str] = field(default_factory=list)  # the failing op as it is set up (trigger.py), for the title
 
     def summary(self) -> str:
         size = ("" if self.nodes is None else
@@ -143,7 +143,8 @@ class Repro:
     def to_json(self) -> dict:
         return {"cell": self.cell, "engine": self.engine, "version": self.version, "status": self.status,
                 "folder": str(self.folder), "confirmed": self.confirmed, "nodes_original": self.nodes_original,
-                "nodes": self.nodes, "nodes_all": self.nodes_all, "reduced": self.reduced, "trigger": self.trigger,
+                "nodes": self.nodes, "nodes_all": self.nodes_all, "reduced": self.reduced,
+                "trigger": self.triggers[0] if self.triggers else None,
                 "notes": self.notes, "summary": self.summary(),
                 "verified": [v.to_json() for v in self.verified]}
 
@@ -209,9 +210,9 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
                       verified, model.notes + facts.notes, _with_subgraphs(model.nodes, written),
-                      written and trigger_text(written, model.focus_label, model.focus, model.depth))
+                      trigger_texts(written, model.focus_label, model.focus, model.depth) if written else [])
         (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging,
-                                                          model.reference, repro.trigger))
+                                                          model.reference, repro.triggers))
         for place in (folder, unconfirmed_folder(folder)):
             shutil.rmtree(place, ignore_errors=True)
         repro.folder.parent.mkdir(parents=True, exist_ok=True)

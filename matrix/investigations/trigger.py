@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..sources.fault_patterns import constants, element_types, input_names
+from ..sources.fault_patterns import constants, element_types, input_names, schema_default
 
 LARGEST_SHOWN = 4  # elements of a constant input written out
 # Attributes whose value here means "none of it": left out of a trigger.
@@ -62,9 +62,11 @@ def _input_type(model: onnx.ModelProto, node: onnx.NodeProto) -> str | None:
     return None if node.op_type == "Cast" or dtype == "float32" else dtype
 
 
-def node_text(model: onnx.ModelProto, node: onnx.NodeProto, with_type: bool = True) -> str:
-    """'Clip(min=-0.5, max not given) in float16'."""
-    parts = [_attribute_text(a) for a in node.attribute if not _neutral(a)]
+def node_text(model: onnx.ModelProto, node: onnx.NodeProto, with_type: bool = True, defaults: bool = True) -> str:
+    """'Clip(min=-0.5, max not given) in float16'; `defaults`: also the attributes written with their
+    schema's default value (keepdims=1)."""
+    parts = [_attribute_text(a) for a in node.attribute if not _neutral(a)
+             and (defaults or helper.get_attribute_value(a) != schema_default(model, node, a.name))]
     found = constants(model)
     for index, name in enumerate(input_names(model, node)):
         given = node.input[index] if index < len(node.input) else ""
@@ -102,15 +104,21 @@ def needed_nodes(model: onnx.ModelProto, focus: int, depth: int | None) -> list[
     return sorted(chosen)
 
 
-def trigger_text(model: onnx.ModelProto, label: str | None, op_type: str | None, depth: int | None) -> str | None:
-    """The failing op as it is set up; with the nodes the failure needs before it, where the op alone
+def trigger_texts(model: onnx.ModelProto, label: str | None, op_type: str | None, depth: int | None) -> list[str]:
+    """The failing op as it is set up, with the nodes the failure needs before it where the op alone
     passes (`depth`: how many layers of predecessors the smallest failing subgraph holds, 0 where
-    the op fails alone, None where no smaller subgraph was found to fail)."""
+    the op fails alone, None where no smaller subgraph was found to fail). Shorter wordings follow
+    for a title that must fit: the nodes before it without their schema-default attributes, then
+    the op alone."""
     focus = focus_node(model, label, op_type)
     if focus is None:
-        return None
+        return []
     chain = [model.graph.node[i] for i in needed_nodes(model, focus, depth)]
     types = {_input_type(model, n) for n in chain if n.op_type != "Cast"}
     once = types.pop() if len(chain) > 1 and len(types) == 1 else None  # one element type for all: said once
-    text = " → ".join(node_text(model, n, with_type=once is None) for n in chain)
-    return text + (f" in {once}" if once else "")
+    said = []
+    for defaults in (True, False):
+        text = " → ".join(node_text(model, n, once is None, defaults or n is chain[-1]) for n in chain)
+        said.append(text + (f" in {once}" if once else ""))
+    said.append(node_text(model, model.graph.node[focus]))
+    return list(dict.fromkeys(said))
