@@ -1,7 +1,7 @@
-"""Real onnxruntime regressions, each in a model of two to four nodes (CPU, onnxruntime only).
+"""Real onnxruntime faults, each in a model of two to fourteen nodes (CPU, onnxruntime only).
 
 Found and bisected here over released onnxruntime wheels; the bad and good versions are in
-cases/known_issues.toml and README.md ("Real onnxruntime regressions"), and
+cases/known_issues.toml and docs/known-issues.md ("Real onnxruntime regressions"), and
 matrices/ort-regressions.toml runs the cases on the versions around each boundary.
 
 - ort_clip_fp16_min_only: an FP16 Clip with only `min` given. onnxruntime 1.19.0 and 1.19.2
@@ -18,6 +18,15 @@ matrices/ort-regressions.toml runs the cases on the versions around each boundar
   windows (their averages too large by up to 0.89 here); a kernel bug: optimisations off, too.
   onnxruntime issue #24681 (reproduced there on a 1.22.0 nightly); first good again 1.25.0 (its
   nightly 1.25.0.dev20260417008 already good: bisect names releases only, unless --pre).
+- ort_layernorm_fp16_epsilon: a LayerNorm written out in FP16 (ReduceMean, Sub, Pow, ReduceMean,
+  Add epsilon, Sqrt, Div, Mul, Add) with epsilon 0.5, after a Cast to FP16 and a gain. From 1.20.0 to 1.29.0 LayerNormFusion turns it
+  into one LayerNormalization with epsilon 1e-5: the fusion reads the epsilon only from a float32
+  constant, and 1.20.0 is the first release with an FP16 LayerNormalization kernel on the CPU (so the
+  first that fuses FP16 at all). Optimisations off: right. First good again 1.30.0.
+- ort_cast_int_to_bool_chain: Cast(to=INT32) → Cast(to=BOOL) → Cast(to=FLOAT): every release up to
+  1.25.0 drops the INT32 Cast (optimisations on and off), so 0.5 becomes True instead of 0 → False;
+  onnxruntime issue #13418. Not a regression: present in every release tried from 1.15.1 on;
+  first good 1.26.0.
 
 The Pad is written with its own ONNX symbolic (one Pad node with constant pads and value), as
 models exported by other tools have it; torch's own export of F.pad computes the pads with a
@@ -60,6 +69,31 @@ class AvgPoolIncludePad(nn.Module):
         return F.avg_pool2d(x, kernel_size=(5, 1), stride=1, padding=(2, 0), count_include_pad=True)
 
 
+class LayerNormFp16(nn.Module):
+    """A gain, then LayerNorm written out node by node (as older exporters and hand-written models
+    have it), in FP16 between a Cast in and a Cast out."""
+
+    def __init__(self, dim: int, epsilon: float):
+        super().__init__()
+        self.epsilon = epsilon
+        self.gain = nn.Parameter(torch.rand(dim) + 0.5)
+        self.weight = nn.Parameter(torch.randn(dim))
+        self.bias = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        # The gain keeps the Cast away from the ReduceMean: a Cast right before it makes
+        # onnxruntime 1.20-1.31 refuse to load the fused node instead (a different fault).
+        h = x.half() * self.gain.half()
+        centred = h - h.mean(-1, keepdim=True)
+        variance = centred.pow(2).mean(-1, keepdim=True)
+        return (centred / torch.sqrt(variance + self.epsilon) * self.weight.half() + self.bias.half()).float()
+
+
+class CastIntToBool(nn.Module):
+    def forward(self, x):
+        return x.to(torch.int32).to(torch.bool).to(torch.float32)
+
+
 class PadAvgPool(nn.Module):
     def forward(self, x):
         return F.avg_pool2d(_ZeroPad2d.apply(x, 1), kernel_size=3, stride=1, count_include_pad=False)
@@ -88,3 +122,15 @@ def ort_pad_avgpool_fusion():
 def ort_avgpool_count_include_pad_end():
     """AveragePool-19 5x1, pads (2, 0), count_include_pad=1; onnxruntime 1.21.0-1.24.4 drop the end padding."""
     return AvgPoolIncludePad(), {"x": torch.randn(1, 4, 8, 8) + 1}
+
+
+@case(export=Export(opset=17, output_names=("y",)))
+def ort_layernorm_fp16_epsilon():
+    """LayerNorm pattern in FP16 with epsilon 0.5; onnxruntime 1.20.0-1.29.0 fuse it with epsilon 1e-5."""
+    return LayerNormFp16(32, epsilon=0.5), {"x": torch.randn(2, 7, 32)}
+
+
+@case(export=Export(opset=17, output_names=("y",)))
+def ort_cast_int_to_bool_chain():
+    """Cast to INT32, then to BOOL, then to FLOAT; onnxruntime up to 1.25.0 skip the INT32 Cast."""
+    return CastIntToBool(), {"x": torch.randn(4, 16)}

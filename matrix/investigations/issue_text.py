@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 UNWRITTEN = "output not written (uninitialised memory)"
+TITLE_MAX = 256  # characters a GitHub issue title holds
 CHANGES = "outputs change between inferences"  # what repro.py prints when they do
 
 
@@ -78,12 +79,21 @@ def release_range(facts: IssueFacts) -> str:
     return first if first == last else f"{first} to {last}"
 
 
-def title(facts: IssueFacts, repro: Repro, record: dict, trigger: str | None, ops: list[str]) -> str:
-    what = trigger or (", ".join(ops[:4]) + (", …" if len(ops) > 4 else "") if ops else "the module")
+def title(facts: IssueFacts, repro: Repro, record: dict, triggers: list[str], ops: list[str]) -> str:
+    """`triggers`: the failing op's wordings, most complete first (trigger.py): the first whose
+    title fits a tracker's title field is taken."""
+    rest = _title_rest(facts, repro, record)
+    fits = [t for t in triggers if len(t) + len(rest) <= TITLE_MAX] or triggers[-1:]
+    what = fits[0] if fits else ", ".join(ops[:4]) + (", …" if len(ops) > 4 else "") if ops else "the module"
+    return what + rest
+
+
+def _title_rest(facts: IssueFacts, repro: Repro, record: dict) -> str:
+    """What follows the trigger in a title: the result, the releases, the fix."""
     where = {"onnxruntime": "CPU"}.get(facts.envdef.engine, facts.record_where)
     if facts.envdef.engine == "onnxruntime" and facts.profile.optimization == "off":
         where += ", ORT_DISABLE_ALL"
-    text = f"{what}: {result_words(facts, repro, record)} on {facts.product} {release_range(facts)} ({where})"
+    text = f": {result_words(facts, repro, record)} on {facts.product} {release_range(facts)} ({where})"
     history = facts.history
     if history.fixed_in:
         text += f"; fixed in {history.fixed_in}"

@@ -45,7 +45,7 @@ from .issue_text import node_count
 from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
 from .repro_issue import IssueFacts, nodes, render_issue_md, render_repro_script
 from .trial_files import TrialFiles
-from .trigger import trigger_text
+from .trigger import trigger_texts
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
 OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
@@ -131,7 +131,7 @@ class Repro:
     verified: list[Verification] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     nodes_all: int | None = None  # nodes, also those inside subgraphs
-    trigger: str | None = None  # the failing op as it is set up (trigger.py), for the title
+    triggers: list[str] = field(default_factory=list)  # the failing op as it is set up (trigger.py), for the title
 
     def summary(self) -> str:
         size = ("" if self.nodes is None else
@@ -143,7 +143,8 @@ class Repro:
     def to_json(self) -> dict:
         return {"cell": self.cell, "engine": self.engine, "version": self.version, "status": self.status,
                 "folder": str(self.folder), "confirmed": self.confirmed, "nodes_original": self.nodes_original,
-                "nodes": self.nodes, "nodes_all": self.nodes_all, "reduced": self.reduced, "trigger": self.trigger,
+                "nodes": self.nodes, "nodes_all": self.nodes_all, "reduced": self.reduced,
+                "trigger": self.triggers[0] if self.triggers else None,
                 "notes": self.notes, "summary": self.summary(),
                 "verified": [v.to_json() for v in self.verified]}
 
@@ -160,7 +161,8 @@ class Model:
     notes: list[str]
     reference: str = FLOAT64_PASS  # where expected.npz comes from
     focus: str | None = None  # the op type explain found going wrong first
-    alone_passes: bool = False  # the focus op fails only with what feeds it (the reduction kept that)
+    focus_label: str | None = None  # that node, as explain names it
+    depth: int | None = 0  # layers of predecessors the failure needs (trigger.py); None: not found
 
 
 def unconfirmed_folder(folder: Path) -> Path:
@@ -208,9 +210,9 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         repro = Repro(cell_id, facts.product, facts.version, own["status"], folder if confirmed else
                       unconfirmed_folder(folder), confirmed, model.nodes_original, model.nodes, model.reduced,
                       verified, model.notes + facts.notes, _with_subgraphs(model.nodes, written),
-                      written and trigger_text(written, model.focus, model.alone_passes))
+                      trigger_texts(written, model.focus_label, model.focus, model.depth) if written else [])
         (staging / "ISSUE.md").write_text(render_issue_md(facts, repro, model.record, model.ops, staging,
-                                                          model.reference, repro.trigger))
+                                                          model.reference, repro.triggers))
         for place in (folder, unconfirmed_folder(folder)):
             shutil.rmtree(place, ignore_errors=True)
         repro.folder.parent.mkdir(parents=True, exist_ok=True)
@@ -259,12 +261,12 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
     whole = {"model.onnx": ran, "inputs.npz": artifacts / INPUTS, "expected.npz": expected}
     ops = op_counts(original)
 
-    def whole_model(why: str, focus: str | None = None, alone_passes: bool = False) -> Model:
+    def whole_model(why: str, first: dict | None = None, depth: int | None = 0) -> Model:
         said = ("the FP16 copy attached as model.onnx, evaluated in float64 node by node (onnx.reference): the "
                 "engine's own error, apart from the conversion's" if expected != artifacts / REFERENCE
                 else case_meta(artifacts).get("reference", FLOAT64_PASS))
         return Model(whole, count, count, False, ops, own, [f"the whole model: {why}", *subgraphs],
-                     said, focus, alone_passes)
+                     said, first and first["op_type"], first and first["node"], depth)
 
     if own["verdict"] != "fail":
         return whole_model(f"the cell is {own['status']} (explain reduces wrong numbers, not an engine's error or crash)")
@@ -278,7 +280,7 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
     if all(name in constant_tensors(original) for name in node.output if name):
         return whole_model(f"explain's first divergent node {first['node']} is a constant: its value changed before the "
                            "engine computed anything (an FP16 copy's overflow, say), so no subgraph of it isolates an "
-                           "engine fault", first["op_type"])
+                           "engine fault", first)
     with np.load(artifacts / INPUTS) as data:
         reducer = Reducer(original, float64_values(original, dict(data)).values)
     found = _smallest_failing_subgraph(plan, cell_id, reducer, reducer.cuts(first["order"]), on_event)
@@ -286,18 +288,19 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
 
     if found is None:
         return whole_model(f"no subgraph from {start} back to the model's inputs fails on its own (the failure "
-                           "needs what comes after it, such as a fusion across the cut)", first["op_type"], count > 1)
+                           "needs what comes after it, such as a fusion across the cut)", first, None)
     subgraph, record, ran = found
     if subgraph.nodes >= count:
         why = ("the model is that one node" if count == 1 else f"the smallest failing subgraph around {start} is all "
                f"of it: {first['op_type']} alone gives the right numbers, so what feeds it takes part (a fusion)")
-        return whole_model(why, first["op_type"], subgraph.depth > 0)
+        return whole_model(why, first, subgraph.depth)
     notes = [f"reduced from {count} to {subgraph.nodes} nodes: {start}, with {subgraph.depth} layer"
              f"{'s' * (subgraph.depth != 1)} of predecessors, fails on its own (inputs from the float64 pass)", *subgraphs]
     if envdef.runs_fp16_copy(profile):
         notes.append(f"model.onnx is the FP16 copy the engine ran ({len(ran.graph.node)} nodes with its casts)")
     return Model({"model.onnx": ran, "inputs.npz": subgraph.inputs, "expected.npz": subgraph.expected},
-                 count, subgraph.nodes, True, op_counts(subgraph.model), record, notes, focus=first["op_type"])
+                 count, subgraph.nodes, True, op_counts(subgraph.model), record, notes, focus=first["op_type"],
+                 focus_label=first["node"], depth=subgraph.depth)
 
 
 def op_counts(model: onnx.ModelProto) -> list[str]:

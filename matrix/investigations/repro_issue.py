@@ -259,7 +259,7 @@ def _description(facts: IssueFacts, repro: Repro, record: dict, ops: list[str]) 
 
 
 def render_issue_md(facts: IssueFacts, repro: Repro, record: dict, ops: list[str], folder: Path,
-                    reference: str, trigger: str | None) -> str:
+                    reference: str, triggers: list[str]) -> str:
     """`folder`: where the files are now (repro.folder is where they go once verified); `reference`:
     where expected.npz comes from."""
     platform = next(iter(re.findall(PLATFORM, repro.verified[0].run.output, re.M)), None)
@@ -276,7 +276,7 @@ def render_issue_md(facts: IssueFacts, repro: Repro, record: dict, ops: list[str
         "latest": max((c for c in facts.row if c["label"] == facts.envdef.label), key=lambda c: version_key(c["version"]),
                       default=None),
         "container": image_ref(facts.envdef) if facts.envdef.backend == "docker" else None,
-        "title": title(facts, repro, record, trigger, ops), "expected": expected,
+        "title": title(facts, repro, record, triggers, ops), "expected": expected,
         "workaround": _workaround(facts), "nodes": nodes,
         "polygraphy": _tensorrt_settings(facts, folder)["polygraphy"] if facts.envdef.engine == "tensorrt" else None,
     }

@@ -85,14 +85,18 @@ class FaultPattern(Strict):
     def found_in(self, model: onnx.ModelProto, optimization: str) -> bool:
         if self.optimization is not None and self.optimization != optimization:
             return False
-        if self.opset and opset_of(model, self.domain) not in SpecifierSet(self.opset):
-            return False
+        return bool(self.nodes_in(model))
+
+    def nodes_in(self, model: onnx.ModelProto) -> list[onnx.NodeProto]:
+        """The model's nodes that hold the pattern (whatever the optimisation level)."""
+        if self.opset and str(opset_of(model, self.domain)) not in SpecifierSet(self.opset):  # a version string, not an int
+            return []
         nodes = [n for n in model.graph.node if n.op_type == self.op and (n.domain or "") == self.domain]
         if not nodes:
-            return False
+            return []
         producers = {out: n.op_type for n in model.graph.node for out in n.output}
         types = element_types(model) if self.dtype else {}
-        return any(self._node_matches(model, node, producers, types) for node in nodes)
+        return [node for node in nodes if self._node_matches(model, node, producers, types)]
 
     def _node_matches(self, model: onnx.ModelProto, node: onnx.NodeProto, producers: dict, types: dict) -> bool:
         for name, value in self.attributes.items():
