@@ -47,7 +47,7 @@ from .sources.known_issues import apply_known_issues, faults_found, known_status
 from .sources.onnx_suites import suite_label
 from .statuses import ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
-from .store.cache import digest_memo, faults_memo
+from .store.cache import digest_memo, faults_memo, speed_tests
 from .store.hashing import hash_files, hash_json, remembered, remembered_digest
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
@@ -422,4 +422,5 @@ class MatrixRun:
                 "left_out": self.plan.left_out, "models": self._model_files(),
                 **({"shard": self.plan.shard, "empty_shards": list(self.plan.empty_shards)} if self.plan.shard else {}),
                 "trtmatrix": trtmatrix_version()}
-        return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references), frame)
+        return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references), frame,
+                              speed_tests(self.cache))

@@ -274,10 +274,11 @@ def not_run_columns(frame: pd.DataFrame, envs: list[str]) -> list[tuple[str, str
 
 
 def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]] | None = None,
-                  against: dict[str, dict] | None = None) -> Report:
+                  against: dict[str, dict] | None = None, speed_tests: Path | None = None) -> Report:
     """`findings`: what investigations wrote into the run folder (store/findings.py), shown in
     the details of the cells they concern. `against`: a_vs_b of the default pair, shown in the
-    upgrade view when the reader looks at that pair."""
+    upgrade view when the reader looks at that pair. `speed_tests`: where the speed view's U tests
+    are remembered (timing.significance)."""
     groups = column_groups(frame)
     envs = [env for _, members in groups for env in members]
     shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
@@ -293,7 +294,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     config = run.get("config", "matrix.toml")
     cells, lines, rows, timing = [], [], [], []
     tested = tested_operators(frame)
-    timing_envs, timed = timing_view(frame)
+    timing_envs, timed = timing_view(frame, remembered=speed_tests)
     timings = {(row["row_id"], env): cell for row in timed for env, cell in zip(timing_envs, row["cells"]) if cell}
     column = {env: i for i, env in enumerate(envs)}
     plain = plain_details(frame)

@@ -66,6 +66,11 @@ def faults_memo(cache_dir: Path, model: Path, key: str) -> Path:
     return cache_dir / "faults" / f"{model.parent.name}.{model.name}.{key[:16]}.json"
 
 
+def speed_tests(cache_dir: Path) -> Path:
+    """Where the report's U tests of two cells' timed inferences are remembered, by their samples."""
+    return cache_dir / "speed-tests"
+
+
 def resolutions_folder(cache_dir: Path) -> Path:
     """Venv resolutions asked of the package index lately (environments/resolve.py)."""
     return cache_dir / "resolutions"
