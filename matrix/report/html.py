@@ -145,11 +145,11 @@ def layer_summary(network_layers) -> str | None:
     one entry per layer with its ONNX node, stays in the results files, out of the page."""
     if not isinstance(network_layers, str):
         return None
-    layers = json.loads(network_layers)
-    types = pd.Series([layer["type"] for layer in layers]).value_counts()
-    dtypes = pd.Series([d for layer in layers for d in layer["dtypes"]]).value_counts()
-    return (f"{len(layers)} layers: " + ", ".join(f"{t} ×{n}" for t, n in types.items())
-            + "; outputs: " + ", ".join(f"{t} ×{n}" for t, n in dtypes.items()))
+    layers = json.loads(network_layers)  # counted most first, ties in order of appearance (as value_counts)
+    types = Counter(layer["type"] for layer in layers).most_common()
+    dtypes = Counter(d for layer in layers for d in layer["dtypes"]).most_common()
+    return (f"{len(layers)} layers: " + ", ".join(f"{t} ×{n}" for t, n in types)
+            + "; outputs: " + ", ".join(f"{t} ×{n}" for t, n in dtypes))
 
 
 def case_plot(frame: pd.DataFrame, case: str, envs: list[str], column: str = "max_abs", per_env: str = "max",
