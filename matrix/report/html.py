@@ -110,7 +110,8 @@ def plain_details(frame: pd.DataFrame) -> dict[str, dict]:
             values[numbers == math.inf], values[numbers == -math.inf] = "inf", "-inf"
         else:
             values = column.astype(object).where(column.notna(), None).to_numpy(dtype=object)
-            values = [_plain(v) if isinstance(v, (float, np.generic)) else v for v in values]
+            if not pd.api.types.is_string_dtype(column.dtype):  # text or None already: nothing to make plain
+                values = [_plain(v) if isinstance(v, (float, np.generic)) else v for v in values]
         columns.append(values)
     return {cell: dict(zip(DETAIL_FIELDS, values)) for cell, values in zip(frame["cell_id"], zip(*columns))}
 
@@ -219,13 +220,13 @@ def _number(value):
     return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
-def cell_line(row_index: int, env_index: int, r: dict) -> list:
+def cell_line(row_index: int, env_index: int, r: dict, data: dict) -> list:
     """What the upgrade view needs of a cell, inline: [row, env, status (index in ORDER), max_abs,
     worst text where it is not max_abs's own (NaN×n, a missed reference NaN), drift text]; empty
-    trailing fields are left out."""
-    max_abs, worst = _number(r.get("max_abs")), worst_error(r, 3)
+    trailing fields are left out. `data`: the cell's details (cell_data), whose texts it reuses."""
+    max_abs, worst = _number(r.get("max_abs")), data["worst"]
     line = [row_index, env_index, STATUSES.index(r["status"]), max_abs,
-            None if isinstance(max_abs, float) and worst == f"{max_abs:.3e}" else worst, drift_text(r)]
+            None if isinstance(max_abs, float) and worst == f"{max_abs:.3e}" else worst, data["drift"]]
     while line[-1] is None:
         line.pop()
     return line
@@ -304,8 +305,9 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
             by_env[r["env"]] = {"status": r["status"], "text": key_number(r)}
             if timed_cell := timings.get((row_id, r["env"])):  # the speed table's, loaded when it is opened
                 timing.append([len(cells), timing_text(timed_cell), timed_cell["flag"]])
-            cells.append({**cell_data(r, config, plain[r["cell_id"]]), "findings": shown.get(r["cell_id"], {})})
-            lines.append(cell_line(len(rows), column[r["env"]], r))
+            data = cell_data(r, config, plain[r["cell_id"]])
+            cells.append({**data, "findings": shown.get(r["cell_id"], {})})
+            lines.append(cell_line(len(rows), column[r["env"]], r, data))
         first = group[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": params_of(first["params"]),
                      "operators": " ".join(tested.get(row_id, [])),

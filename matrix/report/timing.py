@@ -34,7 +34,7 @@ import pandas as pd
 
 from ..store import write_text_atomically
 from ..store.hashing import hash_json
-from .upgrade import env_versions, env_order
+from .upgrade import env_versions, env_order, records
 
 FIELDS = ["row_id", "case", "env", "build_s", "infer_ms", "infer_ms_runs"]
 P_THRESHOLD = 0.002  # asv's statistics.is_different
@@ -124,7 +124,7 @@ def timing_view(frame: pd.DataFrame, pair: tuple[str, str] | None = None, factor
     if pair:
         versions = {pair[0]: 0, pair[1]: 1}
     places = _places(frame)
-    cells = {(r["row_id"], r["env"]): r for r in frame[[c for c in FIELDS if c in frame]].to_dict("records")}
+    cells = {(r["row_id"], r["env"]): r for r in records(frame[[c for c in FIELDS if c in frame]])}
     rows = []
     for row_id in dict.fromkeys(frame["row_id"]):
         shown, timed = [], {}  # timed: {place: [(version, cell), ...] in version order}
