@@ -42,12 +42,13 @@ from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
 from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
+from .sources import fault_patterns, known_issues
 from .sources.known_issues import apply_known_issues, faults_found, known_status
 from .sources.onnx_suites import suite_label
 from .statuses import ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
-from .store.cache import digest_memo
-from .store.hashing import hash_files, hash_json, remembered_digest
+from .store.cache import digest_memo, faults_memo, speed_tests
+from .store.hashing import hash_files, hash_json, remembered, remembered_digest
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail
@@ -75,6 +76,12 @@ def utc_now() -> str:
 def _compare_code() -> str:
     """Part of a stored judgement's key: a change to how cells are compared re-judges them all."""
     return hash_files([Path(compare.__file__), Path(acceptance.__file__)])
+
+
+@cache
+def _fault_code() -> str:
+    """Part of a remembered finding's key: a change to how fault patterns are found looks again."""
+    return hash_files([Path(fault_patterns.__file__), Path(known_issues.__file__)])
 
 
 def env_skip_reason(envdef: EnvDef) -> str | None:
@@ -287,9 +294,13 @@ class MatrixRun:
             return None
         ran = model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile))
         key = (ran, profile.optimization, envdef.label)
-        if key not in self._faults:  # a model's patterns read once per run, not once per cell
-            model = onnx.load(str(ran), load_external_data=False)
-            self._faults[key] = json.dumps(faults_found(model, self.plan.known_issues, envdef.label, profile.optimization))
+        if key not in self._faults:  # a model's patterns read once per run, and kept across runs
+            patterns = [(i.id, i.fault.model_dump(mode="json")) for i in self.plan.known_issues
+                        if i.fault and i.engine == envdef.label]
+            memo = faults_memo(self.cache, ran, hash_json([patterns, *key[1:], _fault_code()]))
+            self._faults[key] = json.dumps(remembered(ran, memo, lambda: faults_found(
+                onnx.load(str(ran), load_external_data=False), self.plan.known_issues, envdef.label,
+                profile.optimization)))
         return self._faults[key]
 
     def _judge_early(self, event: dict) -> None:
@@ -411,4 +422,5 @@ class MatrixRun:
                 "left_out": self.plan.left_out, "models": self._model_files(),
                 **({"shard": self.plan.shard, "empty_shards": list(self.plan.empty_shards)} if self.plan.shard else {}),
                 "trtmatrix": trtmatrix_version()}
-        return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references), frame)
+        return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references), frame,
+                              speed_tests(self.cache))

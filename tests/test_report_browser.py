@@ -106,6 +106,21 @@ def test_the_matrix_renders_every_row_and_cell(page, report_run):
     assert (run_dir / "screenshot.png").stat().st_size > 10_000
 
 
+def test_the_matrix_shows_with_and_without_javascript(browser, report_run):
+    """issue 44, remaining point 3 (a 50,000-cell page laid its table out four or five times while its
+    rows were parsed: the matrix is hidden until the page's script starts): once the page has loaded
+    the matrix is in view, every row of it, and a reader without JavaScript sees it too."""
+    run_dir, frame = report_run
+    for javascript in (True, False):
+        context = browser.new_context(java_script_enabled=javascript, viewport={"width": 1300, "height": 800})
+        page = context.new_page()
+        page.goto((run_dir / REPORT).as_uri())
+        assert page.locator("#matrix-box").is_visible(), f"JavaScript {'on' if javascript else 'off'}"
+        assert visible_rows(page).count() == frame["row_id"].nunique() == 3
+        assert page.evaluate("document.documentElement.className") == ""
+        context.close()
+
+
 def test_a_status_filter_hides_rows_and_a_case_filter_keeps_one_case(page):
     for status in ("pass", "error", "unsupported", "skipped"):
         page.uncheck(f"input[name=status][value={status}]")

@@ -23,3 +23,18 @@ def test_coinciding_lines_in_a_plot_stay_visible():
     assert [s["points"] for s in series] == [series[0]["points"]] * 3  # the very same line three times
     widths = [s["width"] for s in series]
     assert widths == sorted(widths, reverse=True) and len(set(widths)) == 3  # each drawn under a thinner one
+
+
+def test_a_network_in_one_line_counts_most_first_ties_in_order_of_appearance():
+    """issue 44, remaining point 1 (the summary is made without a pandas Series per cell): the
+    TensorRT network line of a cell's details reads as it did."""
+    import json
+
+    from matrix.report.html import layer_summary
+
+    layers = [{"type": "SHUFFLE", "dtypes": ["FLOAT"]}, {"type": "CONSTANT", "dtypes": ["INT64"]},
+              {"type": "CONSTANT", "dtypes": ["FLOAT"]}, {"type": "CAST", "dtypes": ["FLOAT", "INT64"]},
+              {"type": "SHUFFLE", "dtypes": ["BOOL"]}, {"type": "MATRIX_MULTIPLY", "dtypes": ["FLOAT"]}]
+    assert layer_summary(json.dumps(layers)) == ("6 layers: SHUFFLE ×2, CONSTANT ×2, CAST ×1, MATRIX_MULTIPLY ×1; "
+                                                 "outputs: FLOAT ×4, INT64 ×2, BOOL ×1")
+    assert layer_summary(None) is None

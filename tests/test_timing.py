@@ -102,3 +102,55 @@ def test_timings_of_two_places_are_not_compared_even_when_asked(tmp_path):
     assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
         "error: ort-1.32 runs on onnxruntime, venv or host, CPU, ort-1.32-docker on onnxruntime, container, CPU: "
         "timings of different places are not compared")
+
+
+RENDER = """
+import json, sys
+from pathlib import Path
+from matrix.report.html import render_report
+from matrix.store import read_run
+from matrix.store.cache import speed_tests
+report = render_report(read_run(Path(sys.argv[1])), {"run_id": "speed"}, speed_tests=speed_tests(Path(sys.argv[2])))
+print(json.dumps({"timing": report.timing, "scipy": "scipy.stats" in sys.modules}))
+"""
+
+
+def test_a_u_test_is_remembered_by_its_samples_and_a_report_of_remembered_pairs_imports_no_scipy(tmp_path):
+    """issue 44, remaining point 1 (an unchanged re-run's report imported scipy.stats, 0.75 s, to
+    test again the same pairs of reused cells): a p-value is kept in the cache by the two samples.
+    The remembered answer is scipy's; it is what decides while kept (here marked: no flag); a
+    report in a fresh process whose pairs are all remembered does not import scipy.stats and flags
+    the same cells."""
+    from scipy.stats import mannwhitneyu
+
+    from matrix.store import to_frame, write_tables
+    from matrix.store.cache import speed_tests
+    from matrix.store.records import empty_record
+
+    slower, folder = [3 * t for t in BASE], speed_tests(tmp_path / "cache")
+    p = significance(cell(BASE), cell(slower), folder)
+    assert p == mannwhitneyu(BASE, slower, alternative="two-sided").pvalue < P_THRESHOLD
+    [memo] = folder.iterdir()
+    assert flag(cell(BASE), cell(slower), remembered=folder) == "slower"
+    memo.write_text("0.5")
+    assert significance(cell(BASE), cell(slower), folder) == 0.5 and flag(cell(BASE), cell(slower), remembered=folder) is None
+    memo.unlink()
+
+    frame = to_frame([empty_record(cell_id=f"r/fp32/{env}", row_id="r/fp32", case="r", params={}, profile="fp32",
+                                   env=env, engine="onnxruntime", env_version=version, engine_version=version,
+                                   status="pass", verdict="pass", infer_ms=statistics.median(times),
+                                   infer_ms_runs=json.dumps(times))
+                      for env, version, times in (("ort-1.17", "1.17.3", BASE), ("ort-1.20", "1.20.1", slower))])
+    run_dir = tmp_path / "runs" / "20260101T000000.000Z-0000"
+    run_dir.mkdir(parents=True)
+    write_tables(run_dir, frame)
+
+    def render() -> dict:
+        done = subprocess.run([sys.executable, "-c", RENDER, str(run_dir), str(tmp_path / "cache")], cwd=REPO,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    first, again = render(), render()
+    assert first["scipy"] and not again["scipy"]
+    assert '"slower"' in first["timing"] and again["timing"] == first["timing"]

@@ -5,10 +5,12 @@ files, each step in a fresh process where a run would be one."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
-from conftest import REPO
+from conftest import PROFILES, REPO, make_tiny_model, matrix_file, tiny_case
+from matrix.store import list_runs, read_run
 from matrix.store.hashing import hash_files, remembered_digest
 
 
@@ -64,3 +66,48 @@ def test_a_remembered_digest_holds_while_the_file_is_the_same_file(tmp_path):
     assert remembered_digest(model, memo) == "marked"  # the same file: not hashed again
     model.write_bytes(b"second model, longer" * 1000)
     assert remembered_digest(model, memo) == hash_files([model]) != first
+
+
+FAULT = """
+[[issue]]
+id = "{id}"
+title = "a pattern of the tiny model's {op}"
+fault = {{ op = "{op}" }}
+engine = "onnxruntime"
+versions = ">=1.0"
+expected = "fail"
+source = "this test"
+"""
+
+
+def test_fault_patterns_found_in_a_model_are_remembered_until_the_registry_or_the_file_changes(tmp_path, cache_dir):
+    """issue 44, point 2 (an unchanged re-run of the default matrix loaded every model a cell ran,
+    the BGE reranker's gigabyte ones included, to look for the registry's fault patterns: 5 of its
+    10 s): what was found is remembered with the model file's identity, for the registry's patterns.
+    Through `trtmatrix run`, every cell reused: a new pattern is looked for; the same file keeps the
+    remembered answer (here marked, an id no pattern has); a rewritten file is looked at again."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    model, inputs = make_tiny_model(tmp_path)
+    config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs), environments=("ort-1.32",),
+                         cases_dir=cases)
+
+    def faults() -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config)], cwd=REPO,
+                              capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"})
+        assert done.returncode == 0, done.stderr
+        [row] = read_run(list_runs(tmp_path / "reports")[-1]).to_dict("records")
+        return json.loads(row["faults"])
+
+    (cases / "known_issues.toml").write_text(FAULT.format(id="tanh-pattern", op="Tanh"))
+    assert faults() == ["tanh-pattern"]
+    (cases / "known_issues.toml").write_text(FAULT.format(id="add-pattern", op="Add"))
+    assert faults() == ["add-pattern"]  # another registry: looked for again, though the cell is reused
+    artifact = read_run(list_runs(tmp_path / "reports")[-1])["artifact"].iloc[0]
+    [memo] = [m for m in (cache_dir / "faults").glob(f"{artifact}.model.onnx.*.json")
+              if json.loads(m.read_text())["value"] == ["add-pattern"]]
+    memo.write_text(json.dumps({**json.loads(memo.read_text()), "value": ["marked"]}))
+    assert faults() == ["marked"]  # the same file: not loaded again
+    ran = cache_dir / "artifacts" / artifact / "model.onnx"
+    ran.write_bytes(ran.read_bytes())  # the same bytes, another file
+    assert faults() == ["add-pattern"]

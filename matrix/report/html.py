@@ -110,7 +110,8 @@ def plain_details(frame: pd.DataFrame) -> dict[str, dict]:
             values[numbers == math.inf], values[numbers == -math.inf] = "inf", "-inf"
         else:
             values = column.astype(object).where(column.notna(), None).to_numpy(dtype=object)
-            values = [_plain(v) if isinstance(v, (float, np.generic)) else v for v in values]
+            if not pd.api.types.is_string_dtype(column.dtype):  # text or None already: nothing to make plain
+                values = [_plain(v) if isinstance(v, (float, np.generic)) else v for v in values]
         columns.append(values)
     return {cell: dict(zip(DETAIL_FIELDS, values)) for cell, values in zip(frame["cell_id"], zip(*columns))}
 
@@ -140,16 +141,18 @@ def cell_data(row: dict, config: str, plain: dict) -> dict:
     return data
 
 
+@functools.lru_cache(maxsize=256)
 def layer_summary(network_layers) -> str | None:
     """A TensorRT network in one line (its layers by type, its tensors by type): the full list,
-    one entry per layer with its ONNX node, stays in the results files, out of the page."""
+    one entry per layer with its ONNX node, stays in the results files, out of the page. Each text
+    read once (the default matrix's 115 networks are 17 texts, 7.9 MB)."""
     if not isinstance(network_layers, str):
         return None
-    layers = json.loads(network_layers)
-    types = pd.Series([layer["type"] for layer in layers]).value_counts()
-    dtypes = pd.Series([d for layer in layers for d in layer["dtypes"]]).value_counts()
-    return (f"{len(layers)} layers: " + ", ".join(f"{t} ×{n}" for t, n in types.items())
-            + "; outputs: " + ", ".join(f"{t} ×{n}" for t, n in dtypes.items()))
+    layers = json.loads(network_layers)  # counted most first, ties in order of appearance (as value_counts)
+    types = Counter(layer["type"] for layer in layers).most_common()
+    dtypes = Counter(d for layer in layers for d in layer["dtypes"]).most_common()
+    return (f"{len(layers)} layers: " + ", ".join(f"{t} ×{n}" for t, n in types)
+            + "; outputs: " + ", ".join(f"{t} ×{n}" for t, n in dtypes))
 
 
 def case_plot(frame: pd.DataFrame, case: str, envs: list[str], column: str = "max_abs", per_env: str = "max",
@@ -219,13 +222,13 @@ def _number(value):
     return float(f"{value:.4g}") if isinstance(value, float) else value
 
 
-def cell_line(row_index: int, env_index: int, r: dict) -> list:
+def cell_line(row_index: int, env_index: int, r: dict, data: dict) -> list:
     """What the upgrade view needs of a cell, inline: [row, env, status (index in ORDER), max_abs,
     worst text where it is not max_abs's own (NaN×n, a missed reference NaN), drift text]; empty
-    trailing fields are left out."""
-    max_abs, worst = _number(r.get("max_abs")), worst_error(r, 3)
+    trailing fields are left out. `data`: the cell's details (cell_data), whose texts it reuses."""
+    max_abs, worst = _number(r.get("max_abs")), data["worst"]
     line = [row_index, env_index, STATUSES.index(r["status"]), max_abs,
-            None if isinstance(max_abs, float) and worst == f"{max_abs:.3e}" else worst, drift_text(r)]
+            None if isinstance(max_abs, float) and worst == f"{max_abs:.3e}" else worst, data["drift"]]
     while line[-1] is None:
         line.pop()
     return line
@@ -274,10 +277,11 @@ def not_run_columns(frame: pd.DataFrame, envs: list[str]) -> list[tuple[str, str
 
 
 def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]] | None = None,
-                  against: dict[str, dict] | None = None) -> Report:
+                  against: dict[str, dict] | None = None, speed_tests: Path | None = None) -> Report:
     """`findings`: what investigations wrote into the run folder (store/findings.py), shown in
     the details of the cells they concern. `against`: a_vs_b of the default pair, shown in the
-    upgrade view when the reader looks at that pair."""
+    upgrade view when the reader looks at that pair. `speed_tests`: where the speed view's U tests
+    are remembered (timing.significance)."""
     groups = column_groups(frame)
     envs = [env for _, members in groups for env in members]
     shown = findings_by_cell(findings or {}, frame.groupby("row_id")["cell_id"].apply(list).to_dict())
@@ -293,7 +297,7 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
     config = run.get("config", "matrix.toml")
     cells, lines, rows, timing = [], [], [], []
     tested = tested_operators(frame)
-    timing_envs, timed = timing_view(frame)
+    timing_envs, timed = timing_view(frame, remembered=speed_tests)
     timings = {(row["row_id"], env): cell for row in timed for env, cell in zip(timing_envs, row["cells"]) if cell}
     column = {env: i for i, env in enumerate(envs)}
     plain = plain_details(frame)
@@ -303,8 +307,9 @@ def render_report(frame: pd.DataFrame, run: dict, findings: dict[str, list[dict]
             by_env[r["env"]] = {"status": r["status"], "text": key_number(r)}
             if timed_cell := timings.get((row_id, r["env"])):  # the speed table's, loaded when it is opened
                 timing.append([len(cells), timing_text(timed_cell), timed_cell["flag"]])
-            cells.append({**cell_data(r, config, plain[r["cell_id"]]), "findings": shown.get(r["cell_id"], {})})
-            lines.append(cell_line(len(rows), column[r["env"]], r))
+            data = cell_data(r, config, plain[r["cell_id"]])
+            cells.append({**data, "findings": shown.get(r["cell_id"], {})})
+            lines.append(cell_line(len(rows), column[r["env"]], r, data))
         first = group[0]
         rows.append({"row_id": row_id, "case": first["case"], "params": params_of(first["params"]),
                      "operators": " ".join(tested.get(row_id, [])),

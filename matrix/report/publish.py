@@ -24,14 +24,15 @@ from .upgrade import default_pair, natural_key
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
 
-def write_report(run_dir: Path, frame: pd.DataFrame) -> None:
+def write_report(run_dir: Path, frame: pd.DataFrame, speed_tests: Path | None = None) -> None:
+    """`speed_tests`: as for html.render_report."""
     pair = default_pair(frame)
     try:
         against = a_vs_b(run_dir, frame, *pair) if pair else None
     except DamagedRun as exc:  # the report is written all the same, without B against A
         print(f"warning: {exc}; B against A is left out of the report", file=sys.stderr, flush=True)
         against = None
-    write_rendered(run_dir, render_report(frame, read_run_meta(run_dir), read_findings(run_dir), against))
+    write_rendered(run_dir, render_report(frame, read_run_meta(run_dir), read_findings(run_dir), against, speed_tests))
     write_text_atomically(run_dir / LOOK_AT, look_at_text(frame))
     write_summaries(run_dir, frame)
 
@@ -57,11 +58,12 @@ def write_rendered(folder: Path, report: Report) -> None:
     write_text_atomically(folder / REPORT, report.page)
 
 
-def publish_staged(staged: Path, frame: pd.DataFrame) -> Path:
+def publish_staged(staged: Path, frame: pd.DataFrame, speed_tests: Path | None = None) -> Path:
     """A staged `<run-id>.partial` folder given its report and its final name, then the index
-    and history of its reports folder; a failure (a full disk) leaves nothing half-written."""
+    and history of its reports folder; a failure (a full disk) leaves nothing half-written.
+    `speed_tests`: as for html.render_report."""
     try:
-        write_report(staged, frame)
+        write_report(staged, frame, speed_tests)
         run_dir = finish_run(staged)  # complete, report included, before it gets its final name
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)

@@ -17,9 +17,22 @@ def _first(cells: pd.DataFrame, column: str) -> str:
     return str(found.iloc[0]) if len(found) else ""
 
 
+def _concerned(frame: pd.DataFrame) -> pd.DataFrame:
+    """The cells of the cases that have something to say, found for the whole frame at once: case by
+    case, a run of 50,000 cells in 900 cases took 7 s (bench/report_bench.py)."""
+    said = frame["status"].isin(UNJUDGED)
+    if "error" in frame:
+        said |= frame["error"].fillna("").astype(str).str.startswith(EXPECTED_CAUSE)
+    cases = set(frame.loc[said, "case"])
+    if "reference" in frame:
+        firsts = frame.groupby("case", sort=False)["reference"].first()
+        cases |= {case for case, text in firsts.items() if pd.notna(text) and "no float64 evaluation for" in str(text)}
+    return frame[frame["case"].isin(cases)]
+
+
 def reference_lines(frame: pd.DataFrame) -> list[str]:
     lines = []
-    for case, cells in frame.groupby("case", sort=False):
+    for case, cells in _concerned(frame).groupby("case", sort=False):
         unjudged = cells[cells["status"].isin(UNJUDGED)]
         if len(unjudged):
             why = _first(unjudged, "error").removeprefix("reference disputed: ")

@@ -16,6 +16,9 @@ A latency change is flagged only where both hold (asv's rule for `asv compare`):
 - the medians differ by at least MIN_DIFF_MS: below that a cell's time is the call's own overhead and
   the scheduler's jitter (two definitions of one onnxruntime timed 0.006 and 0.016 ms for one Clip,
   every repeat apart, on this shared machine: CI's run of tests/test_timing.py).
+A test's p-value is a function of the two samples alone, remembered in the cache by them (a run
+passes the folder): an unchanged re-run tests the same pairs again, and importing scipy.stats for
+that costs more than the rest of its report (0.75 s).
 Build times are shown with their change and never flagged: each cell builds once, so there is no
 sample to test. A slower engine is a finding, never a failure: nothing here changes a cell's
 status or the exit status.
@@ -25,10 +28,13 @@ from __future__ import annotations
 
 import json
 import statistics
+from pathlib import Path
 
 import pandas as pd
 
-from .upgrade import env_versions, env_order
+from ..store import write_text_atomically
+from ..store.hashing import hash_json
+from .upgrade import env_versions, env_order, records
 
 FIELDS = ["row_id", "case", "env", "build_s", "infer_ms", "infer_ms_runs"]
 P_THRESHOLD = 0.002  # asv's statistics.is_different
@@ -41,17 +47,35 @@ def _times(runs) -> list[float]:
     return json.loads(runs) if isinstance(runs, str) else []
 
 
-def significance(before: dict, after: dict) -> float | None:
-    """The two-sided Mann-Whitney U p-value of the two cells' timed inferences; None with too few."""
-    from scipy.stats import mannwhitneyu
-
+def significance(before: dict, after: dict, remembered: Path | None = None) -> float | None:
+    """The two-sided Mann-Whitney U p-value of the two cells' timed inferences; None with too few.
+    `remembered`: the folder where p-values are kept by their samples (store.cache.speed_tests)."""
     a, b = _times(before.get("infer_ms_runs")), _times(after.get("infer_ms_runs"))
     if min(len(a), len(b)) < MIN_RUNS:
         return None
+    if remembered is None:
+        return _u_test(a, b)
+    memo = remembered / f"{hash_json([a, b])[:32]}.json"
+    try:
+        return float(json.loads(memo.read_text()))
+    except (OSError, ValueError, TypeError):  # not tested yet, or a damaged entry
+        pass
+    p = _u_test(a, b)
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomically(memo, json.dumps(p))
+    except OSError:  # a read-only cache: tested again next time
+        pass
+    return p
+
+
+def _u_test(a: list[float], b: list[float]) -> float:
+    from scipy.stats import mannwhitneyu  # only where a pair is tested: its import costs 0.75 s
+
     return float(mannwhitneyu(a, b, alternative="two-sided").pvalue)
 
 
-def flag(before: dict, after: dict, factor: float = FACTOR) -> str | None:
+def flag(before: dict, after: dict, factor: float = FACTOR, remembered: Path | None = None) -> str | None:
     """'slower' / 'faster' where the U test says the repeats differ and both the medians and the
     fastest inferences differ by more than `factor` the same way, by MIN_DIFF_MS at least, else None."""
     a, b = _times(before.get("infer_ms_runs")), _times(after.get("infer_ms_runs"))
@@ -60,7 +84,7 @@ def flag(before: dict, after: dict, factor: float = FACTOR) -> str | None:
     ratios = (statistics.median(b) / statistics.median(a), min(b) / min(a))
     if not (all(r > factor for r in ratios) or all(r < 1 / factor for r in ratios)):
         return None
-    p = significance(before, after)
+    p = significance(before, after, remembered)
     if p is None or p >= P_THRESHOLD:
         return None
     return "slower" if ratios[0] > 1 else "faster"
@@ -88,18 +112,19 @@ def place_names(frame: pd.DataFrame) -> dict[str, str]:
             for env, (engine, container, gpu) in _places(frame).items()}
 
 
-def timing_view(frame: pd.DataFrame, pair: tuple[str, str] | None = None,
-                factor: float = FACTOR) -> tuple[list[str], list[dict]]:
+def timing_view(frame: pd.DataFrame, pair: tuple[str, str] | None = None, factor: float = FACTOR,
+                remembered: Path | None = None) -> tuple[list[str], list[dict]]:
     """(environments in order, one dict per row: {"row_id", "case", "cells": [per environment:
     {"build_s", "infer_ms", "build_change", "infer_change", "flag"} or None]}). A change is against
     the nearest lower version that timed this row in the same place (_places); with `pair` (A, B),
-    B against A only, whatever their versions (two definitions of one version: a null check)."""
+    B against A only, whatever their versions (two definitions of one version: a null check);
+    `remembered`: as for significance."""
     envs = list(pair) if pair else env_order(frame)
     versions = {env: version for env, (_, version) in env_versions(frame).items()}
     if pair:
         versions = {pair[0]: 0, pair[1]: 1}
     places = _places(frame)
-    cells = {(r["row_id"], r["env"]): r for r in frame[[c for c in FIELDS if c in frame]].to_dict("records")}
+    cells = {(r["row_id"], r["env"]): r for r in records(frame[[c for c in FIELDS if c in frame]])}
     rows = []
     for row_id in dict.fromkeys(frame["row_id"]):
         shown, timed = [], {}  # timed: {place: [(version, cell), ...] in version order}
@@ -113,7 +138,7 @@ def timing_view(frame: pd.DataFrame, pair: tuple[str, str] | None = None,
             shown.append({"build_s": cell.get("build_s"), "infer_ms": cell.get("infer_ms"),
                           "build_change": _change(before["build_s"], cell["build_s"]) if before else None,
                           "infer_change": _change(before["infer_ms"], cell["infer_ms"]) if before else None,
-                          "flag": flag(before, cell, factor) if before else None})
+                          "flag": flag(before, cell, factor, remembered) if before else None})
             earlier.append((versions[env], cell))
         if any(shown):
             rows.append({"row_id": row_id, "case": cells[next((row_id, e) for e in envs if (row_id, e) in cells)]["case"],

@@ -97,22 +97,26 @@ def _json_records(frame: pd.DataFrame) -> list[dict]:
     return [{key: plain(value) for key, value in record.items()} for record in frame.to_dict("records")]
 
 
-def export(frame: pd.DataFrame, path, kind: str) -> None:
+def export(frame: pd.DataFrame, path, kind: str, records: list[dict] | None = None) -> None:
+    """`records`: _json_records(frame), where the caller has them already."""
+    if kind in ("jsonl", "json") and records is None:
+        records = _json_records(frame)
     if kind == "parquet":
         frame.to_parquet(path, index=False)
     elif kind == "jsonl":
-        _write_text(path, "".join(json.dumps(record) + "\n" for record in _json_records(frame)))
+        _write_text(path, "".join(json.dumps(record) + "\n" for record in records))
     elif kind == "csv":
         frame.to_csv(path, index=False)
     elif kind == "json":
-        _write_text(path, json.dumps(_json_records(frame), indent=1))
+        _write_text(path, json.dumps(records, indent=1))
     else:
         raise ValueError(f"unknown export format {kind!r}; one of {', '.join(EXPORTS)}")
 
 
 def write_tables(run_dir: Path, frame: pd.DataFrame) -> None:
+    records = _json_records(frame)  # the two JSON files hold the same records
     for kind, name in EXPORTS.items():
-        replace_atomically(run_dir / name, lambda tmp: export(frame, tmp, kind))
+        replace_atomically(run_dir / name, lambda tmp: export(frame, tmp, kind, records))
 
 
 def stage_run(reports_dir: Path, meta: dict, frame: pd.DataFrame, result_dirs: dict[str, Path],

@@ -60,6 +60,17 @@ def digest_memo(cache_dir: Path, artifacts: Path, name: str) -> Path:
     return cache_dir / "digests" / f"{artifacts.name}.{name}.json"
 
 
+def faults_memo(cache_dir: Path, model: Path, key: str) -> Path:
+    """Where the fault patterns found in an artifact's model (or FP16 copy) are remembered, for the
+    registry's patterns and settings `key` names: finding them loads the whole model."""
+    return cache_dir / "faults" / f"{model.parent.name}.{model.name}.{key[:16]}.json"
+
+
+def speed_tests(cache_dir: Path) -> Path:
+    """Where the report's U tests of two cells' timed inferences are remembered, by their samples."""
+    return cache_dir / "speed-tests"
+
+
 def resolutions_folder(cache_dir: Path) -> Path:
     """Venv resolutions asked of the package index lately (environments/resolve.py)."""
     return cache_dir / "resolutions"

@@ -7,7 +7,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 
 def hash_json(obj: Any) -> str:
@@ -25,23 +25,29 @@ def hash_files(paths: Iterable[Path], root: Path | None = None) -> str:
 
 
 def remembered_digest(path: Path, memo: Path) -> str:
-    """hash_files([path]), remembered in the file `memo` with the file's identity (device, inode,
-    size, modification time), so that a file rewritten or replaced is hashed again. A gigabyte
-    model costs a second to hash, at every run that asks (the BGE reranker's, twice a re-run)."""
+    """hash_files([path]), remembered (see remembered). A gigabyte model costs a second to hash, at
+    every run that asks (the BGE reranker's, twice a re-run)."""
+    return remembered(path, memo, lambda: hash_files([path]), "sha256")
+
+
+def remembered(path: Path, memo: Path, compute: Callable[[], Any], field: str = "value") -> Any:
+    """compute()'s JSON answer about the file at `path`, remembered in the file `memo` with the
+    file's identity (device, inode, size, modification time), so that a file rewritten or replaced
+    is asked again."""
     stat = path.stat()
     identity = [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns]
     try:
         kept = json.loads(memo.read_text())
         if kept["identity"] == identity:
-            return kept["sha256"]
+            return kept[field]
     except (OSError, ValueError, KeyError, TypeError):  # none yet, or of another shape
         pass
-    digest = hash_files([path])
+    answer = compute()
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         tmp = memo.with_name(f".{memo.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps({"identity": identity, "sha256": digest}))
+        tmp.write_text(json.dumps({"identity": identity, field: answer}))
         tmp.replace(memo)
-    except OSError:  # a read-only cache: hashed again next time
+    except OSError:  # a read-only cache: asked again next time
         pass
-    return digest
+    return answer

@@ -52,8 +52,15 @@ def table_problem(frame: pd.DataFrame, stored: list[str], wanted: list[str] | No
     for column, (kind, items) in JSON.items():
         if column not in frame:
             continue
+        checked: dict[str, str | None] = {}  # each text read once: a TensorRT network's is repeated, megabytes a run
         for cell, text in zip(cells, frame[column]):
             missing = text is None or (not isinstance(text, str) and pd.api.types.is_scalar(text) and pd.isna(text))
-            if not missing and (problem := _json_problem(text, kind, items)):
+            if missing:
+                continue
+            if isinstance(text, str):
+                problem = checked[text] if text in checked else checked.setdefault(text, _json_problem(text, kind, items))
+            else:
+                problem = _json_problem(text, kind, items)
+            if problem:
                 return f"column {column!r} of cell {cell!r}: {problem}"
     return None
