@@ -411,3 +411,33 @@ def test_a_constant_that_overflows_in_the_fp16_copy_is_blamed_on_the_conversion_
     assert result.returncode == 2 and "the FP16 conversion is at fault, not onnxruntime" in result.stderr
     assert "(constant c: 100000, beyond FP16's largest 65504)" in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
+
+
+def test_a_tolerance_finer_than_fp16_is_blamed_not_the_engine(tmp_path, cache_dir):
+    """A stranger set atol 1e-5 on an FP16 cell of a real model and repro wrote a "verified" MatMul
+    report, though onnxruntime's error was exactly the float64 answer's own rounding to FP16: the
+    tolerance is at fault, said in one line with both numbers, and nothing is written."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.normal(size=(16, 8)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["p"], name="project"),  # no FP16 kernel here: run in float32
+         helper.make_node("Transpose", ["p"], ["y"], perm=[1, 0], name="flip")], "g",  # an FP16 one: rounds
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    x = rng.normal(size=(4, 16)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x)
+    body = (f'[profiles.fp16]\nprecision = "fp16"\n[cases.project]\nonnx = "{tmp_path / "m.onnx"}"\n'
+            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp16"]\n'
+            '[cases.project.tolerances.fp16]\natol = 1e-5\nrtol = 0.0\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    # The exact answer of the FP16 copy rounded to FP16 is itself beyond atol 1e-5: no engine can pass.
+    w16 = numpy_helper.to_array(weight).astype(np.float16).astype(np.float64)
+    exact = (x.astype(np.float16).astype(np.float64) @ w16).T
+    assert np.abs(exact.astype(np.float16) - exact).max() > 1e-5
+    result = trtmatrix("repro", "project/fp16/ort-1.20", "-c", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "the tolerance is at fault, not onnxruntime: the FP16 copy it ran evaluated in float64 and rounded to FP16" \
+           in result.stderr
+    assert not list((tmp_path / "reports").rglob("ISSUE.md"))

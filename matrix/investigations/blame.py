@@ -5,7 +5,10 @@ An engine is blamed only for what it computed: its outputs against the float64 e
 exact model it ran (the FP16 copy for an FP16 onnxruntime cell, else the model). Where those
 agree, the failure is someone else's, and repro says whose in one line instead of writing a
 report: the FP16 conversion (the copy's float64 evaluation already differs from the original's),
-the user's expected file, or the reference trtmatrix made.
+the user's expected file, or the reference trtmatrix made. Nor is it blamed for a tolerance finer
+than its precision holds: where the exact answer rounded to the profile's precision fails too and
+the engine is within ROUNDING_SLACK of that rounding's own error, the tolerance is at fault (a
+stranger's atol 1e-5 on an FP16 cell got a "verified" MatMul report for onnxruntime's best FP16).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -25,12 +29,15 @@ from ..sources.fault_patterns import constants
 from ..worker.files import OUTPUTS, REPEATS
 
 FP16_MAX = float(np.finfo(np.float16).max)
+# What a profile's precision stores a value in (tf32 keeps float32's storage).
+STORED = {"fp32": np.float32, "tf32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}
+ROUNDING_SLACK = 2.0  # an engine this many times the exact answer's own rounding error is rounding, not a bug
 USERS_FILE = "your expected outputs ("  # how prepare names a reference the user gave (case.json)
 
 
 @dataclass
 class Blame:
-    party: str  # engine, conversion, expected or reference
+    party: str  # engine, tolerance, conversion, expected or reference
     line: str  # one line saying so, with the numbers
     ran_expected: dict[str, np.ndarray] | None = None  # the float64 evaluation of the model the engine ran
 
@@ -69,6 +76,13 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
     what = "the FP16 copy it ran" if ran_path.name != MODEL else "the model"
     product = f"{record['engine']} {record.get('engine_version') or envdef.version}"
     if engine_verdict == "fail":
+        rounded_verdict, rounding_gap = verdict([_rounded(ran64, profile.precision)], ran64)
+        if rounded_verdict == "fail" and engine_gap <= ROUNDING_SLACK * rounding_gap:
+            return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {what} evaluated in float64 "
+                                      f"and rounded to {profile.precision.upper()} is already {rounding_gap:.3g} off, "
+                                      f"beyond atol {atol:g} + rtol {rtol:g}; {product} is {engine_gap:.3g} off, "
+                                      f"what {profile.precision.upper()} can hold: loosen the tolerance "
+                                      "(docs/judging.md)")
         return Blame("engine", f"{product}'s outputs are {engine_gap:.3g} from {what} evaluated in float64", ran64)
     cleared = f"{product} computed {what} right (max_abs {engine_gap:.3g} from its float64 evaluation)"
     if ran_path.name != MODEL:
@@ -86,6 +100,13 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
                                  f"evaluated in float64 is {verdict([ran64], reference)[1]:.3g} from it; {cleared}")
     return Blame("reference", f"the reference is at fault, not {record['engine']}: the model evaluated in float64 "
                               f"is {verdict([ran64], reference)[1]:.3g} from it ({how}); {cleared}")
+
+
+def _rounded(values: dict[str, np.ndarray], precision: str) -> dict[str, np.ndarray]:
+    """The exact outputs as the profile's precision stores them: the best an engine can give."""
+    stored = STORED[precision]
+    return {name: value.astype(stored).astype(np.float64) if np.issubdtype(value.dtype, np.floating) else value
+            for name, value in values.items()}
 
 
 def _outputs(model: onnx.ModelProto, inputs: dict, names: list[str]) -> dict[str, np.ndarray] | None:
