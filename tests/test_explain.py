@@ -89,3 +89,28 @@ def test_float64_values_skip_a_node_without_a_float64_reference_and_what_depends
     assert set(found.missing) == {"gelu", "add"}
     assert "FastGelu" in found.missing["gelu"] and "'g'" in found.missing["add"]
     onnx.checker.check_model(model)
+
+
+def test_a_tensor_of_unknown_rank_is_observed_in_an_fp16_cell(tmp_path, cache_dir):
+    """A stranger's explain of a real FP16 cell (PaddleOCR's recogniser) ended, exit 2, in its own FP16
+    copy failing the checker ("Field 'shape' of 'type' is required but missing"): a Squeeze without
+    axes has no rank shape inference can tell, and an output needs a shape. Declared with its float64
+    value's rank, every tensor is observed."""
+    graph = helper.make_graph(
+        [helper.make_node("Squeeze", ["x"], ["s"], name="squeeze"), helper.make_node("Mul", ["s", "s"], ["m"], name="square"),
+         helper.make_node("Sqrt", ["m"], ["y"], name="root")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "C"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["K"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    assert not next(v for v in inferred.graph.value_info if v.name == "s").type.tensor_type.HasField("shape")
+    onnx.save(model, tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.random.default_rng(0).normal(size=(1, 64)).astype(np.float32) * 300)
+    body = (f'[profiles.fp16]\nprecision = "fp16"\n[cases.sq]\nonnx = "{tmp_path / "m.onnx"}"\n'
+            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp16"]\n[cases.sq.tolerances.fp16]\natol = 1e-6\nrtol = 0.0\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config)], cwd=REPO, capture_output=True)
+    result, found = explain(config, "sq/fp16/ort-1.20", "--json")
+    assert result.returncode == 0, result.stderr
+    layers = pd.read_parquet(list_runs(tmp_path / "reports")[-1] / "explain" / "sq__fp16__ort-1.20" / "layers.parquet")
+    assert list(layers["node"]) == ["squeeze", "square", "root"]

@@ -143,9 +143,17 @@ class Observer:
         target = self.folder / name
         target.mkdir(parents=True, exist_ok=True)
         files = {"onnx": target / "model.onnx", "inputs": self.inputs, "expected": target / "expected.npz"}
-        onnx.save(with_outputs(self.model, outputs), str(files["onnx"]))
+        onnx.save(with_outputs(self.model, [self._ranked(v) for v in outputs]), str(files["onnx"]))
         save_arrays(files["expected"], {v.name: self.reference[v.name] for v in outputs})
         return files
+
+    def _ranked(self, value: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
+        """An output whose rank shape inference could not tell, declared with its float64 value's rank
+        (dimensions unnamed): the checker, which the FP16 copy must pass, wants a shape on an output."""
+        if value.type.tensor_type.HasField("shape"):
+            return value
+        rank = np.ndim(self.reference[value.name])
+        return onnx.helper.make_tensor_value_info(value.name, value.type.tensor_type.elem_type, [None] * rank)
 
     def run(self, copies: dict[str, list[onnx.ValueInfoProto]]) -> dict[str, dict]:
         """{tensor: its metrics (compare.OutputMetrics as a dict)} over every copy run."""
