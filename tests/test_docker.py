@@ -378,3 +378,27 @@ def test_an_image_without_numpy_is_one_line_naming_the_image_not_a_traceback(doc
     assert re.fullmatch(r"nonumpy: No module named 'numpy' in its Python 3\.\d+\.\d+; the worker needs numpy and "
                         rf"onnxruntime in the image {re.escape(tag)}", cell["error"]), cell["error"]
     assert "ERR ×1 nonumpy: No module named 'numpy' in its Python" in done.stderr
+
+
+def test_a_cell_killed_by_the_out_of_memory_killer_says_so(docker_client, monkeypatch):
+    """A stranger's explain of a large detector in FP16 ended "killed by SIGKILL": the kernel's OOM
+    killer (17.4 GB of 23), which nothing said. A real OOM kill (a container of 48 MB allocating 200 MB)
+    between a cell's start and its death is said on the crash; a SIGKILL with no OOM kill is not."""
+    import signal
+
+    from matrix.worker import supervisor
+    from matrix.worker.oom import oom_kills, oom_note
+
+    assert oom_kills() is not None  # Linux 4.13+: the count is there to read
+    monkeypatch.setattr(supervisor, "OOM_KILLS_AT_START", oom_kills())  # the cell starts now
+    assert supervisor._ended(signal.SIGKILL, False, 10) == ("crash", "killed by SIGKILL")
+    ended = docker_client.containers.run("trtmatrix-test/python:3.11", ["python3", "-c", "x = bytearray(200 << 20)"],
+                                         mem_limit="48m", memswap_limit="48m", detach=True)
+    try:
+        assert ended.wait(timeout=60)["StatusCode"] == 137
+    finally:
+        ended.remove(force=True)
+    status, error = supervisor._ended(signal.SIGKILL, False, 10)
+    assert status == "crash" and error.startswith("killed by SIGKILL; the kernel's out-of-memory killer acted")
+    assert "most likely out of memory" in error and oom_note(oom_kills()) == ""
+    assert supervisor._ended(signal.SIGSEGV, False, 10) == ("crash", "killed by SIGSEGV")

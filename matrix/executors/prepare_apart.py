@@ -21,6 +21,7 @@ from pathlib import Path
 from ..prepare import artifact_dir, prepare, prepared
 from ..sources import CaseSpec, Params, case_specs
 from ..stops import run_apart
+from ..worker.oom import oom_kills, oom_note
 
 
 class PrepareFailed(Exception):
@@ -43,6 +44,7 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
         return {key: _here(spec, params, key, cache_dir) for params, key in rows}
     job = json.dumps({"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows],
                       "cache": str(cache_dir)})
+    oom_before = oom_kills()
     try:
         ended = run_apart(__name__, [job], timeout_s * len(rows))
     finally:  # a deadline, a stop, or the end: no half-made artifacts of the child stay
@@ -53,8 +55,9 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     if ended.returncode is None:
         why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): the case's build or export never returned"
     elif ended.returncode < 0:
-        why = f"the process preparing it was killed by {signal.Signals(-ended.returncode).name} (the case's build or " \
-              "export crashed)"
+        killed = signal.Signals(-ended.returncode)
+        why = (f"the process preparing it was killed by {killed.name} (the case's build or export crashed)"
+               + (oom_note(oom_before) if killed == signal.SIGKILL else ""))
     else:
         why = f"the process preparing it ended (exit {ended.returncode}) without a word"
     said = {}

@@ -43,6 +43,7 @@ import traceback
 from .cell import run_cell, write_json
 from .engines import fork_safe, load_engine, warm_worker
 from .files import CELL_SPEC, LOG, RESULT, WATCH_STDIN
+from .oom import oom_kills, oom_note
 
 START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell; "fork": a fork per cell where safe; "warm": a warm worker
 STARTED = "TRTMATRIX_CELL_STARTED"  # how this cell's process started: fork | spawn
@@ -54,6 +55,7 @@ _children = set()
 # The worker's own clock (epoch seconds), kept in every cell's result.json ("clock"), so that where a
 # GPU's time goes can be told from the worker's side: its start, imports, claims, cells (issue 43).
 CLOCK = {"supervisor_loaded": time.time()}
+OOM_KILLS_AT_START = oom_kills()  # a cell killed by SIGKILL says whether the OOM killer acted since
 
 
 def _signal_name(signum):
@@ -260,7 +262,9 @@ def _ended(status, timed_out, timeout_s):
     if timed_out:
         return "timeout", "not finished within {:g}s; killed".format(timeout_s)
     if os.WIFSIGNALED(status):
-        return "crash", "killed by {}".format(_signal_name(os.WTERMSIG(status)))
+        signum = os.WTERMSIG(status)
+        note = oom_note(OOM_KILLS_AT_START) if signum == signal.SIGKILL else ""
+        return "crash", "killed by {}{}".format(_signal_name(signum), note)
     return "error", "worker exited with status {} without a result".format(os.WEXITSTATUS(status))
 
 
