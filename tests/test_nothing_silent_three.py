@@ -62,6 +62,13 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:  # gone meanwhile
+        return ""
+
+
 def children(pid: int) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():
@@ -232,7 +239,10 @@ def test_a_stopped_supervisor_cannot_hang_the_run(tmp_path, write_matrix):
     model, inputs = make_tiny_model(tmp_path)
     config = write_matrix(PROFILES + HANG + tiny_case(model, inputs, ("hang",)), environments=(ENV,), timeout_s=2)
     run = start("run", "-c", str(config))
-    supervisor = wait_for(lambda: next((pid for pid in children(run.pid) if children(pid)), None))  # its cell started
+    # The supervisor once its cell started; not `uv pip sync` making the venv, which has children too
+    # (in a session whose first run of the environment is this one).
+    supervisor = wait_for(lambda: next((pid for pid in children(run.pid) if children(pid)
+                                        and "trtmatrix_worker" in command_line(pid)), None))
     os.kill(supervisor, signal.SIGSTOP)
     begun = time.monotonic()
     try:
