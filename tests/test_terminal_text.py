@@ -61,7 +61,7 @@ def test_a_log_never_goes_quiet_while_artifacts_are_prepared_and_a_re_run_that_r
         small({"event": "setup", "env": "ort-1.32"})
         small({"event": "ready", "env": "ort-1.32", "setup_s": 12.3, "to_run": 2, "reused": 1})
     assert capsys.readouterr().err.splitlines() == [
-        "prepare minilm batch=4", "prepared minilm batch=4 in 31.0 s", "ort-1.32: 2 cells to run, 1 reused (set up in 12.3 s)"]
+        "prepare minilm batch=4", "prepared minilm batch=4 in 31.0 s", "ort-1.32: 2 cells to run, 1 reused (environment and its models ready in 12.3 s)"]
 
 
 def test_a_log_says_which_artifact_it_still_waits_for(capsys, monkeypatch):

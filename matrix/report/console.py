@@ -136,7 +136,7 @@ class RunProgress:
         elif kind == "setup" and console.is_terminal:
             self._say(f"set up {event['env']}")
         elif kind == "ready" and event["to_run"]:
-            took = f" (set up in {event['setup_s']:.1f} s)" if event["setup_s"] >= 1 else ""
+            took = f" (environment and its models ready in {event['setup_s']:.1f} s)" if event["setup_s"] >= 1 else ""
             reused = f", {event['reused']} reused" if event["reused"] else ""
             self._say(f"{event['env']}: {event['to_run']} cells to run{reused}{took}")
         elif kind == "start" and console.is_terminal:
