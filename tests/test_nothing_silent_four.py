@@ -464,6 +464,19 @@ def test_a_cache_folder_that_is_a_file_is_refused_before_anything_runs(tmp_path)
         f"error: {config}: run.cache_dir: {cache / 'results' / ENV} is a file, not a folder"
 
 
+def test_a_cache_folder_from_the_environment_is_named_by_its_variable(tmp_path, monkeypatch):
+    """A stranger's $TRTMATRIX_CACHE_DIR pointing at a file was refused as "run.cache_dir", a setting
+    their matrix file did not have: the message names where the folder came from."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = matrix_file(tmp_path, tmp_path, PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    config.write_text("".join(line for line in config.read_text().splitlines(True) if not line.startswith("cache_dir")))
+    (tmp_path / "a-file").write_text("not a folder")
+    monkeypatch.setenv("TRTMATRIX_CACHE_DIR", str(tmp_path / "a-file"))
+    assert refused("run", "-c", str(config)) == (
+        f"error: the user's cache folder ($TRTMATRIX_CACHE_DIR; no run.cache_dir in {config}): "
+        f"{tmp_path / 'a-file'} is a file, not a folder")
+
+
 # --- unclear -------------------------------------------------------------------------------------------
 
 MULTI_LINE = '''

@@ -46,7 +46,11 @@ def test_a_suggestion_from_trusted_versions_keeps_the_wrong_one_red(tmp_path, ca
     trusted = before[before["env"].isin(TRUSTED) & (before["profile"] == "fp16")]
     assert entry["atol"] >= 2 * trusted["atol_needed"].max() and entry["rtol"] == 1e-3
 
-    assert cli("report", run_dir.name, "-c", str(config), "--tolerances", str(suggested)).returncode == 0
+    judged = cli("report", run_dir.name, "-c", str(config), "--tolerances", str(suggested))
+    assert judged.returncode == 0, judged.stderr
+    # How many verdicts the new tolerances turned is said (a stranger saw only the report's path).
+    turned = (before["status"] == "fail") & before["env"].isin(TRUSTED) & (before["profile"] == "fp16")
+    assert f"re-judged {len(before)} cells: " in judged.stderr and f"fail → pass {turned.sum()}" in judged.stderr
     # The run's verdicts are no longer its own: said in run.json and at the top of its report.
     rejudged = json.loads((run_dir / "run.json").read_text())["rejudged"]
     assert rejudged[-1]["tolerances"] == str(suggested) and rejudged[-1]["config"] == str(config)

@@ -124,21 +124,20 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     nor turn a regression's exit 1 into an exit 3 after it."""
     from ..report.publish import HISTORY, INDEX
     from ..store import RUNS, folder_problem
-    from ..store.cache import artifacts_folder, results_folder
+    from ..store.cache import artifacts_folder, results_folder, user_cache_origin
     from ..store.outputs import output_problem
 
     reports = the_plan.path("reports_dir")
     _check_output("--junit-xml", junit_xml)  # first: it creates no folder
-    for setting in ("reports_dir", "cache_dir"):
-        problem = folder_problem(the_plan.path(setting))
-        if problem and getattr(the_plan.config.run, setting) is None:  # not the file's: the user's cache
-            _fail(f"the user's cache folder (no run.cache_dir in {the_plan.config_path}): {problem}")
-        if problem:
-            _fail(f"{the_plan.config_path}: run.{setting}: {problem}")
+    # The cache is the file's run.cache_dir, else the user's (named by where it came from).
+    cache_said = (f"{the_plan.config_path}: run.cache_dir" if the_plan.config.run.cache_dir is not None else
+                  f"the user's cache folder ({user_cache_origin()}; no run.cache_dir in {the_plan.config_path})")
+    if problem := folder_problem(reports):
+        _fail(f"{the_plan.config_path}: run.reports_dir: {problem}")
     cache = the_plan.path("cache_dir")  # its own folders too: a file there would break every cell of one
-    for folder in (artifacts_folder(cache), *(results_folder(cache, env) for env in the_plan.envs)):
+    for folder in (cache, artifacts_folder(cache), *(results_folder(cache, env) for env in the_plan.envs)):
         if problem := folder_problem(folder):
-            _fail(f"{the_plan.config_path}: run.cache_dir: {problem}")
+            _fail(f"{cache_said}: {problem}")
     problem = folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)
     if problem:
         _fail(f"{the_plan.config_path}: run.reports_dir: {problem}")

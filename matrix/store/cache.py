@@ -41,6 +41,13 @@ def user_cache() -> Path:
     return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "trtmatrix"
 
 
+def user_cache_origin() -> str:
+    """Where user_cache() took its folder from, for a message about it."""
+    if os.environ.get(CACHE_VARIABLE):
+        return f"${CACHE_VARIABLE}"
+    return "$XDG_CACHE_HOME/trtmatrix" if os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")) else "~/.cache/trtmatrix"
+
+
 def cache_folder(root: Path, cache_dir: str | None) -> Path:
     """The matrix file's `[run] cache_dir` (relative to the file's folder), else the user's cache."""
     return (root / cache_dir).resolve() if cache_dir else user_cache()
