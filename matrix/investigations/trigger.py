@@ -55,26 +55,27 @@ def _attribute_text(attribute: onnx.AttributeProto) -> str:
     return f"{attribute.name}={_value(value)}"
 
 
-def _input_type(model: onnx.ModelProto, node: onnx.NodeProto) -> str | None:
-    """The element type the node computes in (its first input's), where it is not float32; a Cast's
-    is its producer's `to`, said already."""
-    dtype = element_types(model).get(node.input[0]) if node.input and node.input[0] else None
+def _input_type(types: dict[str, str], node: onnx.NodeProto) -> str | None:
+    """The element type the node computes in (its first input's, in `types`: element_types), where it
+    is not float32; a Cast's is its producer's `to`, said already."""
+    dtype = types.get(node.input[0]) if node.input and node.input[0] else None
     return None if node.op_type == "Cast" or dtype == "float32" else dtype
 
 
-def node_text(model: onnx.ModelProto, node: onnx.NodeProto, with_type: bool = True, defaults: bool = True) -> str:
-    """'Clip(min=-0.5, max not given) in float16'; `defaults`: also the attributes written with their
-    schema's default value (keepdims=1)."""
+def node_text(model: onnx.ModelProto, node: onnx.NodeProto, found: dict[str, np.ndarray], types: dict[str, str],
+              with_type: bool = True, defaults: bool = True) -> str:
+    """'Clip(min=-0.5, max not given) in float16'; `found`, `types`: the model's constants and element
+    types, read once for all its nodes; `defaults`: also the attributes written with their schema's
+    default value (keepdims=1)."""
     parts = [_attribute_text(a) for a in node.attribute if not _neutral(a)
              and (defaults or helper.get_attribute_value(a) != schema_default(model, node, a.name))]
-    found = constants(model)
     for index, name in enumerate(input_names(model, node)):
         given = node.input[index] if index < len(node.input) else ""
         if not given:
             parts.append(f"{name} not given")
         elif given in found and found[given].size <= LARGEST_SHOWN and index > 0:
             parts.append(f"{name}={_value(found[given])}")
-    dtype = _input_type(model, node) if with_type else None
+    dtype = _input_type(types, node) if with_type else None
     return node.op_type + (f"({', '.join(parts)})" if parts else "") + (f" in {dtype}" if dtype else "")
 
 
@@ -114,11 +115,13 @@ def trigger_texts(model: onnx.ModelProto, label: str | None, op_type: str | None
     if focus is None:
         return []
     chain = [model.graph.node[i] for i in needed_nodes(model, focus, depth)]
-    types = {_input_type(model, n) for n in chain if n.op_type != "Cast"}
-    once = types.pop() if len(chain) > 1 and len(types) == 1 else None  # one element type for all: said once
+    # Read once: a whole model's chain (no smaller subgraph failed) may be hundreds of nodes.
+    found, types = constants(model), element_types(model)
+    computes_in = {_input_type(types, n) for n in chain if n.op_type != "Cast"}
+    once = computes_in.pop() if len(chain) > 1 and len(computes_in) == 1 else None  # one type for all: said once
     said = []
     for defaults in (True, False):
-        text = " → ".join(node_text(model, n, once is None, defaults or n is chain[-1]) for n in chain)
+        text = " → ".join(node_text(model, n, found, types, once is None, defaults or n is chain[-1]) for n in chain)
         said.append(text + (f" in {once}" if once else ""))
-    said.append(node_text(model, model.graph.node[focus]))
+    said.append(node_text(model, model.graph.node[focus], found, types))
     return list(dict.fromkeys(said))
