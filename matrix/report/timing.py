@@ -79,9 +79,12 @@ def flag(before: dict, after: dict, factor: float = FACTOR, remembered: Path | N
     """'slower' / 'faster' where the U test says the repeats differ and both the medians and the
     fastest inferences differ by more than `factor` the same way, by MIN_DIFF_MS at least, else None."""
     a, b = _times(before.get("infer_ms_runs")), _times(after.get("infer_ms_runs"))
-    if not a or not b or min(a) <= 0 or abs(statistics.median(b) - statistics.median(a)) < MIN_DIFF_MS:
+    if not a or not b or min(a) <= 0:
         return None
-    ratios = (statistics.median(b) / statistics.median(a), min(b) / min(a))
+    medians = statistics.median(a), statistics.median(b)
+    if abs(medians[1] - medians[0]) < MIN_DIFF_MS:
+        return None
+    ratios = (medians[1] / medians[0], min(b) / min(a))
     if not (all(r > factor for r in ratios) or all(r < 1 / factor for r in ratios)):
         return None
     p = significance(before, after, remembered)

@@ -58,7 +58,9 @@ def table_problem(frame: pd.DataFrame, stored: list[str], wanted: list[str] | No
             if missing:
                 continue
             if isinstance(text, str):
-                problem = checked[text] if text in checked else checked.setdefault(text, _json_problem(text, kind, items))
+                if text not in checked:
+                    checked[text] = _json_problem(text, kind, items)
+                problem = checked[text]
             else:
                 problem = _json_problem(text, kind, items)
             if problem:
