@@ -40,11 +40,16 @@ def save(path, **arrays):
     return path
 
 
-def cells(config) -> dict:
+def run_said(config) -> tuple[dict, subprocess.CompletedProcess]:
+    """The run's cells by id, and the run's process (what it said)."""
     done = trtmatrix("run", "-c", str(config))
     assert done.returncode in (0, 1), done.stderr
     run = list_runs(config.parent / "reports")[-1]
-    return read_run(run).set_index("cell_id").to_dict("index")
+    return read_run(run).set_index("cell_id").to_dict("index"), done
+
+
+def cells(config) -> dict:
+    return run_said(config)[0]
 
 
 def test_one_bad_sentence_in_four_fails_a_per_sentence_cosine_and_is_named(tmp_path, write_matrix):
@@ -75,8 +80,11 @@ cosine = 0.999
 axis = 0
 axis_name = "sentence"
 """
-    found = cells(write_matrix(body, environments=(ENV,)))
+    found, said = run_said(write_matrix(body, environments=(ENV,)))
     assert found[f"emb/whole/{ENV}"]["status"] == "pass"
+    # The two profiles are alike: one cell runs and both are judged from its outputs (two workers
+    # writing one result folder at once once broke a cell's result.json).
+    assert f"{ENV}: 1 cells to run" in said.stdout + said.stderr
     each = found[f"emb/each/{ENV}"]
     assert each["status"] == "fail"
     assert each["worst_slice"].startswith("embedding, sentence 3 of 4: cosine 0.996")

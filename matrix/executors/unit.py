@@ -129,13 +129,18 @@ def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[
     facts = {**backend.facts(), "node": node}
     with lease(envdef.gpu) as gpu:  # after set-up: an image pull holds no GPU
         outcomes, jobs = _outcomes_and_jobs(unit, backend.fingerprint(), facts, gpu)
-        on_event({"event": "ready", "env": unit.name, "setup_s": time.perf_counter() - started, "to_run": len(jobs),
+        # Cells of one content (two profiles alike) share a result folder: the first runs, the others
+        # take its result; two running at once would write the same files.
+        runs: dict[Path, CellJob] = {}
+        for job, _ in jobs:
+            runs.setdefault(job.result_dir, job)
+        on_event({"event": "ready", "env": unit.name, "setup_s": time.perf_counter() - started, "to_run": len(runs),
                   "reused": sum(o.reused for o in outcomes)})
         if not jobs:
             return UnitResult(_said(unit, outcomes))
-        with (spare(gpu, len(jobs) - 1) if gpu is not None else no_spare(0, 0)) as more:
-            raws, log = _run_spread(backend, unit, [job for job, _ in jobs], [gpu, *more], on_event, node)
-    outcomes += [CellOutcome(job.cell.cell_id, {**raws[job.cell.cell_id], **facts}, key, job.result_dir)
+        with (spare(gpu, len(runs) - 1) if gpu is not None else no_spare(0, 0)) as more:
+            raws, log = _run_spread(backend, unit, list(runs.values()), [gpu, *more], on_event, node)
+    outcomes += [CellOutcome(job.cell.cell_id, {**raws[runs[job.result_dir].cell.cell_id], **facts}, key, job.result_dir)
                  for job, key in jobs]
     return UnitResult(_said(unit, outcomes), log=log.read_text(errors="replace") if log.is_file() else None)
 

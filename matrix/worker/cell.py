@@ -24,7 +24,7 @@ def log(message):
 
 
 def write_json(path, data):
-    tmp = path + ".tmp"
+    tmp = "{}.{}.tmp".format(path, os.getpid())  # a file of its own: two writers never mix their halves
     with open(tmp, "w") as fh:
         json.dump(data, fh, indent=1)
     os.replace(tmp, path)
