@@ -6,9 +6,10 @@ exact model it ran (the FP16 copy for an FP16 onnxruntime cell, else the model).
 agree, the failure is someone else's, and repro says whose in one line instead of writing a
 report: the FP16 conversion (the copy's float64 evaluation already differs from the original's),
 the user's expected file, or the reference trtmatrix made. Nor is it blamed for a tolerance finer
-than its precision holds: where the exact answer rounded to the profile's precision fails too and
-the engine is within ROUNDING_SLACK of that rounding's own error, the tolerance is at fault (a
-stranger's atol 1e-5 on an FP16 cell got a "verified" MatMul report for onnxruntime's best FP16).
+than its precision holds: where the exact answer with each value stored as the model declares it
+(FP16 throughout an FP16 copy) fails too and the engine is within ROUNDING_SLACK of that rounding's
+own error, the tolerance is at fault (a stranger's atol 1e-5 on an FP16 cell got a "verified"
+MatMul report for onnxruntime's best FP16). repro asks again of its smallest failing subgraph.
 """
 
 from __future__ import annotations
@@ -75,24 +76,40 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
     engine_verdict, engine_gap = verdict([first, *later.values()], ran64)
     what = "the FP16 copy it ran" if ran_path.name != MODEL else "the model"
     product = f"{record['engine']} {record.get('engine_version') or envdef.version}"
+
+    def rounding_blame(model: onnx.ModelProto, exact: dict, gap: float, who: str, which: str) -> Blame | None:
+        """The tolerance at fault where `model` evaluated exactly but stored as its types and the
+        profile's precision hold each value fails it too, and `who` (`gap` off) is within a factor
+        ROUNDING_SLACK of that rounding's own error (an FP16 intermediate a Softmax then
+        sharpens is rounding, though the outputs' own rounding is far smaller)."""
+        held = _outputs(model, inputs, names, stored=True)
+        if held is None:
+            return None
+        rounded_verdict, rounding_gap = verdict([_rounded(held, profile.precision)], exact)
+        # Far further off than the engine, it breaks where the engine kept float32 (a sum that
+        # overflows FP16): it says nothing of the engine's rounding then.
+        if rounded_verdict != "fail" or not rounding_gap / ROUNDING_SLACK <= gap <= ROUNDING_SLACK * rounding_gap:
+            return None
+        kept = profile.precision.upper()
+        return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {which} evaluated in float64 "
+                                  f"with each value stored in {kept} is already {rounding_gap:.3g} off, beyond atol "
+                                  f"{atol:g} + rtol {rtol:g}; {who} is {gap:.3g} off, what {kept} can hold: loosen the "
+                                  "tolerance (docs/judging.md)")
+
     if engine_verdict == "fail":
-        rounded_verdict, rounding_gap = verdict([_rounded(ran64, profile.precision)], ran64)
-        if rounded_verdict == "fail" and engine_gap <= ROUNDING_SLACK * rounding_gap:
-            return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {what} evaluated in float64 "
-                                      f"and rounded to {profile.precision.upper()} is already {rounding_gap:.3g} off, "
-                                      f"beyond atol {atol:g} + rtol {rtol:g}; {product} is {engine_gap:.3g} off, "
-                                      f"what {profile.precision.upper()} can hold: loosen the tolerance "
-                                      "(docs/judging.md)")
-        return Blame("engine", f"{product}'s outputs are {engine_gap:.3g} from {what} evaluated in float64", ran64)
+        return rounding_blame(ran, ran64, engine_gap, product, what) or \
+            Blame("engine", f"{product}'s outputs are {engine_gap:.3g} from {what} evaluated in float64", ran64)
     cleared = f"{product} computed {what} right (max_abs {engine_gap:.3g} from its float64 evaluation)"
     if ran_path.name != MODEL:
         original64 = _outputs(original, inputs, names)
         if original64 is not None:
             converted, gap = verdict([ran64], original64)
             if converted == "fail":
-                return Blame("conversion", f"the FP16 conversion is at fault, not {record['engine']}: the FP16 copy "
-                                           f"evaluated in float64 is {gap:.3g} from the original model evaluated in "
-                                           f"float64{_out_of_fp16_range(original)}; {cleared}")
+                beyond = _out_of_fp16_range(original)  # a constant FP16 cannot hold: the conversion's doing
+                computing = f"{product}, computing the copy right,"
+                return (None if beyond else rounding_blame(ran, original64, gap, computing, "the FP16 copy")) or Blame(
+                    "conversion", f"the FP16 conversion is at fault, not {record['engine']}: the FP16 copy evaluated in "
+                                  f"float64 is {gap:.3g} from the original model evaluated in float64{beyond}; {cleared}")
     how = str(case_meta(artifacts).get("reference", "the reference"))
     if how.startswith(USERS_FILE):
         given = how[len(USERS_FILE):].split(")", 1)[0]
@@ -109,8 +126,9 @@ def _rounded(values: dict[str, np.ndarray], precision: str) -> dict[str, np.ndar
             for name, value in values.items()}
 
 
-def _outputs(model: onnx.ModelProto, inputs: dict, names: list[str]) -> dict[str, np.ndarray] | None:
-    values = float64_values(model, inputs).values
+def _outputs(model: onnx.ModelProto, inputs: dict, names: list[str], stored: bool = False
+             ) -> dict[str, np.ndarray] | None:
+    values = float64_values(model, inputs, keep=False, stored=stored).values
     return {name: values[name] for name in names} if all(name in values for name in names) else None
 
 

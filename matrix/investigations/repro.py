@@ -39,7 +39,7 @@ from ..reference.float64_graph import float64_values
 from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import PROGRAM, PROGRAM_META, save_arrays
-from .blame import whose_fault
+from .blame import Blame, whose_fault
 from .explain import ExplainError, explain_cell
 from .issue_text import node_count
 from .reduce import Reducer, Subgraph, constant_tensors, smallest_failing
@@ -289,7 +289,10 @@ def _onnx_model(plan: Plan, cell_id: str, own: dict, on_event) -> Model:
     if found is None:
         return whole_model(f"no subgraph from {start} back to the model's inputs fails on its own (the failure "
                            "needs what comes after it, such as a fusion across the cut)", first, None)
-    subgraph, record, ran = found
+    subgraph, record, ran, blame = found
+    if not blame.engine:  # the whole outputs may hide it: a Softmax after it multiplies its rounding
+        raise NotTheEngine(f"{cell_id}: at {start}, in the smallest subgraph that fails on its own ({subgraph.nodes} "
+                           f"node{'s' * (subgraph.nodes != 1)}), {blame.line}; no upstream report written")
     if subgraph.nodes >= count:
         why = ("the model is that one node" if count == 1 else f"the smallest failing subgraph around {start} is all "
                f"of it: {first['op_type']} alone gives the right numbers, so what feeds it takes part (a fusion)")
@@ -312,15 +315,15 @@ def op_counts(model: onnx.ModelProto) -> list[str]:
 
 
 def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts, on_event
-                               ) -> tuple[Subgraph, dict, onnx.ModelProto] | None:
+                               ) -> tuple[Subgraph, dict, onnx.ModelProto, Blame] | None:
     """Each batch of depths runs as ONNX-file trials of the cell, in one environment job; the
-    smallest failing one comes back with the model the engine ran (its FP16 copy where it runs one),
-    and the trials' files are removed from the cache."""
+    smallest failing one comes back with the model the engine ran (its FP16 copy where it runs one)
+    and whose fault its failure is, and the trials' files are removed from the cache."""
     cell = plan.cell(cell_id)
     cache = plan.path("cache_dir")
     work = cache / "investigations" / "repro" / f"{cell.artifact_key[:16]}-{cell.profile}-{cell.env}"
     trials_files = TrialFiles(cache, work)
-    judged: dict[int, tuple[Subgraph, dict, Cell]] = {}
+    judged: dict[int, tuple[Subgraph, dict, Cell, Plan]] = {}
 
     def fails(indices: list[int]) -> list[bool]:
         models, made = {}, {}
@@ -336,7 +339,7 @@ def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts,
         trials = plan_of_trials(plan, cell_id, models=models)
         frame = trials_files.judge(trials, on_event)
         for index, trial, (_, record) in zip(indices, trials.cells, frame.iterrows()):
-            judged[index] = (made[index], record.to_dict(), trial)
+            judged[index] = (made[index], record.to_dict(), trial, trials)
         return [judged[index][1]["verdict"] == "fail" for index in indices]
 
     profile, envdef = plan.profile(cell.profile), plan.envs[cell.env]
@@ -345,10 +348,11 @@ def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts,
             index = smallest_failing(len(cuts), fails)
             if index is None:
                 return None
-            subgraph, record, trial = judged[index]
+            subgraph, record, trial, trials = judged[index]
+            blame = whose_fault(trials, trial.cell_id, record, trials_files.result_dirs[trial.cell_id])
             ran = model_for_profile(artifact_dir(cache, trial.case, trial.artifact_key), profile,
                                     envdef.runs_fp16_copy(profile))
-            return subgraph, record, onnx.load(str(ran))
+            return subgraph, record, onnx.load(str(ran)), blame
         finally:
             trials_files.remove()
 

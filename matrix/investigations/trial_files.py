@@ -22,6 +22,7 @@ class TrialFiles:
     cache: Path
     folder: Path  # where the investigation writes its trial models
     made: set[Path] = field(default_factory=set)
+    result_dirs: dict[str, Path] = field(default_factory=dict)  # each trial cell's outputs, until removed
 
     def judge(self, trials: Plan, on_event: Callable[[dict], None]) -> pd.DataFrame:
         """Run trials of other models (ONNX-file cases of their own) and remember what they leave."""
@@ -29,9 +30,11 @@ class TrialFiles:
         frame = run.judge()
         self.made |= {artifact_dir(self.cache, cell.case, cell.artifact_key) for cell in trials.cells}
         self.made |= set(run.result_dirs.values())
+        self.result_dirs.update(run.result_dirs)
         return frame
 
     def remove(self) -> None:
         for path in [self.folder, *self.made]:
             shutil.rmtree(path, ignore_errors=True)
         self.made.clear()
+        self.result_dirs.clear()

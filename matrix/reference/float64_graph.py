@@ -156,10 +156,22 @@ class Float64Values:
     missing: dict[str, str] = field(default_factory=dict)
 
 
-def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True
+def storage_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
+    """The narrower float each tensor is declared in (FP16 in an FP16 copy, float32 in a float32
+    model): what an engine keeps the tensor in between nodes."""
+    typed = onnx.shape_inference.infer_shapes(model)
+    declared = [*typed.graph.input, *typed.graph.value_info, *typed.graph.output]
+    return {v.name: helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type) for v in declared
+            if v.type.tensor_type.elem_type in FLOAT_TYPES - {TensorProto.DOUBLE}}
+
+
+def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True, stored: bool = False
                   ) -> Iterator[tuple[int, onnx.NodeProto, dict[str, np.ndarray], dict[str, np.ndarray] | str]]:
     """(order, node, its float64 inputs, its float64 outputs or why it has none), node by node.
-    keep=False frees each value after its last use (a forecast over a large model)."""
+    keep=False frees each value after its last use (a forecast over a large model). stored=True:
+    each output rounded to the type the model declares for it (storage_types), the exact answer
+    as the model's own types hold it between nodes."""
+    types = storage_types(model) if stored else {}
     values = {name: as_float64(array) for name, array in inputs.items()}
     values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer})
     reads = [node_inputs(node) for node in model.graph.node]
@@ -176,6 +188,8 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 given = {**given, source: given[source].astype(helper.tensor_dtype_to_np_dtype(string_sources[source]))}
             try:
                 produced = evaluate_node(float64_node(node), given, model)
+                produced = {k: v.astype(types[k]).astype(np.float64) if k in types and v.dtype == np.float64 else v
+                            for k, v in produced.items()}
             except Exception as exc:  # noqa: BLE001 - any failure: this node has no float64 reference
                 yield order, node, given, f"no float64 reference for {node.op_type}: {type(exc).__name__}: {exc}"[:300]
             else:
@@ -187,17 +201,18 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
 
 
 def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True,
-                   each: Callable[[int, onnx.NodeProto, dict, dict | str], None] | None = None) -> Float64Values:
+                   each: Callable[[int, onnx.NodeProto, dict, dict | str], None] | None = None,
+                   stored: bool = False) -> Float64Values:
     """Every value (keep=False: the graph's outputs only, intermediates freed after their last use),
     and which nodes have none. `each` sees every node's inputs and outputs as they are made (the
-    FP16 forecast reads the same pass)."""
+    FP16 forecast reads the same pass); `stored`: see float64_nodes."""
     outputs = {o.name for o in model.graph.output}
     wanted = None if keep else outputs
     # A graph input or a weight that is also an output (no node makes it) is its own value.
     result = Float64Values({name: as_float64(array) for name, array in inputs.items() if keep or name in wanted})
     result.values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer
                           if t.name in outputs and t.name not in inputs})
-    for order, node, given, outputs in float64_nodes(model, inputs, keep=keep):
+    for order, node, given, outputs in float64_nodes(model, inputs, keep=keep, stored=stored):
         if each is not None:
             each(order, node, given, outputs)
         if isinstance(outputs, str):
