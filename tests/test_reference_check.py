@@ -156,10 +156,17 @@ def test_a_case_no_reference_can_be_made_for_says_so_and_does_not_exit_0(tmp_pat
     and `expected`; its cells `no_reference`; exit 1."""
     model(tmp_path / "custom.onnx", [h.make_node("Frobnicate", ["x"], ["y"], domain="example.ops", name="frob")],
           [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])], domains=["example.ops"])
-    done, cells = run(write_matrix, case(tmp_path, "custom", None, {"x": np.ones(3, np.float32)}))
-    assert cells["custom"]["status"] == "no_reference"
+    # Issue 41's second sweep: a random draw "agreed with onnxruntime at every node" and failed.
+    model(tmp_path / "draw.onnx", [h.make_node("RandomUniformLike", ["x"], ["noise"], name="rnd"),
+                                   h.make_node("Add", ["x", "noise"], ["y"], name="add")],
+          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])])
+    done, cells = run(write_matrix, case(tmp_path, "custom", None, {"x": np.ones(3, np.float32)})
+                      + case(tmp_path, "draw", None, {"x": np.ones(4, np.float32)}))
+    assert cells["custom"]["status"] == "no_reference" and cells["draw"]["status"] == "no_reference"
     line = next(line for line in done.stderr.splitlines() if "case custom not judged" in line)
     assert "no reference" in line and "example.ops Frobnicate (node frob)" in line and "`expected`" in line
+    line = next(line for line in done.stderr.splitlines() if "case draw not judged" in line)
+    assert "node rnd (RandomUniformLike) draws random numbers" in line
     assert done.returncode == 1
 
 

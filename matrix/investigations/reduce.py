@@ -21,9 +21,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-# Ops whose output is not a function of their inputs: never folded into a constant.
-NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-                    "Bernoulli"}
+from ..reference.float64_graph import RANDOM_OPS
+
 BATCH = 6  # depths judged at once: one environment job runs them all
 
 
@@ -43,7 +42,7 @@ def constant_tensors(model: onnx.ModelProto) -> set[str]:
     """Initializers and every tensor computed from constants alone (Constant nodes included)."""
     constant = {t.name for t in model.graph.initializer}
     for node in model.graph.node:
-        if node.op_type not in NONDETERMINISTIC and all(not name or name in constant for name in node.input):
+        if node.op_type not in RANDOM_OPS and all(not name or name in constant for name in node.input):
             constant.update(name for name in node.output if name)
     return constant
 

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from .agreement import end_to_end_bound, first_parting
-from .float64_graph import Float64Values, float64_values, node_label
+from .float64_graph import RANDOM_OPS, Float64Values, float64_values, node_label
 from .referee import referee_label, referee_values
 
 AGREED, REFEREE, EXPECTED, DISPUTED = "agreed", "referee", "expected", "disputed"
@@ -72,6 +72,12 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
                    float64: Float64Values | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
     checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
+    drawn = next((node_label(node, order) + f" ({node.op_type})" for order, node in enumerate(model.graph.node)
+                  if node.op_type in RANDOM_OPS), None)
+    if drawn:
+        raise NoReference(f"no reference can be made: node {drawn} draws random numbers, which no two evaluations "
+                          "share (an engine's own draw differs from any reference's); judge what follows it in a "
+                          "model of its own, or give `expected` outputs made by the same engine and seed")
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:
         theirs = referee_values(model, inputs)

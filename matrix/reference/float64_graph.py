@@ -22,6 +22,8 @@ from onnx.reference import ReferenceEvaluator
 from .ops import REPLACEMENTS
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
+# Ops whose output is a random draw, not a function of their inputs: no two evaluations share it.
+RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 # Attributes that name an output element type (Cast's `to`, RandomNormal's `dtype`, ...).
 TYPE_ATTRIBUTES = {"to", "dtype"}
 
