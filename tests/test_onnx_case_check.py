@@ -1,6 +1,7 @@
 """A bad file of an ONNX-file case stops `trtmatrix plan` with one line naming that file (exit 2),
 instead of becoming an `error` cell in every environment at run time."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,13 +74,30 @@ def test_inputs_file_that_is_no_npz(write_matrix, tiny_model, tmp_path):
     model, _ = tiny_model
     inputs = tmp_path / "inputs.npz"
     inputs.write_text("x = 1\n")
-    assert_one_line_naming(plan(matrix(write_matrix, model, inputs)), inputs, "not a readable .npz file")
+    refused = plan(matrix(write_matrix, model, inputs))
+    # issue 41's second sweep: numpy's last guess (pickle) was the message, inviting an unsafe load
+    assert_one_line_naming(refused, inputs, "not an .npz file", "no zip")
+    assert "pickle" not in refused.stderr
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda path: path.symlink_to(path.name), "a symbolic link to nothing (or a loop of links)"),
+    (lambda path: os.mkfifo(path), "not a regular file (a pipe, a device or a socket)"),
+], ids=["symlink-loop", "fifo"])
+def test_an_inputs_path_that_is_no_file_says_what_it_is(write_matrix, tiny_model, tmp_path, make, words):
+    """Issue 41's second sweep: a loop of links was "trtmatrix failed" (exit 3, a traceback file), a
+    pipe "file not found"."""
+    inputs = tmp_path / "in.npz"
+    make(inputs)
+    config = matrix(write_matrix, tiny_model[0], inputs)
+    assert_one_line_naming(plan(config), config, f"cases.tiny.inputs: {words}: {inputs}")
 
 
 @pytest.mark.parametrize("arrays, words", [
     ({"logits": np.zeros((4, 8))}, ["y: missing", "['logits']"]),
     ({"y": np.zeros((8, 4))}, ["y: shape [8, 4]", "[4, 8]"]),
-], ids=["wrong-name", "wrong-shape"])
+    ({"y": np.full((4, 8), "1")}, ["y: dtype <U1", "float32"]),  # issue 41's second sweep: judged as max_abs 1
+], ids=["wrong-name", "wrong-shape", "text-for-numbers"])
 def test_bad_expected_outputs(write_matrix, tiny_model, tmp_path, arrays, words):
     expected = tmp_path / "expected.npz"
     np.savez(expected, **arrays)

@@ -49,7 +49,7 @@ class CaseSpec:
         if not isinstance(entry.inputs, tuple):
             return None
         expected = entry.expected or (None,) * len(entry.inputs)
-        return {input_set_name(inputs): {k: (self.root / v).resolve() for k, v in
+        return {input_set_name(inputs): {k: _resolved(self.root / v) for k, v in
                                          (("inputs", inputs), ("expected", given)) if v}
                 for inputs, given in zip(entry.inputs, expected)}
 
@@ -57,9 +57,9 @@ class CaseSpec:
         """The model and, for the row of `params`, its inputs and expected outputs (if given)."""
         chosen = dict(params).get(INPUT_SET)
         if chosen is not None:
-            return {"onnx": (self.root / self.entry.onnx).resolve(), **self.input_sets[chosen]}
+            return {"onnx": _resolved(self.root / self.entry.onnx), **self.input_sets[chosen]}
         named = {"onnx": self.entry.onnx, "inputs": self.entry.inputs, "expected": self.entry.expected}
-        return {k: (self.root / v).resolve() for k, v in named.items() if v}
+        return {k: _resolved(self.root / v) for k, v in named.items() if v}
 
     def all_onnx_paths(self) -> list[dict[str, Path]]:
         return [self.onnx_paths(params) for params in self.param_grid()]
@@ -95,8 +95,7 @@ def case_specs(config: MatrixConfig, config_path: Path, engines: set[str],
             for paths in spec.all_onnx_paths():
                 for key, path in paths.items():
                     if not path.is_file():
-                        raise ConfigError(config_path, f"cases.{name}.{key}",
-                                          f"{'a folder, not a file' if path.is_dir() else 'file not found'}: {path}")
+                        raise ConfigError(config_path, f"cases.{name}.{key}", f"{_not_a_file(path)}: {path}")
             check_onnx_case(spec.all_onnx_paths(), entry.mask)
         elif name in found:
             spec = CaseSpec(name, entry, root, found[name])
@@ -171,3 +170,22 @@ def check_known_issue_params(issues: tuple[KnownIssue, ...], specs: dict[str, Ca
                 raise ConfigError(registry, f"issue.{i}.params.{name}",
                                   f"{value!r} is {value_kind(value)}; case {issue.case!r} has {name} = "
                                   f"{list(dict.fromkeys(axes[name]))} ({' or '.join(sorted(kinds))}): it could never match")
+
+
+def _resolved(path: Path) -> Path:
+    """Symbolic links followed; a loop of them stays as written (said where the file is checked)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        return path.absolute()
+
+
+def _not_a_file(path: Path) -> str:
+    """Why a case's file cannot be read, in the words of what it is."""
+    if path.is_dir():
+        return "a folder, not a file"
+    if path.is_symlink() and not path.exists():
+        return "a symbolic link to nothing (or a loop of links)"
+    if path.exists():
+        return "not a regular file (a pipe, a device or a socket)"
+    return "file not found"
