@@ -214,9 +214,15 @@ def test_a_profile_whose_precision_nothing_ran_is_not_its_pass(tmp_path, write_m
           [("x", T.FLOAT, [2, 8])], [("y", T.FLOAT, [2, 8])], [nh.from_array(np.array([1], np.int64), "axes")])
     body = case(tmp_path, "double", None, {"x": np.linspace(-1, 1, 4)}, profiles=("fp16",))
     body += case(tmp_path, "norm", None, {"x": np.linspace(1, 2, 16, dtype=np.float32).reshape(2, 8)}, profiles=("fp16",))
+    # Issue 41's second sweep: a model of no node (its output is its input) was an `error`, the
+    # converter's casts making a cycle; a skipped cell showed a measured "skip 0.00e+00".
+    model(tmp_path / "through.onnx", [], [("x", T.FLOAT, [4])], [("x", T.FLOAT, [4])])
+    body += case(tmp_path, "through", None, {"x": np.linspace(1, 2, 4, dtype=np.float32)}, profiles=("fp16",))
     done, cells = run(write_matrix, body)
-    assert cells["double"]["status"] == "skipped"
-    assert cells["double"]["error"].startswith("the FP16 copy holds no FP16 value")
+    for name in ("double", "through"):
+        assert cells[name]["status"] == "skipped"
+        assert cells[name]["error"].startswith("the FP16 copy holds no FP16 value"), cells[name]["error"]
+    assert "skip" in done.stderr and "skip 0" not in done.stderr
     assert "ReduceSum 1" in cells["norm"]["precision_ran"], cells["norm"]["precision_ran"]
 
 

@@ -33,6 +33,8 @@ def _fp16_model(model: onnx.ModelProto, keep_fp32: list[str]) -> onnx.ModelProto
     from onnxruntime.transformers.float16 import DEFAULT_OP_BLOCK_LIST, convert_float_to_float16
     from onnxruntime.transformers.onnx_model import OnnxModel
 
+    if not model.graph.node:  # outputs that are inputs: nothing to convert (the converter's casts made a cycle)
+        return model
     fp16 = OnnxModel(convert_float_to_float16(model, keep_io_types=True, op_block_list=DEFAULT_OP_BLOCK_LIST,
                                               node_block_list=keep_fp32))
     fp16.enable_shape_infer = False  # the converter's ONNX shape inference has already typed every value
@@ -94,4 +96,5 @@ def write_fp16_variant(model: onnx.ModelProto, keep_fp32: list[str], path: Path)
 
 
 def _first_line(exc: BaseException) -> str:
-    return next((line.strip() for line in str(exc).splitlines() if line.strip()), "")[:400]
+    """The message on one line: the checker's names the node on its second."""
+    return " ".join(str(exc).split())[:400]

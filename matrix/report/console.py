@@ -18,7 +18,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..statuses import BY_CAUSE, CHANGES, ONE_BY_ONE, REGRESSED, TERMINAL as SHORT, gained_and_lost
+from ..statuses import BY_CAUSE, CHANGES, JUDGED, ONE_BY_ONE, REGRESSED, TERMINAL as SHORT, gained_and_lost
 from .causes import cause, left_out_kind, not_run_reason
 from .timing import P_THRESHOLD, timing_text
 from .error_text import drift_text, needed_text, one_line, rule_text, with_marks, worst_error
@@ -162,7 +162,7 @@ TABLE_DIGITS = 2
 
 def status_text(row: pd.Series) -> tuple[str, str]:
     word, style = SHORT.get(row["status"], (row["status"], ""))
-    worst = worst_error(row, precision=TABLE_DIGITS)
+    worst = worst_error(row, precision=TABLE_DIGITS) if row["status"] in JUDGED else None  # a skip measured nothing
     if worst:
         word = f"{word} {worst}"
     return with_marks(word, row), style

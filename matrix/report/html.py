@@ -28,7 +28,7 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
-from ..statuses import BAD, CHANGES, GOOD, NOT_COMPARABLE, ORDER, REGRESSED
+from ..statuses import BAD, CHANGES, GOOD, JUDGED, NOT_COMPARABLE, ORDER, REGRESSED
 from .findings_view import findings_by_cell, forecasts, model_checks
 from .operator_counts import operator_counts, tested_operators
 from .log_axis import error_axis
@@ -77,7 +77,8 @@ def key_number(row: pd.Series) -> str:
     """What a cell shows besides its colour: the worst error when there are numbers (NaN/Inf
     counts first), ↯ when repeated inferences differed, ⚖ when an acceptance rule judged it, ⚠
     when requested FP32 layers did not (verifiably) run in FP32. A `built` cell: its build time."""
-    text = worst_error(row) or {"skipped": "skip"}.get(row["status"], row["status"])
+    judged = worst_error(row) if row["status"] in JUDGED else None  # a skipped FP16 copy measured no FP16
+    text = judged or {"skipped": "skip"}.get(row["status"], row["status"])
     if text == row.get("nonfinite_found"):  # '-inf expected, -3.4e+38 (float32 lowest) found ×84': the details say it all
         text = text.split(" expected")[0] + " missed"
     if row["status"] == "built" and pd.notna(row.get("build_s")):

@@ -32,8 +32,8 @@ def not_converted(facts: dict | None, precision: str) -> str | None:
     float32 are the FP16 copy as deployed: said by precision_text, not refused."""
     if not facts or facts.get("reduced_values", 1):
         return None
-    return (f"the {precision.upper()} copy holds no {precision.upper()} value (the converter turns float32 only; "
-            f"this model has none): this profile's precision was not tested")
+    return (f"the {precision.upper()} copy holds no {precision.upper()} value (the converter turns the float32 values "
+            f"nodes compute or hold; this model has none): this profile's precision was not tested")
 
 
 def precision_text(ran: dict | None, forecast: dict | None) -> str | None:
