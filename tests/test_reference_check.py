@@ -184,6 +184,16 @@ def test_the_check_names_the_node_where_the_evaluations_part(tmp_path, monkeypat
     assert "shape [2, 1] against [2, 5, 1]" in found.check["text"]
 
 
+def test_a_float32_overflow_is_the_referees_rounding_not_a_dispute(tmp_path):
+    """Issue 41's second sweep: x * 2 at x = 3e38 is 6e38 in float64 and +inf in float32 (beyond its
+    largest, 3.4e38): the reference was "disputed" and the user told to give expected outputs."""
+    proto = model(tmp_path / "twice.onnx", [h.make_node("Mul", ["x", "two"], ["y"], name="mul")], [("x", T.FLOAT, [2])],
+                  [("y", T.FLOAT, [2])], [nh.from_array(np.float32(2), "two")])
+    found = onnx_reference(proto, {"x": np.float32([3e38, -3e38])}, ["y"])
+    assert found.check["verdict"] == "agreed", found.check["text"]
+    assert np.allclose(found.arrays["y"], [6e38, -6e38])  # float64's right answer stays the reference
+
+
 def test_no_reference_is_an_error_of_its_own():
     proto = h.make_model(h.make_graph([h.make_node("Frobnicate", ["x"], ["y"], domain="example.ops")], "g",
                                       [h.make_tensor_value_info("x", T.FLOAT, [1])],
