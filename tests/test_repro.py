@@ -480,3 +480,27 @@ def test_a_tolerance_finer_than_fp16_is_blamed_where_the_outputs_own_rounding_hi
     assert "the tolerance is at fault, not onnxruntime: the FP16 copy it ran evaluated in float64 with each value " \
            "stored in FP16 is already" in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
+
+
+def test_float32_cancellation_is_blamed_on_the_precision_not_reported(tmp_path, cache_dir):
+    """Issue 41's second sweep: y = (x + 1e8) - 1e8 in float32 is 0 in every engine (x + 1e8 rounds
+    to 1e8), x in float64. repro reduced it to a Sub "that should give 1.5" and wrote a verified
+    report; the model evaluated with each value stored in float32 is as far off as the engine."""
+    big = numpy_helper.from_array(np.float32([1e8]), "big")
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "big"], ["t"], name="addbig"),
+         helper.make_node("Sub", ["t", "big"], ["y"], name="subbig")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [big])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.float32([1.5, 2.25, -3.75, 0.1]))
+    body = (f'[profiles.fp32]\nprecision = "fp32"\n[cases.cancel]\nonnx = "{tmp_path / "m.onnx"}"\n'
+            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    assert np.float32(1e8) + np.float32(1.5) - np.float32(1e8) == 0  # what any float32 engine gives
+    result = trtmatrix("repro", "cancel/fp32/ort-1.20", "-c", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "the tolerance is at fault, not onnxruntime: the model evaluated in float64 with each value stored in " \
+           "FP32 is already 3.75 off" in result.stderr
+    assert not list((tmp_path / "reports").rglob("ISSUE.md"))
