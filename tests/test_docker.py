@@ -350,23 +350,25 @@ def test_containers_whose_run_is_gone_or_stopped_are_removed_and_no_others(docke
                 pass
 
 
+@pytest.mark.parametrize("lacking", ["numpy", "onnxruntime"])
 def test_an_image_without_numpy_is_one_line_naming_the_image_not_a_traceback(docker_client, write_matrix, tmp_path,
-                                                                             tiny_model):
-    """Issue 41, tracebacks: an image without numpy gave a Python traceback as the cell's error. The
-    image is the shipped ort-1.32-docker one with numpy removed (built here, nothing pulled)."""
+                                                                             tiny_model, lacking):
+    """Issue 41, tracebacks: an image without numpy gave a Python traceback as the cell's error, one
+    without its engine's package a ModuleNotFoundError on every cell. The image is the shipped
+    ort-1.32-docker one with the package removed (built here, nothing pulled)."""
     from matrix.environments.images import ensure_image
     from test_bad_values import TRTMATRIX
 
     base = ensure_image(docker_client, load_envdef(REPO / "images" / "ort-1.32-docker.toml"))
-    tag = f"trtmatrix-test/no-numpy:{os.getpid()}"
+    tag = f"trtmatrix-test/no-{lacking}:{os.getpid()}"
     (tmp_path / "Dockerfile").write_text(
-        f"FROM {base.id}\nRUN python3 -c 'import numpy, os, shutil; shutil.rmtree(os.path.dirname(numpy.__file__))'\n")
+        f"FROM {base.id}\nRUN python3 -c 'import {lacking}, os, shutil; shutil.rmtree(os.path.dirname({lacking}.__file__))'\n")
     docker_client.images.build(path=str(tmp_path), tag=tag, rm=True)
     images = tmp_path / "images"
     images.mkdir()
-    (images / "nonumpy.toml").write_text(f'engine = "onnxruntime"\nversion = "1.32.0"\nbackend = "docker"\nimage = "{tag}"\n')
+    (images / "lacking.toml").write_text(f'engine = "onnxruntime"\nversion = "1.32.0"\nbackend = "docker"\nimage = "{tag}"\n')
     model, inputs = tiny_model
-    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("nonumpy",), images_dir=images)
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("lacking",), images_dir=images)
     try:
         done = subprocess.run([TRTMATRIX, "run", "-c", str(config)], capture_output=True, text=True, timeout=300,
                               env={**os.environ, "COLUMNS": "250"})
@@ -375,9 +377,9 @@ def test_an_image_without_numpy_is_one_line_naming_the_image_not_a_traceback(doc
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     cell = read_run(Path(done.stdout.strip().splitlines()[-1])).iloc[0]
     assert cell["status"] == "error"
-    assert re.fullmatch(r"nonumpy: No module named 'numpy' in its Python 3\.\d+\.\d+; the worker needs numpy and "
+    assert re.fullmatch(rf"lacking: No module named '{lacking}' in its Python 3\.\d+\.\d+; the worker needs numpy and "
                         rf"onnxruntime in the image {re.escape(tag)}", cell["error"]), cell["error"]
-    assert "ERR ×1 nonumpy: No module named 'numpy' in its Python" in done.stderr
+    assert f"ERR ×1 lacking: No module named '{lacking}' in its Python" in done.stderr
 
 
 def test_a_cell_killed_by_the_out_of_memory_killer_says_so(docker_client, monkeypatch):

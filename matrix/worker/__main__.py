@@ -1,20 +1,8 @@
 """`python -m trtmatrix_worker probe | run JOB.json | cell CELL.json`."""
 
-import json
-import platform
 import sys
 
-# The exit status of a supervisor that cannot start in this environment (an image without numpy):
-# it says why in one event line, {"event": "unfit", "error": ...}, and runs no cell.
-UNFIT = 3
-
-
-def _unfit(exc):
-    """One line for the host instead of a traceback: what this interpreter lacks."""
-    error = str(exc) if isinstance(exc, ModuleNotFoundError) else "{}: {}".format(type(exc).__name__, exc)
-    print(json.dumps({"event": "unfit", "error": error, "python": platform.python_version(),
-                      "executable": sys.executable}), flush=True)
-    return UNFIT
+from .unfit import unfit
 
 
 def main(argv):
@@ -30,7 +18,7 @@ def main(argv):
         try:
             from .supervisor import run_job  # numpy, through the cell's module
         except ImportError as exc:
-            return _unfit(exc)
+            return unfit(exc)
         return run_job(arg)
     from .cell import run_cell
     return run_cell(arg)

@@ -44,6 +44,7 @@ from .cell import run_cell, write_json
 from .engines import fork_safe, load_engine, warm_worker
 from .files import CELL_SPEC, LOG, RESULT, WATCH_STDIN
 from .oom import oom_kills, oom_note
+from .unfit import unfit
 
 START = "TRTMATRIX_CELL_START"  # "spawn": a new interpreter per cell; "fork": a fork per cell where safe; "warm": a warm worker
 STARTED = "TRTMATRIX_CELL_STARTED"  # how this cell's process started: fork | spawn
@@ -331,6 +332,20 @@ def _warm_numpy():
     numpy.median(numpy.load(buffer)["x"])
 
 
+def _missing_engine(engines):
+    """Each engine imported before the cells fork; an engine whose package this interpreter lacks
+    altogether (an image without onnxruntime) is returned: the environment's fault, said once. Any
+    other import failure is each cell's own error."""
+    for engine in engines:
+        try:
+            load_engine(engine)
+        except ModuleNotFoundError as exc:
+            return exc
+        except Exception:  # noqa: BLE001 - reported by each cell
+            pass
+    return None
+
+
 def run_job(job_path):
     with open(job_path) as fh:
         job = json.load(fh)
@@ -347,18 +362,17 @@ def run_job(job_path):
         warm = start == "warm" or (start is None and warm_worker(engines))
         if fork or warm:
             _warm_numpy()
-        for engine in engines if fork else ():  # not where forking is unsafe: a warm worker imports it itself
-            try:
-                load_engine(engine)
-            except Exception:  # noqa: BLE001 - each cell then reports the import failure as its own error
-                pass
+        missing = _missing_engine(engines) if fork else None  # not where forking is unsafe: a warm worker imports it
         CLOCK["engine_imported"] = time.time()
-        cells = _taken(job["cells"], job.get("shared", False))
-        if warm:
-            run_warm(cells)
+        if missing is not None:
+            code = unfit(missing)
         else:
-            run_cells(cells, fork, max(1, job.get("cell_jobs", 1)))
-        code = 0
+            cells = _taken(job["cells"], job.get("shared", False))
+            if warm:
+                run_warm(cells)
+            else:
+                run_cells(cells, fork, max(1, job.get("cell_jobs", 1)))
+            code = 0
     except SystemExit as exc:  # SIGTERM / SIGHUP: the cells are already killed
         code = exc.code
     if watching:  # the watcher still blocks reading stdin: an interpreter shutdown around it aborts
