@@ -226,6 +226,22 @@ def test_ctrl_c_stops_a_run_started_as_a_background_job(tmp_path, tiny_model):
     assert eventually(lambda: workers_of(cache)) == []
 
 
+def test_ctrl_c_while_trtmatrix_imports_is_not_lost(tmp_path, tiny_model):
+    """Issue 41: a kill -INT to a background `trtmatrix run &` (SIGINT inherited ignored) in its
+    first third of a second, while it imports, was lost: the run went on into its hanging cell.
+    Here the signal comes once the command's module is imported, before its entry point runs."""
+    config = matrix_file(tmp_path, tmp_path / "cache", BODY + tiny_case(*tiny_model, ("hang",)),
+                         environments=("ort-1.32",), timeout_s=600)
+    script = ("import os, signal, sys\n"
+              "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a shell's background job inherits it\n"
+              "import matrix.cli\n"
+              "os.kill(os.getpid(), signal.SIGINT)\n"
+              f"sys.argv = ['trtmatrix', 'run', '-c', {str(config)!r}]\n"
+              "matrix.cli.main()\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 128 + signal.SIGINT and "stopped by SIGINT" in run.stderr, run.stderr
+
+
 def test_ci_prints_the_slowest_tests():
     """A CI run that fails on a loaded machine shows where its time went."""
     pytest_line = next(line for line in (REPO / ".ci" / "run").read_text().splitlines() if "-m pytest" in line)

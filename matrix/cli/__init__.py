@@ -4,14 +4,22 @@ the entry point: how a command ends (its exit status, a stop signal, trtmatrix's
 
 from __future__ import annotations
 
-from ..bytecode import keep_own_bytecode
+import signal
+
+# A stop that comes while the imports below run (a third of a second) is kept, and acted on as
+# soon as main() can: a run started with `cmd &` from a script inherits SIGINT ignored, and a
+# kill -INT in that window was lost.
+_EARLY_STOPS: list[int] = []
+for _signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_signum, lambda signum, _frame: _EARLY_STOPS.append(signum))
+
+from ..bytecode import keep_own_bytecode  # noqa: E402
 
 keep_own_bytecode()  # before the imports below: a host without bytecode compiles them at every start
 
 import atexit  # noqa: E402
 import errno
 import os
-import signal
 import sys
 import tempfile
 import traceback
@@ -78,8 +86,11 @@ def main() -> None:
     debug = "--debug" in sys.argv[1:]
     if debug:
         sys.argv.remove("--debug")
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # as early as can be: stops end cleanly
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # stops end cleanly from here on
         signal.signal(signum, _raise_stopped)
+    if _EARLY_STOPS:
+        stop_requested(_EARLY_STOPS[0])
+        _stop(Stopped(_EARLY_STOPS[0]))
     adopt_orphans()
     try:
         _leave(_command(debug))
