@@ -504,3 +504,25 @@ def test_float32_cancellation_is_blamed_on_the_precision_not_reported(tmp_path, 
     assert "the tolerance is at fault, not onnxruntime: the model evaluated in float64 with each value stored in " \
            "FP32 is already 3.75 off" in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
+
+
+def test_a_model_that_overflows_float32_is_said_so_not_a_tolerance_to_loosen(tmp_path, cache_dir):
+    """Issue 41's second sweep: x * 1e30 * 1e30 is +inf in float32; repro said "loosen the
+    tolerance" (no tolerance passes inf) and printed numpy's RuntimeWarning with its source line."""
+    scale = numpy_helper.from_array(np.float32([1e30]), "scale")
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "scale"], ["t"], name="once"),
+         helper.make_node("Mul", ["t", "scale"], ["y"], name="twice")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], [scale])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.float32([1, 2, 3]))
+    body = (f'[profiles.fp32]\nprecision = "fp32"\n[cases.big]\nonnx = "{tmp_path / "m.onnx"}"\n'
+            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    result = trtmatrix("repro", "big/fp32/ort-1.20", "-c", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "the model's values do not fit FP32, not onnxruntime's fault" in result.stderr
+    assert "loosen" not in result.stderr and "RuntimeWarning" not in result.stderr
+    assert not list((tmp_path / "reports").rglob("ISSUE.md"))

@@ -38,7 +38,7 @@ USERS_FILE = "your expected outputs ("  # how prepare names a reference the user
 
 @dataclass
 class Blame:
-    party: str  # engine, tolerance, conversion, expected or reference
+    party: str  # engine, tolerance, precision, conversion, expected or reference
     line: str  # one line saying so, with the numbers
     ran_expected: dict[str, np.ndarray] | None = None  # the float64 evaluation of the model the engine ran
 
@@ -91,6 +91,10 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
         if rounded_verdict != "fail" or not rounding_gap / ROUNDING_SLACK <= gap <= ROUNDING_SLACK * rounding_gap:
             return None
         kept = profile.precision.upper()
+        if rounding_gap == np.inf:  # no tolerance passes ±inf: the values do not fit the precision
+            return Blame("precision", f"the model's values do not fit {kept}, not {record['engine']}'s fault: "
+                                      f"{which} evaluated in float64 with each value stored in {kept} overflows to "
+                                      f"±inf where float64 holds finite values, and {who} is as far off")
         return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {which} evaluated in float64 "
                                   f"with each value stored in {kept} is already {rounding_gap:.3g} off, beyond atol "
                                   f"{atol:g} + rtol {rtol:g}; {who} is {gap:.3g} off, what {kept} can hold: loosen the "
@@ -122,8 +126,9 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
 def _rounded(values: dict[str, np.ndarray], precision: str) -> dict[str, np.ndarray]:
     """The exact outputs as the profile's precision stores them: the best an engine can give."""
     stored = STORED[precision]
-    return {name: value.astype(stored).astype(np.float64) if np.issubdtype(value.dtype, np.floating) else value
-            for name, value in values.items()}
+    with np.errstate(over="ignore"):  # a value beyond the precision's range is its ±inf: said by the caller
+        return {name: value.astype(stored).astype(np.float64) if np.issubdtype(value.dtype, np.floating) else value
+                for name, value in values.items()}
 
 
 def _outputs(model: onnx.ModelProto, inputs: dict, names: list[str], stored: bool = False

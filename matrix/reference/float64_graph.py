@@ -190,8 +190,9 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 given = {**given, source: given[source].astype(helper.tensor_dtype_to_np_dtype(string_sources[source]))}
             try:
                 produced = evaluate_node(float64_node(node), given, model)
-                produced = {k: v.astype(types[k]).astype(np.float64) if k in types and v.dtype == np.float64 else v
-                            for k, v in produced.items()}
+                with np.errstate(over="ignore"):  # stored: beyond the type's range is its ±inf
+                    produced = {k: v.astype(types[k]).astype(np.float64) if k in types and v.dtype == np.float64
+                                else v for k, v in produced.items()}
             except Exception as exc:  # noqa: BLE001 - any failure: this node has no float64 reference
                 yield order, node, given, f"no float64 reference for {node.op_type}: {type(exc).__name__}: {exc}"[:300]
             else:
