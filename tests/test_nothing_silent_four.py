@@ -266,6 +266,24 @@ def test_a_damaged_venv_is_made_again_and_said_never_an_engine_error(tiny_run, c
     assert again.returncode == 0 and "warning" not in again.stderr, again.stderr
 
 
+def test_a_venv_left_half_made_is_made_again(tiny_run, cache_dir):
+    """Issue 41, second sweep, finding 14: a full disk while a venv was made left its folder with
+    bin/ alone, and "uv will not clear a directory that is not a virtual environment" made the
+    environment an error on every later run, the disk long freed."""
+    from matrix.environments.venv import VenvBackend
+    from matrix.plan import build_plan
+
+    config, _ = tiny_run
+    venv = VenvBackend(build_plan(config).envs[ENV], cache_dir, cache_dir / "worker").path
+    shutil.rmtree(venv)
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_bytes(b"")  # what the first of uv's writes left
+    done = trtmatrix("run", "-c", str(config), "--no-reuse")
+    assert done.returncode == 0, done.stderr
+    cell = read_run(list_runs(tiny_run[1].parent.parent)[-1]).iloc[0]
+    assert cell["status"] == "pass", cell["error"]
+
+
 def test_report_names_a_run_file_that_is_not_the_one_the_run_stored_and_exits_2(tiny_run):
     """Issue 41, wrong verdicts 7: `report` rewrote a pass as `error`, exit 0, no line, when refs/*.npz
     held another output name (or cells/*.npz another shape)."""

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -118,18 +119,25 @@ def test_two_runs_started_together_both_finish_with_the_same_verdicts(project):
     assert "skipped" not in set(verdicts(first)["status"])
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 256 KiB tmpfs: room for the cache's small files, not for a run folder and its report."""
-    mount = tmp_path / "disk"
+@contextmanager
+def tmpfs(mount: Path, size: str):
     mount.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True, text=True)
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)], capture_output=True, text=True)
     if made.returncode != 0:
         if os.environ.get("CI") == "true":
             pytest.fail(f"cannot mount a tmpfs in CI: {made.stderr.strip()}")
         pytest.skip(f"needs root to mount a small tmpfs: {made.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 256 KiB tmpfs: room for the cache's small files, not for a run folder and its report."""
+    with tmpfs(tmp_path / "disk", "256k") as mount:
+        yield mount
 
 
 def test_a_full_disk_ends_the_run_with_one_line_and_status_3_and_no_run_folder(tmp_path, small_disk, tiny_model):
@@ -154,6 +162,21 @@ def test_a_full_disk_ends_the_run_with_one_line_and_status_3_and_no_run_folder(t
     debug = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--debug"], cwd=REPO,
                            capture_output=True, text=True)
     assert debug.returncode == 3 and "Traceback (most recent call last)" in debug.stderr
+
+
+def test_a_full_disk_while_a_venv_is_made_is_the_runs_failure_not_the_environments(tmp_path, tiny_model):
+    """Issue 41, second sweep, finding 14: a cache that filled up while a venv was made gave `error`
+    cells ("uv pip sync failed 3 times … No space left on device"), exit 1 as an engine regression
+    ("pass → error"). A full disk is the run's own failure: one line, status 3, as anywhere else."""
+    with tmpfs(tmp_path / "disk", "16m") as small_disk:  # room for the worker's files, not for onnxruntime's 73 MB
+        config = matrix_file(tmp_path, small_disk, PROFILES + tiny_case(*tiny_model, ("fp32",)),
+                             environments=("ort-1.32",))
+        run = start(config)
+        _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 3, stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: trtmatrix failed: OSError") and "No space left on device" in last, stderr
+    assert "failed 3 times" not in stderr and f"{small_disk / 'venvs'}" in last
 
 
 def test_outputs_that_cannot_be_written_are_one_line_and_status_2(write_matrix, tiny_model, tmp_path):

@@ -39,12 +39,19 @@ def stage_worker(cache_dir: Path) -> Path:
     if not (home / PACKAGE_NAME).is_dir():
         tmp = home.with_name(home.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
-        for path in _worker_files():
-            target = tmp / PACKAGE_NAME / path.relative_to(WORKER_SOURCE)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target)
+        _copy(_worker_files(), WORKER_SOURCE, tmp / PACKAGE_NAME)
         for name in FALLBACK_PACKAGES:
             source = Path(importlib.util.find_spec(name).submodule_search_locations[0])
-            shutil.copytree(source, tmp / FALLBACK / name, ignore=shutil.ignore_patterns("__pycache__"))
+            files = [p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+            _copy(files, source, tmp / FALLBACK / name)
         tmp.rename(home)
     return home
+
+
+def _copy(files: list[Path], source: Path, target: Path) -> None:
+    """File by file, so that the first failure (a full disk) is an OSError naming its file, not
+    shutil.copytree's one error listing every file it could not copy."""
+    for path in files:
+        to = target / path.relative_to(source)
+        to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, to)

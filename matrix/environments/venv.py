@@ -6,7 +6,9 @@ gets a new venv, installed exactly from the lock, and the resolution is the fing
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,6 +62,8 @@ class VenvBackend:
                 return
             except subprocess.CalledProcessError as exc:
                 tail = "\n".join((exc.stderr or exc.stdout or "").strip().splitlines()[-6:])
+                if "(os error 28)" in tail:  # ENOSPC: the run's own failure, not this environment's, not retried
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.path)) from None
                 if attempt < ATTEMPTS:
                     time.sleep(RETRY_S * attempt)
         raise SetupFailed(f"uv {args[0]} {args[1]} failed {ATTEMPTS} times for {self.envdef.name}: {tail}")
@@ -75,6 +79,8 @@ class VenvBackend:
                 return
             print(f"warning: {self.envdef.name}: its venv {self.path} is damaged ({damage}); made again",
                   file=sys.stderr, flush=True)
+        if not (self.path / "pyvenv.cfg").is_file():  # half made (a full disk, a kill): uv will not clear it
+            shutil.rmtree(self.path, ignore_errors=True)
         self._uv("venv", "--quiet", "--clear", "--python", self.resolution.interpreter, str(self.path))
         (self.path / LOCK).write_text(self.resolution.lock)
         offline = ["--offline"] if self.resolution.offline else []
