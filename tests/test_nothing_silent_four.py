@@ -712,3 +712,26 @@ def test_an_npy_file_given_as_inputs_is_named_as_one(tmp_path, write_matrix):
     assert refused("run", "-c", str(config)) == (
         f"error: {tmp_path / 'x.npz'}: an .npy file (one array without a name), not an .npz of arrays named as the "
         "model's tensors: np.savez(path, x=array)")
+
+
+def test_a_definition_no_release_satisfies_is_an_error_naming_it_and_skips_say_why(tmp_path, write_matrix):
+    """Issue 41, second sweep, finding 18: requirements no release satisfies (onnxruntime==0.0.1) were
+    `skipped`, exit 0 even with --strict, and the terminal never said why (skips had no line)."""
+    model, inputs = make_tiny_model(tmp_path)
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "ort-none.toml").write_text('engine = "onnxruntime"\nversion = "0.0.1"\nbackend = "venv"\n'
+                                          'requirements = ["onnxruntime==0.0.1", "numpy"]\n')
+    (images / "ort-elsewhere.toml").write_text('engine = "onnxruntime"\nbackend = "host"\n'
+                                               f'python = "{tmp_path / "no-python"}"\n')
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("ort-none", "ort-elsewhere"),
+                          images_dir=images)
+    done = trtmatrix("run", "-c", str(config), "--strict")
+    assert done.returncode == 1, done.stderr
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("env")
+    assert cells.loc["ort-none", "status"] == "error"
+    assert cells.loc["ort-none", "error"] == ("ort-none: no release satisfies its requirements (there is no version "
+                                              f"of onnxruntime==0.0.1): fix `requirements` in {images / 'ort-none.toml'}")
+    assert cells.loc["ort-elsewhere", "status"] == "skipped"  # a host without that interpreter: cannot run here
+    skip = next(line for line in done.stderr.splitlines() if line.strip().startswith("skip ×"))
+    assert "cannot run the interpreter" in skip and "(ort-elsewhere: tiny/fp32)" in skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .backend import Backend, EnvironmentUnavailable
+from .backend import Backend, EnvironmentUnavailable, SetupFailed
 from .definitions import EnvDef
 
 
@@ -46,7 +46,7 @@ def planned_fingerprints(envdefs: list[EnvDef], cache_dir: Path) -> dict[str, st
     for envdef in (e for e in envdefs if e.backend != "docker"):
         try:
             found[envdef.name] = (host_fingerprint if envdef.backend == "host" else venv_fingerprint)(envdef)
-        except EnvironmentUnavailable:
+        except (EnvironmentUnavailable, SetupFailed):  # said by the run that tries to make it
             found[envdef.name] = None
     docker = [e for e in envdefs if e.backend == "docker"]
     if docker:

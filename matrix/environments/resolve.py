@@ -35,10 +35,11 @@ from uv import find_uv_bin
 
 from ..store.cache import resolutions_folder
 from ..store.hashing import hash_json
-from .backend import EnvironmentUnavailable
+from .backend import EnvironmentUnavailable, SetupFailed
 from .definitions import EnvDef
 
 TIMEOUT_S = 120
+UNSATISFIABLE = "requirements are unsatisfiable"  # uv's words once the index has answered no
 KEPT_S = 600  # how long a resolution from the index stands for the next runs
 # (requirements, python) → a resolution read from the cache; _resolve's own cache holds the rest.
 _KEPT: dict[tuple[tuple[str, ...], str], Resolution] = {}
@@ -63,6 +64,12 @@ def resolve_env(envdef: EnvDef) -> Resolution:
     try:
         return _resolve(*wanted)
     except EnvironmentUnavailable as exc:
+        if UNSATISFIABLE in str(exc):  # the index answered: the definition asks for what no release is
+            why = next((line.split("Because ", 1)[1].split(" and you require")[0].split(",")[0]
+                        for line in str(exc).splitlines() if "Because " in line), str(exc))
+            where = f" in {envdef.path}" if envdef.path else ""
+            raise SetupFailed(f"{envdef.name}: no release satisfies its requirements ({why}): fix `requirements`"
+                              f"{where}") from None
         raise EnvironmentUnavailable(f"cannot resolve the requirements of {envdef.name}: {exc}") from None
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from ..store.locks import cache_lock
 from ..store.records import HOST
 from . import open_backend
-from .backend import EnvironmentUnavailable
+from .backend import EnvironmentUnavailable, SetupFailed
 from .definitions import EnvDef
 
 
@@ -37,6 +37,8 @@ def run_script(envdef: EnvDef, cache_dir: Path, worker_home: Path, folder: Path,
             backend.prepare()
     except EnvironmentUnavailable as exc:
         return ScriptRun(envdef.name, None, f"environment {envdef.name} cannot run here: {exc}")
+    except SetupFailed as exc:
+        return ScriptRun(envdef.name, None, f"environment {envdef.name} could not be made: {exc}")
     if envdef.backend == "docker":
         return _in_container(backend, envdef, folder, script, timeout_s)
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}

@@ -252,7 +252,8 @@ def look_lines(frame: pd.DataFrame, full_list: Path | None = None) -> list[str]:
             lines += _cause_lines(cells, status)
     if full_list is not None and (len(single) or frame["status"].isin(BY_CAUSE).any()):
         lines.append(f"every one of them: {escape(str(full_list))}")
-    return lines
+    skipped = frame[frame["status"] == "skipped"]  # not to look at, but never without its reason
+    return lines + (_cause_lines(skipped, "skipped") if len(skipped) else [])
 
 
 # Beyond this many rows (a suite run) the matrix is read in the report: the terminal gets the

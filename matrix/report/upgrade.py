@@ -30,7 +30,7 @@ def version_texts(frame: pd.DataFrame) -> dict[str, tuple[str, str]]:
     firsts = frame.drop_duplicates("env")  # a frame at a time: a report asks ten times, per environment it cost seconds
     ran = frame.loc[frame["engine_version"].notna(), ["env", "engine_version"]].drop_duplicates("env")
     reported = dict(zip(ran["env"], ran["engine_version"]))
-    return {env: (engine, str(reported[env]) if env in reported else declared or "")
+    return {env: (engine, str(reported[env]) if env in reported else declared if isinstance(declared, str) else "")
             for env, engine, declared in zip(firsts["env"], firsts["engine"], firsts["env_version"])}
 
 
