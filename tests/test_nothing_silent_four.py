@@ -178,6 +178,18 @@ def tiny_run(tmp_path, write_matrix):
     return config, list_runs(tmp_path / "reports")[-1]
 
 
+def test_a_stored_judgement_edited_since_is_judged_again_not_served(tiny_run, cache_dir):
+    """Issue 41, second sweep, finding 15: a cached judgement whose verdict was turned to "fail" (its
+    numbers left as they were) was served: `FAIL 3.11e-08` at atol 1e-4 and a "newly fails"."""
+    config, run_dir = tiny_run
+    key = read_run(run_dir).iloc[0]["content_key"]
+    stored = next(next((cache_dir / "results" / ENV).glob(f"{key[:24]}*")).glob("judgement-*.json"))
+    stored.write_text(stored.read_text().replace('"verdict": "pass"', '"verdict": "fail"'))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0 and "newly fail" not in done.stderr, done.stderr
+    assert read_run(list_runs(run_dir.parent.parent)[-1]).iloc[0]["status"] == "pass"
+
+
 @pytest.mark.parametrize("replace", ["random bytes", "other outputs"])
 def test_a_cached_result_whose_outputs_changed_is_run_again_and_named(tiny_run, cache_dir, replace):
     """Issue 41, wrong verdicts 7: random bytes in a cached outputs.npz gave "pass (reused)" and a
