@@ -194,6 +194,8 @@ def test_a_computed_integer_reference_is_compared_exactly_through_a_run(tmp_path
     ("cosine = -1.0", "greater than -1"),
     ("top1 = 0.0", "greater than 0"),
     ("top1 = 1.0\ntopk = 8", "topk = 8 covers every item of output 'y'"),
+    # issue 41, second sweep, finding 23: an error on every cell ("compare failed: ValueError")
+    ("cosine = 0.9\naxis = 2", "2 is not an axis of output 'y' (rank 2)"),
 ])
 def test_rules_that_cannot_fail_are_refused_and_top1_alone_works(tmp_path, write_matrix, tiny_model, rule, said):
     model, inputs = tiny_model

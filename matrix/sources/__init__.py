@@ -96,7 +96,8 @@ def case_specs(config: MatrixConfig, config_path: Path, engines: set[str],
                 for key, path in paths.items():
                     if not path.is_file():
                         raise ConfigError(config_path, f"cases.{name}.{key}", f"{_not_a_file(path)}: {path}")
-            check_onnx_case(spec.all_onnx_paths(), entry.mask)
+            ranks = check_onnx_case(spec.all_onnx_paths(), entry.mask)
+            _check_axes(config_path, name, entry, ranks)
         elif name in found:
             spec = CaseSpec(name, entry, root, found[name])
             _check_params(found[name])
@@ -189,3 +190,13 @@ def _not_a_file(path: Path) -> str:
     if path.exists():
         return "not a regular file (a pipe, a device or a socket)"
     return "file not found"
+
+
+def _check_axes(config_path: Path, name: str, entry: CaseEntry, ranks: dict[str, int]) -> None:
+    """A rule's `axis` on an output without it fails at compare time on every cell: said at plan."""
+    for profile, rule in entry.accept.items():
+        for output, rank in ranks.items():
+            if rule.axis is not None and rule.axis >= rank:
+                raise ConfigError(config_path, f"cases.{name}.accept.{profile}.axis",
+                                  f"{rule.axis} is not an axis of output {output!r} (rank {rank}); the rule judges "
+                                  "every output of the case")

@@ -18,9 +18,9 @@ import onnx
 from ..config import ConfigError
 
 
-def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) -> None:
+def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) -> dict[str, int]:
     """`input_sets`: CaseSpec.all_onnx_paths() (each "onnx", "inputs" and optionally "expected"),
-    one per row of the case; all exist."""
+    one per row of the case; all exist. Returns the rank of each output whose shape is declared."""
     model = _model(input_sets[0]["onnx"])
     graph = model.graph
     initializers = {init.name for init in graph.initializer}
@@ -38,6 +38,7 @@ def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) 
                 _compare(paths["expected"], "output", value, expected, dtype=False)
             _no_strangers(paths["expected"], "output", expected, {value.name for value in graph.output})
             _shapes_follow_inputs(model, paths, inputs, expected)
+    return {value.name: len(shape) for value in graph.output if (shape := _declared(value)) is not None}
 
 
 def _check_mask(path: Path, mask: str, inputs: dict[str, np.ndarray]) -> None:
