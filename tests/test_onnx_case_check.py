@@ -102,3 +102,18 @@ def test_bad_expected_outputs(write_matrix, tiny_model, tmp_path, arrays, words)
     expected = tmp_path / "expected.npz"
     np.savez(expected, **arrays)
     assert_one_line_naming(plan(matrix(write_matrix, *tiny_model, expected)), expected, *words)
+
+
+def test_a_sequence_output_is_refused_at_plan_saying_what_is_judged(write_matrix, tmp_path):
+    """Issue 41, second sweep, finding 24: a sequence output was `no_reference` ("onnxruntime cannot
+    run the model", though it does), and with an expected file an `error` blaming the engine."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("SequenceConstruct", ["x", "x"], ["s"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [3])])
+    model = tmp_path / "seq.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), model)
+    inputs = tmp_path / "in.npz"
+    np.savez(inputs, x=np.ones(3, np.float32))
+    assert_one_line_naming(plan(matrix(write_matrix, model, inputs)), model, "s: a sequence output, not a tensor")

@@ -23,6 +23,13 @@ def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) 
     one per row of the case; all exist. Returns the rank of each output whose shape is declared."""
     model = _model(input_sets[0]["onnx"])
     graph = model.graph
+    for value in graph.output:  # an .npz holds tensors, and so do the references made of one
+        kind = value.type.WhichOneof("value")
+        if kind not in ("tensor_type", None):
+            raise ConfigError(input_sets[0]["onnx"], value.name,
+                              f"a {kind.removesuffix('_type').replace('_', ' ')} output, not a tensor: ONNX-file "
+                              "cases judge tensor outputs (a case file may return a sequence of tensors, judged "
+                              "item by item)")
     initializers = {init.name for init in graph.initializer}
     for paths in input_sets:
         inputs = _arrays(paths["inputs"])
