@@ -18,7 +18,7 @@ from .environments.staging import worker_hash
 from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_files, prepare_code_hash,
                                   tool_versions, variant_key)
 from .sources import CaseSpec, Params, case_specs, check_known_issue_params, check_known_issues
-from .sources.known_issues import KnownIssue, load_registry, registry_path
+from .sources.known_issues import KnownIssue, load_registry, registry_path, with_shipped_faults
 from .store.cache import cache_folder
 from .store.hashing import hash_files, hash_json
 
@@ -240,8 +240,9 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
             raise ConfigError(config_path, "--cell", f"{sorted(unknown)[0]!r} is not a cell of the matrix")
         cells = [cell for cell in cells if cell.cell_id in only_cells]
     registry = registry_path(config_path, config)
-    known_issues = load_registry(registry)
-    check_known_issues(known_issues, config, config_path)
-    check_known_issue_params(known_issues, cases, registry)
+    own_issues = load_registry(registry)
+    check_known_issues(own_issues, config, config_path)
+    check_known_issue_params(own_issues, cases, registry)
+    known_issues = with_shipped_faults(own_issues, registry)
     used = {cell.env for cell in cells}  # --env, --case, --cell: only what the cells run in
     return Plan(config, config_path, cases, {n: e for n, e in envs.items() if n in used}, cells, known_issues)

@@ -37,7 +37,7 @@ from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
 from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, copy_path, mask_array, model_for_profile,
                       prepared)
-from .reference import DISPUTED, EXPECTED_CAUSE, NoReference
+from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
 from .report.precision_ran import not_converted, precision_text
@@ -45,7 +45,7 @@ from .report.publish import publish_staged
 from .sources import fault_patterns, known_issues
 from .sources.known_issues import apply_known_issues, faults_found, known_status
 from .sources.onnx_suites import suite_label
-from .statuses import ORDER
+from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.cache import digest_memo, faults_memo, speed_tests
 from .store.hashing import hash_files, hash_json, remembered, remembered_digest

@@ -85,3 +85,7 @@ def gained_and_lost(counts: dict[str, int]) -> str:
         parts = [f"{group} {counts[group]}" for group in groups if counts.get(group)]
         said.append(f"{word} {sum(counts.get(g, 0) for g in groups)}" + (f" ({', '.join(parts)})" if parts else ""))
     return "; ".join(said)
+
+# How a failing cell's cause begins where a user's expected file alone makes it fail (run.py): the
+# engine computed the model right, so no engine fault (a known issue's) explains it.
+EXPECTED_CAUSE = "the expected file is the cause, not the engine: "

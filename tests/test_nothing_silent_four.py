@@ -747,3 +747,37 @@ def test_a_definition_no_release_satisfies_is_an_error_naming_it_and_skips_say_w
     assert cells.loc["ort-elsewhere", "status"] == "skipped"  # a host without that interpreter: cannot run here
     skip = next(line for line in done.stderr.splitlines() if line.strip().startswith("skip ×"))
     assert "cannot run the interpreter" in skip and "(ort-elsewhere: tiny/fp32)" in skip
+
+
+def test_the_shipped_fault_patterns_judge_a_users_own_model_and_hide_no_other_failure(tmp_path, write_matrix):
+    """Issue 41, second sweep, findings 25 and 26: in a folder of one's own (no cases/) the shipped
+    registry was never read, and where it was, a Pad → MaxPool model's failures against a wrong
+    expected file (the engine right) and a NaN (nothing like the fusion's symptom) became `xfail`
+    ort-pad-maxpool-fusion-zero-padding, hidden from --strict."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["x", "pads"], ["padded"], mode="constant", name="pad"),
+         helper.make_node("MaxPool", ["padded"], ["y"], kernel_shape=[2, 2], strides=[2, 2], name="pool")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3, 3])],
+        [onnx.numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")])
+    model = tmp_path / "padpool.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), model)
+    x = -np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)  # negative: a border window's max is the pad's 0
+    np.savez(tmp_path / "in.npz", x=x)
+    np.savez(tmp_path / "positive.npz", x=-x)  # positive: the fusion changes nothing, the engine is right
+    right = np.pad(-x, ((0, 0), (0, 0), (1, 1), (1, 1))).reshape(1, 1, 3, 2, 3, 2).max(axis=(3, 5))
+    np.savez(tmp_path / "off.npz", y=right + np.eye(3)[None, None] * 5)  # a user's file off by 5
+    body = (PROFILES + '[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'
+            f'[cases.padpool]\nonnx = "{model}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32", "nan"]\n'
+            f'[cases.offfile]\nonnx = "{model}"\ninputs = "{tmp_path / "positive.npz"}"\n'
+            f'expected = "{tmp_path / "off.npz"}"\nprofiles = ["fp32"]\n')
+    config = write_matrix(body, environments=("ort-1.20",), cases_dir=tmp_path / "cases")  # a folder of one's own
+    assert not (tmp_path / "cases").exists()
+    done = trtmatrix("run", "-c", str(config), "--strict")
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("row_id")
+    assert (cells.loc["padpool/fp32", "status"], cells.loc["padpool/fp32", "known_issue"]) == \
+        ("xfail", "ort-pad-maxpool-fusion-zero-padding")  # onnxruntime 1.20.1 fuses the Pad and drops its 0
+    assert cells.loc["padpool/nan", "status"] == "fail" and cells.loc["offfile/fp32", "status"] == "fail"
+    assert done.returncode == 1 and "padpool/nan" in done.stderr and "offfile/fp32" in done.stderr

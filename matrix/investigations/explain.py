@@ -31,7 +31,7 @@ from ..prepare.layers import resolve_nodes
 from ..run import MatrixRun
 from ..store.locks import cache_lock
 from ..worker.files import save_arrays
-from ..reference import EXPECTED_CAUSE
+from ..statuses import EXPECTED_CAUSE
 from ..reference.agreement import subgraph_nodes
 from ..reference.float64_graph import FLOAT_TYPES, float64_values, node_label
 from ..prepare.fp16_forecast import stand_in_only

@@ -27,8 +27,6 @@ from .float64_graph import RANDOM_OPS, Float64Values, float64_values, node_label
 from .referee import referee_label, referee_values
 
 AGREED, REFEREE, EXPECTED, DISPUTED = "agreed", "referee", "expected", "disputed"
-# How a failing cell's cause begins where a user's expected file alone makes it fail (run.py).
-EXPECTED_CAUSE = "the expected file is the cause, not the engine: "
 
 
 class NoReference(ValueError):

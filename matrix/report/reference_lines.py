@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..reference import EXPECTED_CAUSE
+from ..statuses import EXPECTED_CAUSE
 from ..statuses import UNJUDGED
 
 TO_DO = "give the case `expected` outputs (docs/judging.md)"

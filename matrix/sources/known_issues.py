@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import field_validator, model_validator
 
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
+from ..statuses import EXPECTED_CAUSE
 from .fault_patterns import FaultPattern
 
 REGISTRY = "known_issues.toml"
@@ -117,7 +118,8 @@ class KnownIssue(Strict):
         pattern present where the cell passes is no news: the data did not trigger it)."""
         if row["engine"] != self.engine:
             return False
-        found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected
+        found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected \
+            and _as_a_fault_fails(row)
         if not found and not self._row_named(row):
             return False
         if self.gpu and not fnmatchcase(str(row.get("gpu") or ""), self.gpu):
@@ -135,6 +137,15 @@ class KnownIssue(Strict):
         # `true` is no 1, as in the case's own rows
         return not any(k not in params or value_kind(params[k]) != value_kind(v) or params[k] != v
                        for k, v in self.params.items())
+
+
+def _as_a_fault_fails(row) -> bool:
+    """Whether a failure may be a fault pattern's: wrong numbers from the engine, not the user's
+    expected file (the engine computed the model right) and not NaN or Inf where the reference is
+    finite (no registered fault gives them: a second fault in the same model must not hide)."""
+    if str(row.get("error") or "").startswith(EXPECTED_CAUSE):
+        return False
+    return not any(isinstance(n, (int, float)) and n == n and n > 0 for n in (row.get("nan_count"), row.get("inf_count")))
 
 
 def faults_of(row) -> list[str]:
@@ -168,6 +179,24 @@ def load_registry(path: Path) -> tuple[KnownIssue, ...]:
     return validate(Registry, read_toml(path), path).issue
 
 
+# The registry that ships with trtmatrix (its checkout's cases/, as images/ ships its definitions).
+BUILTIN_REGISTRY = Path(__file__).resolve().parents[2] / "cases" / REGISTRY
+
+
+def load_known_issues(config_path: Path, config: MatrixConfig) -> tuple[KnownIssue, ...]:
+    path = registry_path(config_path, config)
+    return with_shipped_faults(load_registry(path), path)
+
+
+def with_shipped_faults(own: tuple[KnownIssue, ...], own_path: Path) -> tuple[KnownIssue, ...]:
+    """A matrix file's registry, then the shipped one's fault patterns it does not redefine: those
+    match a user's own model in any folder (the shipped entries that name cases name trtmatrix's own)."""
+    if own_path.resolve() == BUILTIN_REGISTRY.resolve():
+        return own
+    taken = {issue.id for issue in own}
+    return own + tuple(i for i in load_registry(BUILTIN_REGISTRY) if i.fault is not None and i.id not in taken)
+
+
 def known_status(row, issues: tuple[KnownIssue, ...]) -> tuple[str, KnownIssue | None]:
     """(status, the issue taken) of one record or row: its verdict, or xfail/xpass."""
     issue = chosen_issue(row, issues)[0]
@@ -199,7 +228,8 @@ def _reported(verdict: str, issue: KnownIssue, found: list[KnownIssue]) -> str:
 
 # What matching reads (KnownIssue.matches, chosen_issue): a run's rows as dicts of these columns
 # only, not of all seventy (5x faster at thousands of cells: an unchanged re-run pays it twice).
-MATCHED = ("cell_id", "case", "engine", "profile", "params", "gpu", "engine_version", "verdict", "faults")
+MATCHED = ("cell_id", "case", "engine", "profile", "params", "gpu", "engine_version", "verdict", "faults", "error",
+           "nan_count", "inf_count")
 
 
 def _matched_records(frame: pd.DataFrame) -> list[dict]:
