@@ -781,3 +781,38 @@ def test_the_shipped_fault_patterns_judge_a_users_own_model_and_hide_no_other_fa
         ("xfail", "ort-pad-maxpool-fusion-zero-padding")  # onnxruntime 1.20.1 fuses the Pad and drops its 0
     assert cells.loc["padpool/nan", "status"] == "fail" and cells.loc["offfile/fp32", "status"] == "fail"
     assert done.returncode == 1 and "padpool/nan" in done.stderr and "offfile/fp32" in done.stderr
+
+
+def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(tmp_path, write_matrix):
+    """Issue 41, second sweep, finding 27: an ONNX file's float64 reference had no deadline: a Loop
+    whose trip count is an input (3e6) prepared for three minutes with timeout_s = 20; one of 3e9
+    would run for days. Loops are prepared apart, with the deadline; a small one still passes."""
+    from onnx import TensorProto, helper
+
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "one"], ["acc_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [4])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "cond", "x"], ["y"], body=body, name="loop")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [onnx.numpy_helper.from_array(np.array(True), "cond"), onnx.numpy_helper.from_array(np.float32(1), "one")])
+    model = tmp_path / "loop.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), model)
+    cases = ""
+    for name, trips in (("few", 3), ("endless", 3_000_000_000)):
+        np.savez(tmp_path / f"{name}.npz", x=np.zeros(4, np.float32), n=np.array(trips, np.int64))
+        cases += f'[cases.{name}]\nonnx = "{model}"\ninputs = "{tmp_path / f"{name}.npz"}"\nprofiles = ["fp32"]\n'
+    config = write_matrix(PROFILES + cases, environments=(ENV,), timeout_s=8)
+    started = time.monotonic()
+    done = trtmatrix("run", "-c", str(config), timeout=120)
+    assert done.returncode == 0 and time.monotonic() - started < 90, done.stderr
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case")
+    assert cells.loc["few", "status"] == "pass" and cells.loc["few", "max_abs"] == 0.0
+    assert cells.loc["endless", "status"] == "error"
+    assert cells.loc["endless", "error"] == ("prepare failed: not prepared within 8 s (timeout_s, for each row): its "
+                                             "float64 reference (a Loop or Scan) never returned")

@@ -4,7 +4,9 @@ never returns, a segfault that ends the run with exit 139, a signal disposition 
 warnings filter that turns trtmatrix's own warnings into errors). In a child it has a deadline
 (the matrix's `timeout_s`), a signal ends it, and a crash is that case's `error`; the parent removes
 the half-made artifacts a killed child leaves. ONNX-file and suite cases run no user code and are
-prepared in the process itself.
+prepared in the process itself, but for an ONNX file that holds a Loop or a Scan: its float64
+reference iterates as often as its inputs say (a trip count of three million took three minutes
+with timeout_s 20), so it gets the child and its deadline too.
 
 Run as `python -m matrix.executors.prepare_apart '<json>'` by prepare_apart()."""
 
@@ -18,7 +20,10 @@ import sys
 import traceback
 from pathlib import Path
 
+import onnx
+
 from ..prepare import artifact_dir, prepare, prepared
+from ..reference.float64_graph import every_node
 from ..sources import CaseSpec, Params, case_specs
 from ..stops import run_apart
 from ..worker.oom import oom_kills, oom_note
@@ -40,7 +45,7 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     """{artifact key: the artifacts, or why they could not be made} of `rows` of one case. A case
     file's rows are prepared in one child process (the file imported once for all of them), with
     `timeout_s` for each row; other cases' in this process."""
-    if spec.torch_case is None:
+    if spec.torch_case is None and not _iterates(spec):
         return {key: _here(spec, params, key, cache_dir) for params, key in rows}
     job = json.dumps({"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows],
                       "cache": str(cache_dir)})
@@ -53,7 +58,8 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
             shutil.rmtree(folder.with_name(folder.name + ".tmp"), ignore_errors=True)
     sys.stderr.write(ended.err)  # what the case file printed, as it would have in this process
     if ended.returncode is None:
-        why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): the case's build or export never returned"
+        never = "the case's build or export" if spec.torch_case is not None else "its float64 reference (a Loop or Scan)"
+        why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): {never} never returned"
     elif ended.returncode < 0:
         killed = signal.Signals(-ended.returncode)
         why = (f"the process preparing it was killed by {killed.name} (the case's build or export crashed)"
@@ -76,6 +82,17 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
         else:
             made[key] = prepared(cache_dir, spec.name, key) or PrepareFailed("its artifacts are not in the cache")
     return made
+
+
+def _iterates(spec: CaseSpec) -> bool:
+    """An ONNX-file case whose model loops (Loop, Scan), at any depth of its subgraphs."""
+    if spec.suite is not None or not spec.entry.onnx:
+        return False
+    try:
+        model = onnx.load(str(spec.onnx_paths(spec.param_grid()[0])["onnx"]), load_external_data=False)
+    except Exception:  # noqa: BLE001 - prepare itself then says what is wrong with the file
+        return False
+    return any(node.op_type in ("Loop", "Scan") for node in every_node(model.graph))
 
 
 def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | Exception:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..reference.float64_graph import every_node
+
 if TYPE_CHECKING:
     from .repro import Repro
     from .repro_issue import IssueFacts
@@ -138,9 +140,4 @@ def profile_settings(profile) -> str:
 
 def node_count(graph) -> int:
     """Every node of a graph, also those inside subgraphs (an If's or a Loop's branches)."""
-    count = 0
-    for node in graph.node:
-        count += 1
-        for attribute in node.attribute:
-            count += sum(node_count(g) for g in ([attribute.g] if attribute.HasField("g") else attribute.graphs))
-    return count
+    return sum(1 for _ in every_node(graph))

@@ -19,7 +19,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .float64_graph import as_float64, casts_to_string, evaluate_node, float64_node, node_inputs, node_label
+from .float64_graph import (as_float64, casts_to_string, evaluate_node, every_node, float64_node, node_inputs, node_label,
+                            subgraphs)
 
 # A few units of rounding: an op's kernel (exp, erf, tanh) may be off by more than half a unit.
 UNITS = 8.0
@@ -79,20 +80,15 @@ def narrowest_eps(node: onnx.NodeProto) -> float:
     than its output's."""
     found = [NARROW.get(a.i, 0.0) for a in node.attribute if a.name == "to" and a.type == onnx.AttributeProto.INT]
     found += [NARROW.get(a.t.data_type, 0.0) for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
-    for attribute in node.attribute:
-        for graph in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
-            found += [NARROW.get(t.data_type, 0.0) for t in graph.initializer]
-            found += [narrowest_eps(inner) for inner in graph.node]
+    for graph in subgraphs(node):
+        found += [NARROW.get(t.data_type, 0.0) for t in graph.initializer]
+        found += [narrowest_eps(inner) for inner in graph.node]
     return max(found, default=0.0)
 
 
 def subgraph_nodes(node: onnx.NodeProto) -> int:
     """How many nodes a node's subgraphs hold, at any depth."""
-    count = 0
-    for attribute in node.attribute:
-        for graph in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
-            count += sum(1 + subgraph_nodes(inner) for inner in graph.node)
-    return count
+    return sum(1 for graph in subgraphs(node) for _ in every_node(graph))
 
 
 def _finite_max(array: np.ndarray) -> float:

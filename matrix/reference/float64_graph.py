@@ -28,6 +28,20 @@ RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUnifor
 TYPE_ATTRIBUTES = {"to", "dtype"}
 
 
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs a node holds (an If's branches, a Loop's or a Scan's body)."""
+    return [graph for attribute in node.attribute
+            for graph in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs)]
+
+
+def every_node(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The graph's nodes and, after each, those of its subgraphs, at any depth."""
+    for node in graph.node:
+        yield node
+        for inner in subgraphs(node):
+            yield from every_node(inner)
+
+
 def node_label(node: onnx.NodeProto, index: int) -> str:
     """A node's name, or op type and position for an unnamed one: what the tables show."""
     return node.name or f"{node.op_type}#{index}"
@@ -82,14 +96,12 @@ def outer_reads(node: onnx.NodeProto) -> list[str]:
             for name in inner.input:
                 if name and name not in defined and name not in found:
                     found.append(name)
-            for attribute in inner.attribute:
-                for sub in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
-                    walk(sub, defined)
+            for sub in subgraphs(inner):
+                walk(sub, defined)
             defined = defined | set(inner.output)
 
-    for attribute in node.attribute:
-        for graph in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs):
-            walk(graph, set())
+    for graph in subgraphs(node):
+        walk(graph, set())
     return found
 
 
