@@ -18,6 +18,7 @@ from .environments.staging import worker_hash
 from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_files, prepare_code_hash,
                                   tool_versions, variant_key)
 from .sources import CaseSpec, Params, case_specs, check_known_issue_params, check_known_issues
+from .sources.case_files import local_modules
 from .sources.known_issues import KnownIssue, load_registry, registry_path, with_shipped_faults
 from .store.cache import cache_folder
 from .store.hashing import hash_files, hash_json
@@ -118,7 +119,7 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
                           "case": spec.name, "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
     case = spec.torch_case
     return hash_json({
-        "source": hash_files([case.source]),
+        "source": hash_files([case.source, *local_modules(case.source)]),
         "name": spec.name,
         "params": params,
         "options": spec.entry.options,

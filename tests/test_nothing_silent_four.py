@@ -816,3 +816,29 @@ def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(t
     assert cells.loc["endless", "status"] == "error"
     assert cells.loc["endless", "error"] == ("prepare failed: not prepared within 8 s (timeout_s, for each row): its "
                                              "float64 reference (a Loop or Scan) never returned")
+
+
+def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, write_matrix):
+    """Issue 41, second sweep, finding 29: a case file importing its model from a module beside it
+    (`from _model import Net`) kept its artifacts' key when the module changed: the old export was
+    judged again and passed, --no-reuse too, though the new model's forward() raised."""
+    from matrix.plan import build_plan
+    from matrix.sources.case_files import local_modules
+
+    cases = tmp_path / "cases"
+    (cases / "parts").mkdir(parents=True)
+    (cases / "helper_case.py").write_text(
+        "import os, sys\nimport torch\nfrom matrix.case import case\n"
+        "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\nfrom _model import Net\n\n\n"
+        "@case(seed=0)\ndef helper_case():\n    return Net(), {'x': torch.randn(2, 8)}\n")
+    (cases / "_model.py").write_text("import torch\nfrom parts import SCALE\n\n\nclass Net(torch.nn.Linear):\n"
+                                     "    def __init__(self):\n        super().__init__(8, 8)\n")
+    (cases / "parts" / "__init__.py").write_text("SCALE = 1.0\n")
+    (cases / "unrelated.py").write_text("X = 1\n")
+    config = write_matrix(PROFILES + '[cases.helper_case]\nprofiles = ["fp32"]\n', environments=(ENV,), cases_dir=cases)
+
+    first = build_plan(config).cells[0].artifact_key
+    (cases / "parts" / "__init__.py").write_text("SCALE = 2.0\n")  # imported by the model's module
+    assert build_plan(config).cells[0].artifact_key != first
+    # what the key reads: the modules imported from the folder, not every file in it
+    assert local_modules(cases / "helper_case.py") == [cases / "_model.py", cases / "parts" / "__init__.py"]

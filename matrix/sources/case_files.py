@@ -37,6 +37,29 @@ class _ImportTimeout(BaseException):
     """Raised into a case file that is still importing at its deadline."""
 
 
+def local_modules(source: Path) -> list[Path]:
+    """The files of the modules a case file imports from its own folder (`from _model import Net`,
+    at any depth of those modules' own imports): its model's code as much as the file itself, so
+    they are part of its artifacts' key. A module imported from elsewhere (an installed package)
+    is not: its version is the environment's."""
+    folder, found, todo = source.parent, [], [source]
+    while todo:
+        try:
+            tree = ast.parse(todo.pop().read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue  # the import says what is wrong with it
+        names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        for top in {name.split(".")[0] for name in names}:
+            package = folder / top
+            files = [folder / f"{top}.py"] if (folder / f"{top}.py").is_file() else \
+                sorted(package.rglob("*.py")) if (package / "__init__.py").is_file() else []
+            fresh = [path for path in files if path != source and path not in found]
+            found += fresh
+            todo += fresh
+    return sorted(found)
+
+
 def case_files(cases_dir: Path) -> list[Path]:
     return [p for p in sorted(cases_dir.glob("*.py")) if not p.name.startswith("_")]
 
