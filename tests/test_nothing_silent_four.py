@@ -842,3 +842,22 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     assert build_plan(config).cells[0].artifact_key != first
     # what the key reads: the modules imported from the folder, not every file in it
     assert local_modules(cases / "helper_case.py") == [cases / "_model.py", cases / "parts" / "__init__.py"]
+
+
+def test_a_partial_run_in_between_hides_no_regression(tmp_path, write_matrix):
+    """Issue 41, second sweep, finding 31: after a `run --case a` the next whole run compared every
+    cell with that partial run only: b's new failure was "new", exit 0, and never reported after."""
+    model, inputs = make_tiny_model(tmp_path)
+    weights = {t.name: onnx.numpy_helper.to_array(t).astype(np.float64) for t in onnx.load(model).graph.initializer}
+    with np.load(inputs) as data:
+        right = np.tanh(data["x"].astype(np.float64) @ weights["W"] + weights["b"])
+    np.savez(tmp_path / "expected.npz", y=right)
+    body = PROFILES + tiny_case(model, inputs).replace("[cases.tiny]", "[cases.a]") + \
+        tiny_case(model, inputs).replace("[cases.tiny]", "[cases.b]") + f'expected = "{tmp_path / "expected.npz"}"\n'
+    config = write_matrix(body, environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    assert trtmatrix("run", "-c", str(config), "--case", "a").returncode == 0
+    np.savez(tmp_path / "expected.npz", y=right + 1.0)  # b now fails
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 1, done.stderr
+    assert f"b/fp32/{ENV}: pass → fail" in done.stderr

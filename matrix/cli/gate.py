@@ -41,22 +41,27 @@ def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bo
 
 def _newly_failing(reports_dir: Path, run_dir: Path, frame, before=None) -> bool:
     """Whether a cell of `frame` newly fails against `before` ((run folder, results)), by default
-    the previous whole run (a regression: exit 1); each such cell listed on stderr."""
+    each cell's newest earlier result in the reports folder (a regression: exit 1); each such cell
+    listed on stderr."""
     from ..report.console import console, escape
     from ..report.error_text import worst_error
     from ..report.upgrade import regressions
-    from ..store import previous_results
+    from ..store import list_runs, previous_results
 
-    before = before or previous_results(reports_dir, run_dir)
-    newly = regressions(before[1], frame) if before else []
-    if before and not frame["cell_id"].isin(before[1]["cell_id"]).any():
-        console.print(escape(f"warning: run {before[0].name} has none of this run's cells: nothing to compare with "
+    earlier = [before] if before else previous_results(reports_dir, run_dir, frame["cell_id"])
+    if not earlier and any(p.name != run_dir.name for p in list_runs(reports_dir)):
+        console.print(escape("warning: no earlier run holds any of this run's cells: nothing to compare with "
                              "(another matrix, or a run of other --env/--case)"), soft_wrap=True)
-    if len(newly):
-        console.print(f"[bold red]{len(newly)} cell{'s' * (len(newly) != 1)} newly fail{'s' * (len(newly) == 1)} "
-                      f"compared with run {before[0].name}:[/]")
-        for _, r in newly.iterrows():
+    newly = 0
+    for run, rows in earlier:
+        found = regressions(rows, frame)
+        if not len(found):
+            continue
+        newly += len(found)
+        console.print(f"[bold red]{len(found)} cell{'s' * (len(found) != 1)} newly fail{'s' * (len(found) == 1)} "
+                      f"compared with run {run.name}:[/]")
+        for _, r in found.iterrows():
             worst = worst_error(r, 2)
             console.print(escape(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}"
                                  + (f" ({worst})" if worst else "")), soft_wrap=True)
-    return bool(len(newly))
+    return bool(newly)

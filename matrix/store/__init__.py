@@ -335,18 +335,28 @@ def left_out(exc: DamagedRun) -> None:
     print(f"warning: {exc}; left out", file=sys.stderr, flush=True)
 
 
-def previous_results(reports_dir: Path, run_dir: Path) -> tuple[Path, pd.DataFrame] | None:
-    """The newest whole run before `run_dir` that can be read, with its results (damaged ones: left
-    out). A shard is part of a run, not one: a night's second shard must be compared with the
-    night before (or its merge), never with the first shard of the same night."""
+def previous_results(reports_dir: Path, run_dir: Path, cell_ids, most: int = 30) -> list[tuple[Path, pd.DataFrame]]:
+    """Each cell of `cell_ids` with its newest earlier result: (run folder, its rows of the cells no
+    newer run holds), newest first, from the whole runs before `run_dir` that can be read (damaged
+    ones: left out; at most `most` runs read). A partial run in between (`--case`, `--env`) holds
+    only some cells: the others are compared with the run before it, never taken as new. A shard is
+    part of a run, not one: a night's second shard is compared with the night before (or its merge)."""
     runs = list_runs(reports_dir)
     names = [p.name for p in runs]
     before = runs[:names.index(run_dir.name)] if run_dir.name in names else runs
-    for earlier in reversed(before):
+    wanted, found = set(cell_ids), []
+    for earlier in list(reversed(before))[:most]:
+        if not wanted:
+            break
         try:
             if read_run_meta(earlier).get("shard"):
                 continue
-            return earlier, read_run(earlier)
+            rows = read_run(earlier)
         except DamagedRun as exc:
             left_out(exc)
-    return None
+            continue
+        rows = rows[rows["cell_id"].isin(wanted)]
+        if len(rows):
+            found.append((earlier, rows))
+            wanted -= set(rows["cell_id"])
+    return found
