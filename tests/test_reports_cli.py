@@ -250,3 +250,22 @@ def test_diff_says_which_outputs_are_missing_where_b_against_a_is_left_out(tmp_p
     assert line.startswith("warning: B against A is left out for 1 row (tiny/fp32): the outputs their judged "
                            "cells kept are missing (")
     assert all(str(path) in line for path in removed if ".repeats" not in path.name), line
+
+
+def test_report_counts_as_re_judged_only_the_cells_it_could(project, tmp_path):
+    """issue 41, second sweep, finding 16: with every cell's outputs damaged `report` said both
+    "re-judged 2 cells: none changed" and "error: 2 cells not re-judged"."""
+    config = project(fp16_atol=1e-2)
+    assert cli("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    outputs = [path for path in (run_dir / "cells").glob("*.npz") if ".repeats" not in path.name]
+    assert len(outputs) == 2
+    for damaged, left in ((1, 1), (2, 0)):
+        path = outputs[damaged - 1]
+        path.unlink()  # a hard link to the cache's file: replaced, not written through
+        path.write_bytes(b"junk")
+        done = cli("report", "-c", str(config))
+        assert done.returncode == 2
+        said, error = done.stderr.strip().splitlines()[-2:]
+        assert said == f"re-judged {left} of 2 cells: none changed"
+        assert error.startswith(f"error: {damaged} cells not re-judged (their verdicts are the run's, marked in the report): ")
