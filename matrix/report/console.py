@@ -120,8 +120,10 @@ class RunProgress:
         self.prepared += 1
         self.preparing.pop(self._artifact(event), None)
         if self.total <= self.LOG_EACH:
-            if event["seconds"] >= self.SLOW and not console.is_terminal:
-                self._say(f"prepared {self._artifact(event)} in {event['seconds']:.1f} s")
+            if event["seconds"] >= self.SLOW and not console.is_terminal:  # a timeout's or crash's too: never "prepared"
+                self._say(f"could not prepare {self._artifact(event)} (after {event['seconds']:.1f} s): "
+                          f"{event['error']}" if event.get("error") else
+                          f"prepared {self._artifact(event)} in {event['seconds']:.1f} s")
         elif time.monotonic() - self.said_at >= self.QUIET:
             self._say(f"preparing artifacts: {self.prepared} of at most {event['of']} so far")
 
