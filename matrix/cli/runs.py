@@ -39,7 +39,10 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     try:
         matrix = load_config(config)
         if tolerances is not None:
-            matrix = with_tolerances(matrix, tolerances)
+            own, matrix = matrix, with_tolerances(matrix, tolerances)
+            if matrix == own:  # `tolerances suggest` with nothing to suggest wrote such a file
+                typer.echo(f"warning: {tolerances} changes no tolerance of {config}: the run is re-judged with the "
+                           "matrix file's own", err=True)
         issues = load_registry(registry_path(config, matrix))
     except ConfigError as exc:
         _fail(str(exc))
