@@ -218,6 +218,13 @@ def test_a_run_folder_that_lost_its_run_json_or_results_is_named_and_left_out_by
         assert asked.returncode == 2 and asked.stderr.strip() == f"error: {newest}: {said}, a damaged run?"
         shutil.rmtree(newest)
         shutil.copytree(kept, newest)
+    (newest / "run.json").write_text("{not json")  # as for a run.json that is there and cannot be read
+    said = f"{newest / 'run.json'}: cannot be read, a damaged run?"
+    report = cli("report", "-c", str(config))
+    assert report.stdout.strip() == str(older / "report.html") and report.stderr.count(f"warning: {said}") == 1
+    history = cli("history", "-c", str(config))
+    assert f"warning: {said}" in history.stderr and newest.name[:15] not in history.stdout.replace(older.name[:15], "")
+    assert cli("report", newest.name, "-c", str(config)).stderr.startswith(f"error: {said}")
 
 
 def test_history_tells_apart_two_runs_of_the_same_second(project, tmp_path):

@@ -285,10 +285,9 @@ def history(config: RunsConfigOpt = None,
                                      "shell).")] = None) -> None:
     """Each cell's status over the newest runs (newest first): the nightly trend."""
     from ..report.console import print_history
-    from ..store import DamagedRun, left_out, list_runs, read_run, warn_damaged_runs
+    from ..store import DamagedRun, left_out, list_runs, read_run
 
-    warn_damaged_runs(_reports_dir(config))
-    runs = list_runs(_reports_dir(config))[-last:][::-1]
+    runs = list_runs(_reports_dir(config), warn=True)[-last:][::-1]
     if not runs:
         _fail(f"no runs under {_reports_dir(config)}")
     readable = []

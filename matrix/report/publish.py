@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store import (REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, warn_damaged_runs,
-                      write_text_atomically)
+from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
 from ..store.findings import read_findings
 from ..store.outputs import write_text_output
 from .a_vs_b import a_vs_b
@@ -83,8 +82,7 @@ def render_index(reports_dir: Path) -> None:
     """index.html (a line per run) and history.html (the last HISTORY_RUNS runs), from each run's
     summaries (run_summaries.py): a new run costs its own summaries, not a re-read of every run."""
     summaries, history = [], []
-    warn_damaged_runs(reports_dir)
-    for run_dir in reversed(list_runs(reports_dir)):
+    for run_dir in reversed(list_runs(reports_dir, warn=True)):
         try:
             summaries.append(run_summary(run_dir))
             if len(history) < HISTORY_RUNS:

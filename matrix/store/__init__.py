@@ -277,41 +277,33 @@ def _recorded_order(run_dir: Path) -> tuple:
     return (sequence if type(sequence) is int else 0, str(meta.get("started", "")), run_dir.name)
 
 
-def _runs_and_damaged(reports_dir: Path) -> tuple[list[Path], list[DamagedRun]]:
-    """(the finished runs, oldest first; the run folders that lost or broke their run.json or results
-    file). A run writes both before its folder gets its name: one missing was removed since."""
+def _runs_and_damaged(reports_dir: Path) -> tuple[list[Path], list[tuple[Path, DamagedRun]]]:
+    """(the finished runs, oldest first; each run folder that lost or broke its run.json or results
+    file, with what is wrong). A run writes both before its folder gets its name: one missing was
+    removed since."""
     runs, damaged = [], []
     runs_dir = reports_dir / RUNS
-    folders = sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []
-    for run_dir in folders:
+    for run_dir in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
         if not run_dir.is_dir() or run_dir.name.startswith(".") or run_dir.name.endswith(".partial"):
             continue
         if missing := [name for name in (RUN_META, PARQUET) if not (run_dir / name).is_file()]:
-            damaged.append(DamagedRun(run_dir, "", f"{' and '.join(missing)} missing, a damaged run?"))
+            damaged.append((run_dir, DamagedRun(run_dir, "", f"{' and '.join(missing)} missing, a damaged run?")))
             continue
         try:
             runs.append((_recorded_order(run_dir), run_dir))
         except DamagedRun as exc:
-            damaged.append(exc)
+            damaged.append((run_dir, exc))
     return [run_dir for _, run_dir in sorted(runs, key=lambda pair: pair[0])], damaged
 
 
-def list_runs(reports_dir: Path) -> list[Path]:
-    """Finished runs, oldest first, in the order they recorded (_recorded_order); a damaged one
-    (damaged_runs) is none."""
-    return _runs_and_damaged(reports_dir)[0]
-
-
-def damaged_runs(reports_dir: Path) -> list[DamagedRun]:
-    """Each run folder whose run.json or results.parquet is gone or run.json unreadable: list_runs
-    leaves it out, so whoever reads the runs of a folder names it (warn_damaged_runs)."""
-    return _runs_and_damaged(reports_dir)[1]
-
-
-def warn_damaged_runs(reports_dir: Path) -> None:
-    """One warning line per damaged run folder, for a command that reads the runs of a folder."""
-    for damaged in damaged_runs(reports_dir):
-        left_out(damaged)
+def list_runs(reports_dir: Path, warn: bool = False) -> list[Path]:
+    """Finished runs, oldest first, in the order they recorded (_recorded_order). A run folder that
+    lost or broke its run.json or results is none; `warn`: each is named in a warning line (a
+    command reading the runs of a folder, whose newest it might have been)."""
+    runs, damaged = _runs_and_damaged(reports_dir)
+    for _, exc in damaged if warn else ():
+        left_out(exc)
+    return runs
 
 
 def next_sequence(reports_dir: Path) -> int:
@@ -322,17 +314,16 @@ def next_sequence(reports_dir: Path) -> int:
 
 def find_run(reports_dir: Path, run: str | None) -> Path:
     """A run by id, id prefix or path; the newest when None."""
-    runs = list_runs(reports_dir)
     if run is None:
-        warn_damaged_runs(reports_dir)  # it might have been the newest: the run chosen is not it
-        if not runs:
+        if not (runs := list_runs(reports_dir, warn=True)):
             raise FileNotFoundError(f"no runs under {reports_dir / RUNS}")
         return runs[-1]
     if Path(run).is_dir() and (Path(run) / PARQUET).is_file():
         return Path(run)
+    runs, damaged = _runs_and_damaged(reports_dir)
     matches = [p for p in runs if p.name.startswith(run)]
-    if not matches and (damaged := [d for d in damaged_runs(reports_dir) if d.path.name.startswith(run)]):
-        raise FileNotFoundError(str(damaged[0]))
+    if not matches and (named := [exc for run_dir, exc in damaged if run_dir.name.startswith(run)]):
+        raise FileNotFoundError(str(named[0]))  # asked for by name: refused, saying why
     if len(matches) != 1:
         raise FileNotFoundError(f"{len(matches)} runs under {reports_dir / RUNS} match {run!r}")
     return matches[0]
