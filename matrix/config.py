@@ -368,9 +368,10 @@ class CaseTolerances(Strict):
 class ToleranceFile(Strict):
     """A file of per-case tolerances (`trtmatrix tolerances suggest` writes one), in the matrix
     file's own layout: [cases.<case>.tolerances.<profile>] atol/rtol, and for a profile judged by
-    an acceptance rule [cases.<case>.accept.<profile>]."""
+    an acceptance rule [cases.<case>.accept.<profile>]. One with no case (suggest found nothing to
+    suggest: its comments say why) is read as changing nothing, as suggest's own output must be."""
 
-    cases: dict[Name, CaseTolerances] = Field(min_length=1)
+    cases: dict[Name, CaseTolerances] = {}
 
 
 def with_tolerances(config: MatrixConfig, path: Path) -> MatrixConfig:

@@ -164,8 +164,10 @@ class MatrixRun:
                     made = {row_key: exc for _, row_key in rows}
             for row_params, row_key in rows:
                 self._artifacts[(case, row_params)] = made[row_key]
+                failed = made[row_key] if isinstance(made[row_key], BaseException) else None
                 self.on_event({"event": "prepared", "case": case, "params": dict(row_params),
-                               "seconds": (time.perf_counter() - started) / len(rows), "of": self._rows})
+                               "seconds": (time.perf_counter() - started) / len(rows), "of": self._rows,
+                               "error": None if failed is None else " ".join(str(failed).split()) or type(failed).__name__})
         return self._artifacts[key]
 
     def _model_digest(self, artifacts: Path) -> str:

@@ -126,3 +126,13 @@ def test_a_question_bisect_cannot_answer_is_one_line_and_status_2(project):
         last = trt.stderr.strip().splitlines()[-1]
         assert trt.returncode == 2 and last.startswith("error: ") and "did not run on tensorrt 8.6.1.6 (skipped)" in last
         assert gpu_missing_reason() in last
+
+
+def test_a_word_that_is_no_version_is_one_line_and_status_2(project):
+    """issue 41, second sweep, finding 10: `--good banana` was exit 3 (InvalidVersion, a traceback
+    file); it is bad input like `--good 9.9.9`."""
+    config, _ = project
+    banana, _ = bisect(config, "ort_pad_avgpool_fusion/fp32", "--good", "banana", "--bad", "1.19.2")
+    assert banana.returncode == 2, banana.stderr
+    assert banana.stderr.strip().splitlines()[-1].startswith("error: --good banana is not a known release (not a version")
+    assert "traceback" not in banana.stderr.lower()

@@ -464,12 +464,17 @@ def test_a_build_that_never_returns_or_crashes_is_the_case_s_error(tmp_path, wri
                                                                      said):
     """Issue 41, hangs and leftovers: a build function that never returns waited forever (prepare had
     no deadline); one that segfaults killed `run` (exit 139, no line) and left
-    `<cache>/artifacts/*.tmp` for good."""
+    `<cache>/artifacts/*.tmp` for good. Issue 41, second sweep, finding 20: a build that timed out was
+    first announced "prepared hostile in 8.1 s", then the error."""
     config, _ = hostile_case(tmp_path, write_matrix, body=body, timeout_s=timeout_s)
     done = trtmatrix("run", "-c", str(config), timeout=180)
     assert done.returncode == 0, done.stderr
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
     assert cell["status"] == "error" and cell["error"].startswith(said), cell["error"]
+    assert "prepared hostile" not in done.stderr
+    if timeout_s < 120:  # long enough for the log's line about a slow prepare (RunProgress.SLOW)
+        assert f"could not prepare hostile n=2 (after {timeout_s}." in done.stderr
+        assert said.removeprefix("prepare failed: ") in done.stderr.split("could not prepare hostile")[1].splitlines()[0]
     assert not list((cache_dir / "artifacts").glob("hostile-*.tmp"))
 
 

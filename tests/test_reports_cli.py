@@ -3,6 +3,7 @@ JUnit XML, diff, history, exports and the pages across runs — through the real
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -189,3 +190,89 @@ def test_the_atol_a_failing_cell_needs_passes_it_and_diff_says_so(project, tmp_p
     assert cli("run", "-c", str(two)).returncode == 0
     shown = cli("diff", "-c", str(two), "--from", "ort-1.20", "--to", "ort-1.32")
     assert f"needs atol ≥ {needed:.1e}" in shown.stdout, shown.stdout
+
+
+def test_a_run_folder_that_lost_its_run_json_or_results_is_named_and_left_out_by_every_command(project, tmp_path):
+    """issue 41, second sweep, finding 11: the newest run without run.json, results.parquet or both
+    was passed over without a word (`report` re-judged the run before it) while `history` still
+    showed it: each command names it in one warning line and none shows it."""
+    config = project(fp16_atol=1e-2)
+    for _ in range(2):
+        assert cli("run", "-c", str(config)).returncode == 0
+    older, newest = list_runs(tmp_path / "reports")
+    kept = shutil.copytree(newest, tmp_path / "kept")
+    for removed, said in ((["run.json"], "run.json missing"), (["results.parquet"], "results.parquet missing"),
+                          (["run.json", "results.parquet"], "run.json and results.parquet missing")):
+        for name in removed:
+            (newest / name).unlink()
+        warning = f"warning: {newest}: {said}, a damaged run?; left out"
+        report = cli("report", "-c", str(config))
+        assert report.returncode == 0 and report.stdout.strip() == str(older / "report.html"), report.stderr
+        assert report.stderr.count(warning) == 1, report.stderr  # once, though the index reads the runs too
+        history = cli("history", "-c", str(config))
+        assert history.returncode == 0 and warning in history.stderr
+        assert newest.name[:15] not in history.stdout.replace(older.name[:15], "") and older.name[:15] in history.stdout
+        for command in (["diff"], ["export"]):
+            assert warning in cli(*command, "-c", str(config)).stderr, command
+        asked = cli("report", newest.name, "-c", str(config))  # asked for by name: refused, saying why
+        assert asked.returncode == 2 and asked.stderr.strip() == f"error: {newest}: {said}, a damaged run?"
+        shutil.rmtree(newest)
+        shutil.copytree(kept, newest)
+    (newest / "run.json").write_text("{not json")  # as for a run.json that is there and cannot be read
+    said = f"{newest / 'run.json'}: cannot be read, a damaged run?"
+    report = cli("report", "-c", str(config))
+    assert report.stdout.strip() == str(older / "report.html") and report.stderr.count(f"warning: {said}") == 1
+    history = cli("history", "-c", str(config))
+    assert f"warning: {said}" in history.stderr and newest.name[:15] not in history.stdout.replace(older.name[:15], "")
+    assert cli("report", newest.name, "-c", str(config)).stderr.startswith(f"error: {said}")
+
+
+def test_history_tells_apart_two_runs_of_the_same_second(project, tmp_path):
+    """issue 41, second sweep, finding 13: two runs started in the same second had the same column
+    header (the id to the second): where two would be the same, each is the whole run id."""
+    config = project(fp16_atol=1e-2)
+    assert cli("run", "-c", str(config)).returncode == 0
+    first = list_runs(tmp_path / "reports")[0]
+    twin = shutil.copytree(first, first.with_name(first.name[:15] + ".999Z-beef"))
+    other = shutil.copytree(first, first.with_name("20200101T000000.000Z-0000"))
+    header = cli("history", "-c", str(config)).stdout.splitlines()[1]
+    assert first.name in header and twin.name in header  # whole: they share their first 15 characters
+    assert other.name[:15] in header and other.name not in header  # alone in its second: as short as before
+
+
+def test_diff_says_which_outputs_are_missing_where_b_against_a_is_left_out(tmp_path, write_matrix, tiny_model):
+    """issue 41, second sweep, finding 12: a run whose cells/ outputs were removed lost "B against A"
+    from diff without a word; one warning line names the row and the files."""
+    model, inputs = tiny_model
+    config = write_matrix(PROFILES + tiny_case(model, inputs, ("fp32",)), environments=("ort-1.20", "ort-1.32"))
+    assert cli("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    assert "identical" in cli("diff", "-c", str(config)).stdout  # B against A, of one onnxruntime to the next
+    removed = sorted((run_dir / "cells").glob("*.npz"))
+    for path in removed:
+        path.unlink()
+    shown = cli("diff", "-c", str(config))
+    assert shown.returncode == 0 and "identical" not in shown.stdout
+    [line] = [line for line in shown.stderr.splitlines() if line.startswith("warning: ")]
+    assert line.startswith("warning: B against A is left out for 1 row (tiny/fp32): the outputs their judged "
+                           "cells kept are missing (")
+    assert all(str(path) in line for path in removed if ".repeats" not in path.name), line
+
+
+def test_report_counts_as_re_judged_only_the_cells_it_could(project, tmp_path):
+    """issue 41, second sweep, finding 16: with every cell's outputs damaged `report` said both
+    "re-judged 2 cells: none changed" and "error: 2 cells not re-judged"."""
+    config = project(fp16_atol=1e-2)
+    assert cli("run", "-c", str(config)).returncode == 0
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    outputs = [path for path in (run_dir / "cells").glob("*.npz") if ".repeats" not in path.name]
+    assert len(outputs) == 2
+    for damaged, left in ((1, 1), (2, 0)):
+        path = outputs[damaged - 1]
+        path.unlink()  # a hard link to the cache's file: replaced, not written through
+        path.write_bytes(b"junk")
+        done = cli("report", "-c", str(config))
+        assert done.returncode == 2
+        said, error = done.stderr.strip().splitlines()[-2:]
+        assert said == f"re-judged {left} of 2 cells: none changed"
+        assert error.startswith(f"error: {damaged} cells not re-judged (their verdicts are the run's, marked in the report): ")

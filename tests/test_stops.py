@@ -194,6 +194,28 @@ def test_outputs_that_cannot_be_written_are_one_line_and_status_2(write_matrix, 
     assert export.returncode == 2 and export.stderr.count("\n") == 1 and f"no folder {tmp_path / 'missing'}" in export.stderr
     folder = cli("plan", "-c", str(tmp_path))
     assert folder.returncode == 2 and folder.stderr.count("\n") == 1 and "not a matrix file" in folder.stderr
+    assert folder.stderr == f"error: {tmp_path}: not a matrix file (a folder)\n"
+
+
+def test_an_output_that_fails_as_it_is_written_is_status_2_for_run_as_for_export(write_matrix, tiny_model, tmp_path):
+    """issue 41, second sweep, finding 17: `run --junit-xml /dev/full` was exit 3 where `export -o
+    /dev/full` is 2 for the same error; `-c /dev/null` said "(a folder?)" of what is no folder."""
+    model, inputs = tiny_model
+    config = write_matrix(PROFILES + tiny_case(model, inputs))
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "matrix.cli", *args], cwd=REPO, capture_output=True, text=True)
+
+    run = cli("run", "-c", str(config), "--junit-xml", "/dev/full")
+    assert run.returncode == 2, run.stderr
+    assert "error: --junit-xml /dev/full: No space left on device" in run.stderr and "Traceback" not in run.stderr
+    assert run.stdout.strip() == str(list_runs(tmp_path / "reports")[-1])  # the run itself is written and said
+    export = cli("export", "-c", str(config), "-o", "/dev/full")
+    assert export.returncode == 2 and export.stderr == "error: -o /dev/full: No space left on device\n"
+    for command in (["plan"], ["run"], ["history"]):
+        device = cli(*command, "-c", "/dev/null")
+        assert device.returncode == 2
+        assert device.stderr == "error: /dev/null: not a matrix file (not a regular file: a pipe, a device or a socket)\n"
 
 
 def test_a_supervisor_killed_outright_takes_its_hung_cell_down_and_the_run_says_so(tmp_path, tiny_model):

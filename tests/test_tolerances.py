@@ -8,6 +8,11 @@ import subprocess
 import sys
 import tomllib
 
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
 from conftest import PROFILES, REPO, matrix_file, tiny_case
 from matrix.store import list_runs, read_run
 
@@ -78,3 +83,75 @@ def test_nan_in_a_trusted_cell_gives_no_suggestion_and_bad_input_is_one_line(tmp
     bad.write_text("[cases.nope.tolerances.fp32]\natol = 1e-3\nrtol = 0.0\n")
     refused = cli("report", "-c", str(config), "--tolerances", str(bad))
     assert refused.returncode == 2 and "cases.nope" in refused.stderr and refused.stderr.count("\n") == 1
+
+
+def _large_outputs_model(directory):
+    """The second sweep's cases/1: y = 2x + 1, z = sqrt(x), l = log(x) of NaN, ±Inf, -1, ±0, 3e30
+    and 1e-45, so that z holds 1.7e15 (FP32's rounding there: 1.2e7) beside outputs near 1."""
+    graph = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["m"], name="mul"), helper.make_node("Add", ["m", "one"], ["y"], name="add"),
+         helper.make_node("Sqrt", ["x"], ["z"], name="sqrt"), helper.make_node("Log", ["x"], ["l"], name="log")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["n", 4]) for name in ("y", "z", "l")],
+        [numpy_helper.from_array(np.array(2, np.float32), "two"), numpy_helper.from_array(np.array(1, np.float32), "one")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, directory / "model.onnx")
+    np.savez(directory / "nan.npz", x=np.array([[np.nan, np.inf, -np.inf, -1], [0, -0.0, 3e30, 1e-45]], np.float32))
+    return directory / "model.onnx", directory / "nan.npz"
+
+
+@pytest.fixture
+def large_outputs_run(tmp_path, cache_dir):
+    model, inputs = _large_outputs_model(tmp_path)
+    config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs), environments=("ort-1.20", "ort-1.32"))
+    assert cli("run", "-c", str(config)).returncode == 0
+    return config, list_runs(tmp_path / "reports")[-1]
+
+
+def test_the_noise_floor_is_taken_at_the_configured_rtol(large_outputs_run, tmp_path):
+    """issue 41, second sweep, finding 21: suggest proposed atol = 12,000,000 for cells that pass at
+    atol 1e-4: FP32's rounding of z (1.7e15), which rtol covers, was taken as an absolute floor and
+    would have passed any error below 1.2e7 on y and l."""
+    config, run_dir = large_outputs_run
+    cell = read_run(run_dir).set_index("cell_id").loc["tiny/fp32/ort-1.32"]
+    assert cell["verdict"] == "pass" and cell["max_abs"] > 1e6  # FP32's rounding on z, within rtol 1e-3
+    suggested = tmp_path / "suggested.toml"
+    made = cli("tolerances", "suggest", "-c", str(config), "--trusted", "ort-1.32", "-o", str(suggested))
+    assert made.returncode == 0, made.stderr
+    entry = tomllib.loads(suggested.read_text())["cases"]["tiny"]["tolerances"]["fp32"]
+    assert entry["rtol"] == 1e-3 and entry["atol"] <= 1e-4, entry  # no looser than what the cells pass at
+    judged = cli("report", run_dir.name, "-c", str(config), "--tolerances", str(suggested))
+    assert judged.returncode == 0 and "none changed" in judged.stderr, judged.stderr
+
+
+def test_a_tolerance_file_with_no_suggestion_is_read_as_changing_nothing(large_outputs_run, tmp_path):
+    """issue 41, second sweep, finding 22: `suggest -o FILE` with nothing to suggest wrote a file that
+    `report --tolerances FILE` refused ("cases: Field required"): the tool reads its own output."""
+    config, run_dir = large_outputs_run
+    before = read_run(run_dir)
+    suggested = tmp_path / "nothing.toml"
+    made = cli("tolerances", "suggest", "-c", str(config), "--trusted", "ort-1.20", "--trusted", "ort-1.32",
+               "-o", str(suggested))
+    assert made.returncode == 0 and made.stderr.startswith(f"no suggestion: {suggested} holds only the reasons")
+    assert "no suggestion: NaN/Inf in a trusted cell (tiny/fp32/ort-1.20" in suggested.read_text()
+    judged = cli("report", run_dir.name, "-c", str(config), "--tolerances", str(suggested))
+    assert judged.returncode == 0, judged.stderr
+    assert f"warning: {suggested} changes no tolerance of {config}: the run is re-judged with the matrix file's own" \
+        in judged.stderr and "re-judged 2 cells: none changed" in judged.stderr
+    assert list(read_run(run_dir)["status"]) == list(before["status"])
+
+
+def test_a_drifting_cell_s_floor_is_its_drift_at_the_configured_rtol(tmp_path, cache_dir, tiny_model):
+    """issue 41, second sweep, finding 21: the drift part of the noise floor is taken from the run's
+    stored outputs at the configured rtol too (the later runs judged against the first)."""
+    model, inputs = tiny_model
+    body = PROFILES + '[profiles.drift]\ninject = "drift"\n' + tiny_case(model, inputs, ("fp32", "drift"))
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
+    assert cli("run", "-c", str(config)).returncode == 0
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id").loc["tiny/drift/ort-1.32"]
+    assert cell["drift_max_abs"] == pytest.approx(1.0, abs=1e-6)  # off by one on every later inference
+    shown = cli("tolerances", "suggest", "-c", str(config), "--trusted", "ort-1.32")
+    assert shown.returncode == 0, shown.stderr
+    comment = shown.stdout.split("[cases.tiny.tolerances.drift]\n")[1].splitlines()[0]
+    floor = float(comment.split("noise floor ")[1].split(" ")[0])
+    assert comment.endswith("(run-to-run drift)") and 1 - 1e-3 <= floor <= 1.0, comment  # 1 - rtol·|ref| at most

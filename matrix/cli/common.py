@@ -79,7 +79,7 @@ def _plan(config: Path, cases=None, envs=None, cells=None):
     from ..plan import build_plan
 
     if config.exists() and not config.is_file():
-        _fail(f"{config}: not a matrix file (a folder?)")
+        _fail(_not_a_matrix_file(config))
     try:
         return build_plan(config, cases, envs, cells)
     except ConfigError as exc:
@@ -110,8 +110,13 @@ def _matrix_file(config: Path | None) -> Path | None:
     if config is None:
         return Path("matrix.toml") if Path("matrix.toml").is_file() else None
     if not config.is_file():
-        _fail(f"{config}: not a matrix file (a folder?)" if config.exists() else f"{config}: file not found")
+        _fail(_not_a_matrix_file(config) if config.exists() else f"{config}: file not found")
     return config
+
+
+def _not_a_matrix_file(config: Path) -> str:
+    """-c names something there that is no file: said as what it is (/dev/null is no folder)."""
+    return f"{config}: not a matrix file ({'a folder' if config.is_dir() else 'not a regular file: a pipe, a device or a socket'})"
 
 
 def _reports_dir(config: Path | None) -> Path:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from .common import (BaselineOpt, CasesOpt, CellsOpt, ConfigOpt, EXIT_INTERNAL, EXIT_REGRESSION, EnvsOpt, MAX_SHARDS,
+from .common import (BaselineOpt, CasesOpt, CellsOpt, ConfigOpt, EXIT_REGRESSION, EXIT_USAGE, EnvsOpt, MAX_SHARDS,
                      ShardOpt, StrictOpt, _check_output, _fail, _plan, app)
 from .gate import _baseline, _gate
 
@@ -105,8 +105,8 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     typer.echo(str(run_dir))
     if newly_failing:
         raise typer.Exit(EXIT_REGRESSION)
-    if junit_failed:
-        raise typer.Exit(EXIT_INTERNAL)
+    if junit_failed:  # an output path that cannot be written is bad input, as for every command's -o
+        raise typer.Exit(EXIT_USAGE)
 
 
 def _warn_several_issues(frame, issues) -> None:

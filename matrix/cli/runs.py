@@ -39,7 +39,10 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     try:
         matrix = load_config(config)
         if tolerances is not None:
-            matrix = with_tolerances(matrix, tolerances)
+            own, matrix = matrix, with_tolerances(matrix, tolerances)
+            if matrix == own:  # `tolerances suggest` with nothing to suggest wrote such a file
+                typer.echo(f"warning: {tolerances} changes no tolerance of {config}: the run is re-judged with the "
+                           "matrix file's own", err=True)
         issues = load_known_issues(config, matrix)
     except ConfigError as exc:
         _fail(str(exc))
@@ -59,22 +62,24 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     note_rejudged(run_dir, {"at": utc_now(), "config": str(config.resolve()),
                             "tolerances": str(tolerances.resolve()) if tolerances else None})
     render_run(run_dir, frame)
-    typer.echo(changed_statuses(stored, frame), err=True)
+    typer.echo(changed_statuses(stored, frame, sum(problems.values())), err=True)
     typer.echo(str(run_dir / REPORT))
     if problems:  # the report is written, those cells marked; the verdicts it kept are said here
         _fail(f"{sum(problems.values())} cells not re-judged (their verdicts are the run's, marked in the report): "
               + "; ".join(problems))
 
 
-def changed_statuses(before, after) -> str:
-    """'re-judged 24 cells: 3 changed (fail → pass 2, pass → fail 1)', or '…: none changed'."""
+def changed_statuses(before, after, kept: int = 0) -> str:
+    """'re-judged 24 cells: 3 changed (fail → pass 2, pass → fail 1)', or '…: none changed';
+    're-judged 22 of 24 cells: …' where `kept` of them could not be (their stored files are damaged)."""
     from collections import Counter
 
     was = dict(zip(before["cell_id"], before["status"]))
     moves = Counter(f"{was[cell]} → {status}" for cell, status in zip(after["cell_id"], after["status"])
                     if cell in was and was[cell] != status)
     said = ", ".join(f"{move} {count}" for move, count in moves.most_common())
-    return f"re-judged {len(after)} cells: " + (f"{sum(moves.values())} changed ({said})" if moves else "none changed")
+    judged = f"{len(after) - kept} of {len(after)}" if kept else f"{len(after)}"
+    return f"re-judged {judged} cells: " + (f"{sum(moves.values())} changed ({said})" if moves else "none changed")
 
 
 @app.command()
@@ -282,7 +287,7 @@ def history(config: RunsConfigOpt = None,
     from ..report.console import print_history
     from ..store import DamagedRun, left_out, list_runs, read_run
 
-    runs = list_runs(_reports_dir(config))[-last:][::-1]
+    runs = list_runs(_reports_dir(config), warn=True)[-last:][::-1]
     if not runs:
         _fail(f"no runs under {_reports_dir(config)}")
     readable = []

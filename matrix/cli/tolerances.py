@@ -44,7 +44,7 @@ def tolerances_suggest(
     rules = {(name, profile): rule for name, entry in matrix.cases.items() for profile, rule in entry.accept.items()} \
         if matrix else {}
     try:
-        found = suggest(read_run(run_dir), trusted, factor, case, rules)
+        found = suggest(run_dir, read_run(run_dir), trusted, factor, case, rules)
     except ValueError as exc:
         _fail(str(exc))
     text = to_toml(found, run_dir.name, trusted, factor)
@@ -52,4 +52,7 @@ def tolerances_suggest(
         typer.echo(text)
         return
     _write_output("-o", output, lambda target: target.write_text(text))
-    typer.echo(f"{sum(s.atol is not None or s.rule is not None for s in found)} suggestions written to {output}", err=True)
+    made = sum(s.atol is not None or s.rule is not None for s in found)
+    typer.echo(f"{made} suggestions written to {output}" if made else
+               f"no suggestion: {output} holds only the reasons (re-judged with it, a run keeps the matrix file's "
+               "tolerances)", err=True)

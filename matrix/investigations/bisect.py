@@ -29,7 +29,7 @@ from typing import Callable
 import pandas as pd
 from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from ..environments.definitions import EnvDef, available_envdefs
 from ..plan import Plan, plan_for_row
@@ -150,11 +150,19 @@ def between(versions: list[str], good: str, bad: str) -> list[str]:
     """The versions from A to B inclusive, in search order (A first), whichever is older."""
     for name, version in (("--good", good), ("--bad", bad)):
         if version not in versions:
-            hint = " (a pre-release: --pre takes them in)" if Version(version).is_prerelease else ""
+            hint = _why_not_listed(version)
             raise BisectError(f"{name} {version} is not a known release{hint} ({', '.join(versions[-8:])}, …)")
     low, high = sorted((Version(good), Version(bad)))
     span = [v for v in versions if low <= Version(v) <= high]
     return span if Version(good) < Version(bad) else span[::-1]
+
+
+def _why_not_listed(version: str) -> str:
+    """The hint for a version that is not in the list: a pre-release left out, or no version at all."""
+    try:
+        return " (a pre-release: --pre takes them in)" if Version(version).is_prerelease else ""
+    except InvalidVersion:
+        return " (not a version number)"
 
 
 def envdef_for(engine: str, version: str, known: list[EnvDef]) -> EnvDef:

@@ -7,6 +7,7 @@ upgrade view for its default pair) from the outputs a run keeps: nothing more is
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,13 @@ from ..store import DamagedRun, cell_file, run_inputs
 from ..worker.files import OUTPUTS
 
 
+def _outputs_path(run_dir: Path, row) -> Path | None:
+    return cell_file(run_dir, str(row["content_key"]), OUTPUTS) if isinstance(row.get("content_key"), str) else None
+
+
 def _outputs(run_dir: Path, row) -> dict[str, np.ndarray] | None:
     """A cell's stored outputs; None where it kept none; DamagedRun where the file cannot be read."""
-    path = cell_file(run_dir, str(row["content_key"]), OUTPUTS) if isinstance(row.get("content_key"), str) else None
+    path = _outputs_path(run_dir, row)
     if path is None or not path.is_file():
         return None
     try:
@@ -39,12 +44,15 @@ def a_vs_b(run_dir: Path, frame: pd.DataFrame, env_a: str, env_b: str) -> dict[s
     rows: dict[str, dict] = {}
     for record in kept.to_dict("records"):  # one conversion: a groupby per row costs seconds at thousands
         rows.setdefault(record["row_id"], {})[record["env"]] = record
-    found = {}
+    found, missing = {}, {}
     for row_id, by_env in rows.items():
         if len(by_env) != 2:
             continue
         a, b = _outputs(run_dir, by_env[env_a]), _outputs(run_dir, by_env[env_b])
-        if a is None or b is None or a.keys() != b.keys():
+        if a is None or b is None:  # a judged cell kept its outputs: they were removed since
+            missing[row_id] = [_outputs_path(run_dir, by_env[env]) for env, kept in ((env_a, a), (env_b, b)) if kept is None]
+            continue
+        if a.keys() != b.keys():
             continue
         if all(a[n].dtype == b[n].dtype and a[n].tobytes() == b[n].tobytes() for n in a):  # most rows: nothing to measure
             found[row_id] = {"max_abs": 0.0, "max_rel": 0.0, "cosine": 1.0, "identical": True, "within": True}
@@ -57,7 +65,18 @@ def a_vs_b(run_dir: Path, frame: pd.DataFrame, env_a: str, env_b: str) -> dict[s
             continue
         found[row_id] = {"max_abs": worst["max_abs"], "max_rel": worst["max_rel"], "cosine": worst["cosine"],
                          "identical": False, "within": verdict == "pass"}
+    if missing:
+        _warn_missing(missing)
     return found
+
+
+def _warn_missing(missing: dict[str, list[Path | None]]) -> None:
+    """One line for the rows whose B against A cannot be measured: which outputs are gone."""
+    rows, files = list(missing), [str(path) for paths in missing.values() for path in paths]
+    said_rows = ", ".join(rows[:3]) + (", …" if len(rows) > 3 else "")
+    said_files = ", ".join(files[:2]) + (", …" if len(files) > 2 else "")
+    print(f"warning: B against A is left out for {len(rows)} row{'s' if len(rows) > 1 else ''} ({said_rows}): "
+          f"the outputs their judged cells kept are missing ({said_files})", file=sys.stderr, flush=True)
 
 
 def a_vs_b_text(measured: dict | None) -> str | None:

@@ -120,8 +120,10 @@ class RunProgress:
         self.prepared += 1
         self.preparing.pop(self._artifact(event), None)
         if self.total <= self.LOG_EACH:
-            if event["seconds"] >= self.SLOW and not console.is_terminal:
-                self._say(f"prepared {self._artifact(event)} in {event['seconds']:.1f} s")
+            if event["seconds"] >= self.SLOW and not console.is_terminal:  # a timeout's or crash's too: never "prepared"
+                self._say(f"could not prepare {self._artifact(event)} (after {event['seconds']:.1f} s): "
+                          f"{event['error']}" if event.get("error") else
+                          f"prepared {self._artifact(event)} in {event['seconds']:.1f} s")
         elif time.monotonic() - self.said_at >= self.QUIET:
             self._say(f"preparing artifacts: {self.prepared} of at most {event['of']} so far")
 
@@ -383,8 +385,8 @@ def print_history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None, t
     rows = _history(runs, cell_glob)
     table = Table(header_style="bold", pad_edge=False)
     table.add_column("cell")
-    for run_id, _ in runs:
-        table.add_column(run_id[:15], no_wrap=True)
+    for header in history_headers([run_id for run_id, _ in runs]):
+        table.add_column(header, no_wrap=True)
     for cell, statuses in rows:
         table.add_row(escape(cell), *statuses)
     if fits(table, target):
@@ -393,6 +395,13 @@ def print_history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None, t
     target.print(escape("runs, newest first: " + ", ".join(run_id for run_id, _ in runs)), soft_wrap=True)
     for cell, statuses in rows:
         target.print(f"{escape(cell)}: " + " | ".join(s or "—" for s in statuses), soft_wrap=True, highlight=False)
+
+
+def history_headers(run_ids: list[str]) -> list[str]:
+    """Each run's column header: its id to the second (20261126T203444), or the whole id where two
+    runs of the table started in the same second."""
+    short = Counter(run_id[:15] for run_id in run_ids)
+    return [run_id[:15] if short[run_id[:15]] == 1 else run_id for run_id in run_ids]
 
 
 def left_out_line(left_out: dict[str, dict[str, str]], run_json: Path) -> str | None:

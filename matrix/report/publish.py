@@ -82,7 +82,7 @@ def render_index(reports_dir: Path) -> None:
     """index.html (a line per run) and history.html (the last HISTORY_RUNS runs), from each run's
     summaries (run_summaries.py): a new run costs its own summaries, not a re-read of every run."""
     summaries, history = [], []
-    for run_dir in reversed(list_runs(reports_dir)):
+    for run_dir in reversed(list_runs(reports_dir, warn=True)):
         try:
             summaries.append(run_summary(run_dir))
             if len(history) < HISTORY_RUNS:

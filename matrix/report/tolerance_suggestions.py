@@ -2,7 +2,9 @@
 
 Per case × profile: the atol the trusted environments' cells needed at the configured rtol (the
 worst over their rows, outputs and inferences: atol_needed), times a safety factor, never below
-the noise floor measured there (run-to-run drift, and the case's FP32 error against float64).
+the noise floor measured there (run-to-run drift, and the case's FP32 error against float64),
+itself taken at the configured rtol as atol_needed is: an output of values near 1e15 has an FP32
+rounding of 1e7 that rtol covers, and as an atol it would pass any error on the case's other outputs.
 A profile judged by an acceptance rule gets the rule's cosine threshold instead (atol and rtol
 have no effect there): 1 - factor x the largest gap from 1 the trusted cells showed (per slice
 where the rule has an axis), never above what the case's FP32 cells reach, the rest of the rule
@@ -15,10 +17,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
+from ..compare import compare_runs, load_runs
 from ..config import Acceptance
+from ..prepare import mask_array
+from ..store import DamagedRun, cell_file, run_inputs
+from ..worker.files import OUTPUTS, REPEATS
 
 RAN = {"pass", "fail"}
 
@@ -47,10 +54,29 @@ def round_up(value: float) -> float:
     return rounded if rounded >= value else float(f"{(math.ceil(value / step) + 1) * step:.1e}")
 
 
-def _noise_floor(frame: pd.DataFrame, measured: pd.DataFrame, case: str) -> tuple[float, str]:
-    drift = float(measured["drift_max_abs"].fillna(0).max())
+def _drift_at(run_dir: Path, cell: dict, rtol: float) -> float:
+    """A cell's run-to-run drift as an atol at `rtol`: its later runs judged against its first, as
+    B is against A (a_vs_b), so the part of it that rtol covers is none."""
+    outputs = cell_file(run_dir, str(cell["content_key"]), OUTPUTS)
+    try:
+        first, later = load_runs(outputs, cell_file(run_dir, str(cell["content_key"]), REPEATS))
+        mask = cell.get("mask")
+        mask = mask_array(run_inputs(run_dir, str(cell["artifact"])), mask) if isinstance(mask, str) else None
+    except Exception as exc:  # noqa: BLE001 - whatever a missing or damaged file raises (zip, numpy's format)
+        raise DamagedRun.of(outputs, exc) from None
+    try:
+        return float(compare_runs(list(later.values()), first, 0.0, rtol, mask)[1]["atol_needed"]) if later else 0.0
+    except ValueError:  # the runs differ in shape or outputs: nothing rtol covers
+        return math.inf
+
+
+def _noise_floor(run_dir: Path, frame: pd.DataFrame, measured: pd.DataFrame, case: str, rtol: float) -> tuple[float, str]:
+    """(the floor, what it is): the largest of the trusted cells' drift and the case's FP32 cells'
+    atol_needed (at the FP32 tolerance's rtol), each at a configured rtol."""
+    drifting = measured[measured["drift_max_abs"].fillna(0) > 0]
+    drift = max((_drift_at(run_dir, cell, rtol) for cell in drifting.to_dict("records")), default=0.0)
     fp32 = frame[(frame["case"] == case) & (frame["precision"] == "fp32") & frame["verdict"].isin(RAN)]
-    fp32_error = float(fp32["max_abs"].max()) if not fp32.empty else 0.0
+    fp32_error = float(fp32["atol_needed"].max()) if fp32["atol_needed"].notna().any() else 0.0
     if not math.isfinite(fp32_error):  # NaN/Inf in FP32 says nothing about noise
         fp32_error = 0.0
     return max((drift, "run-to-run drift"), (fp32_error, "FP32 vs float64"))
@@ -73,9 +99,10 @@ def _rule(suggestion: Suggestion, frame: pd.DataFrame, measured: pd.DataFrame, a
     suggestion.rule = {**accept.model_dump(exclude_defaults=True), "cosine": float(f"{1 - gap:.15g}")}
 
 
-def suggest(frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[str] | None = None,
+def suggest(run_dir: Path, frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[str] | None = None,
             rules: dict[tuple[str, str], Acceptance] | None = None) -> list[Suggestion]:
-    """`rules`: the matrix file's acceptance rules {(case, profile): rule}."""
+    """`frame`: the results of the run in `run_dir` (whose stored outputs give the drift);
+    `rules`: the matrix file's acceptance rules {(case, profile): rule}."""
     for flag, given, known in (("--trusted", trusted, set(frame["env"])), ("--case", cases or (), set(frame["case"]))):
         if unknown := sorted(set(given) - known):
             raise ValueError(f"{flag} {unknown[0]} is not {'an environment' if flag == '--trusted' else 'a case'} of "
@@ -100,7 +127,10 @@ def suggest(frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[
         if math.isinf(suggestion.needed):
             suggestion.why = f"NaN/Inf in a trusted cell ({suggestion.worst}): no tolerance passes it"
             continue
-        suggestion.floor, suggestion.floor_from = _noise_floor(mine, measured, case)
+        suggestion.floor, suggestion.floor_from = _noise_floor(run_dir, mine, measured, case, suggestion.rtol)
+        if math.isinf(suggestion.floor):
+            suggestion.why = "the runs of a trusted cell differ in NaN/Inf or shape: no tolerance covers that"
+            continue
         suggestion.atol = round_up(max(factor * suggestion.needed, suggestion.floor))
     return found
 
@@ -108,7 +138,8 @@ def suggest(frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[
 def to_toml(suggestions: list[Suggestion], run_id: str, trusted: list[str], factor: float) -> str:
     lines = [f"# trtmatrix tolerances suggest: run {run_id}; trusted: {', '.join(trusted)}; factor {factor:g}.",
              "# atol: factor x the atol the trusted cells needed at the configured rtol, never below the noise",
-             "# floor measured there (run-to-run drift; the case's FP32 error against float64). rtol: as configured.",
+             "# floor measured there at a configured rtol too (run-to-run drift; the case's FP32 error against",
+             "# float64). rtol: as configured.",
              "# Paste into the matrix file, or re-judge a run: trtmatrix report RUN --tolerances THIS_FILE", ""]
     for s in suggestions:
         if s.rule is not None:

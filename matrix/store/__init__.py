@@ -270,24 +270,40 @@ def read_run(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
 
 def _recorded_order(run_dir: Path) -> tuple:
     """(sequence, start, id) as the run recorded them: a folder's name says nothing (a copy named
-    `keep-good`, a host whose clock said 2099). Runs of an older trtmatrix, or whose run.json is
-    damaged, have no sequence: before every run that has one."""
-    try:
-        meta = json.loads((run_dir / RUN_META).read_text())
-    except (OSError, ValueError):
-        meta = {}
-    meta = meta if isinstance(meta, dict) else {}
+    `keep-good`, a host whose clock said 2099). Runs of an older trtmatrix have no sequence: before
+    every run that has one. DamagedRun where run.json cannot be read."""
+    meta = read_run_meta(run_dir)
     sequence = meta.get(SEQUENCE)
     return (sequence if type(sequence) is int else 0, str(meta.get("started", "")), run_dir.name)
 
 
-def list_runs(reports_dir: Path) -> list[Path]:
-    """Finished runs, oldest first, in the order they recorded (_recorded_order)."""
-    runs = reports_dir / RUNS
-    if not runs.is_dir():
-        return []
-    return sorted((p for p in runs.iterdir() if p.is_dir() and not p.name.endswith(".partial")
-                   and (p / PARQUET).is_file()), key=_recorded_order)
+def _runs_and_damaged(reports_dir: Path) -> tuple[list[Path], list[tuple[Path, DamagedRun]]]:
+    """(the finished runs, oldest first; each run folder that lost or broke its run.json or results
+    file, with what is wrong). A run writes both before its folder gets its name: one missing was
+    removed since."""
+    runs, damaged = [], []
+    runs_dir = reports_dir / RUNS
+    for run_dir in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
+        if not run_dir.is_dir() or run_dir.name.startswith(".") or run_dir.name.endswith(".partial"):
+            continue
+        if missing := [name for name in (RUN_META, PARQUET) if not (run_dir / name).is_file()]:
+            damaged.append((run_dir, DamagedRun(run_dir, "", f"{' and '.join(missing)} missing, a damaged run?")))
+            continue
+        try:
+            runs.append((_recorded_order(run_dir), run_dir))
+        except DamagedRun as exc:
+            damaged.append((run_dir, exc))
+    return [run_dir for _, run_dir in sorted(runs, key=lambda pair: pair[0])], damaged
+
+
+def list_runs(reports_dir: Path, warn: bool = False) -> list[Path]:
+    """Finished runs, oldest first, in the order they recorded (_recorded_order). A run folder that
+    lost or broke its run.json or results is none; `warn`: each is named in a warning line (a
+    command reading the runs of a folder, whose newest it might have been)."""
+    runs, damaged = _runs_and_damaged(reports_dir)
+    for _, exc in damaged if warn else ():
+        left_out(exc)
+    return runs
 
 
 def next_sequence(reports_dir: Path) -> int:
@@ -298,14 +314,16 @@ def next_sequence(reports_dir: Path) -> int:
 
 def find_run(reports_dir: Path, run: str | None) -> Path:
     """A run by id, id prefix or path; the newest when None."""
-    runs = list_runs(reports_dir)
     if run is None:
-        if not runs:
+        if not (runs := list_runs(reports_dir, warn=True)):
             raise FileNotFoundError(f"no runs under {reports_dir / RUNS}")
         return runs[-1]
     if Path(run).is_dir() and (Path(run) / PARQUET).is_file():
         return Path(run)
+    runs, damaged = _runs_and_damaged(reports_dir)
     matches = [p for p in runs if p.name.startswith(run)]
+    if not matches and (named := [exc for run_dir, exc in damaged if run_dir.name.startswith(run)]):
+        raise FileNotFoundError(str(named[0]))  # asked for by name: refused, saying why
     if len(matches) != 1:
         raise FileNotFoundError(f"{len(matches)} runs under {reports_dir / RUNS} match {run!r}")
     return matches[0]
@@ -330,9 +348,14 @@ def read_run_meta(run_dir: Path) -> dict:
     return {"run_id": run_dir.name, **meta}
 
 
+_SAID: set[str] = set()  # the warnings left_out gave in this process: one command reads a folder's runs more than once
+
+
 def left_out(exc: DamagedRun) -> None:
-    """One warning line for a damaged run that a command over many runs leaves out."""
-    print(f"warning: {exc}; left out", file=sys.stderr, flush=True)
+    """One warning line for a damaged run that a command over many runs leaves out (once per command)."""
+    if str(exc) not in _SAID:
+        _SAID.add(str(exc))
+        print(f"warning: {exc}; left out", file=sys.stderr, flush=True)
 
 
 def previous_results(reports_dir: Path, run_dir: Path, cell_ids, most: int = 30) -> list[tuple[Path, pd.DataFrame]]:
