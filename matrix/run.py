@@ -51,7 +51,7 @@ from .store.cache import digest_memo, faults_memo, speed_tests
 from .store.hashing import hash_files, hash_json, remembered, remembered_digest
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
-from .store.records import HOST, REPORTED, empty_record, log_tail
+from .store.records import HOST, REPORTED, empty_record, log_tail, storable
 from .stops import STOPPING, removed_at_end
 from .worker.files import LOG, OUTPUTS
 
@@ -134,7 +134,7 @@ class MatrixRun:
             atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key,
             suite=suite_label(spec.entry.suite, spec.entry.suite_dir) if spec.suite is not None else None,
             mask=spec.entry.mask)
-        record.update(fields)
+        record.update({name: storable(value) if isinstance(value, str) else value for name, value in fields.items()})
         record["verdict"] = record["status"]  # before known issues turn it into xfail/xpass
         self.records[cell.cell_id] = record
         # What the matrix will show: a known issue's failure is announced as xfail, not fail.

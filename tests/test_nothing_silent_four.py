@@ -866,3 +866,14 @@ def test_a_partial_run_in_between_hides_no_regression(tmp_path, write_matrix):
     done = trtmatrix("run", "-c", str(config))
     assert done.returncode == 1, done.stderr
     assert f"b/fp32/{ENV}: pass → fail" in done.stderr
+
+
+def test_a_lone_surrogate_in_a_cells_error_is_written_escaped_not_a_lost_run(tmp_path, write_matrix):
+    """Issue 41, second sweep, finding 30: a case whose error held a lone surrogate (a file name's
+    undecodable byte, as Python keeps it) ended the run with exit 3 and no run folder at all."""
+    config, _ = hostile_case(tmp_path, write_matrix, body='    raise RuntimeError("cannot open caf\\udce9.bin")')
+    done = trtmatrix("run", "-c", str(config), "--junit-xml", str(tmp_path / "j.xml"))
+    assert done.returncode == 0, done.stderr
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert cell["status"] == "error" and "cannot open caf\\udce9.bin" in cell["error"]
+    assert "caf\\udce9.bin" in (tmp_path / "j.xml").read_text()

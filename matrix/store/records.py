@@ -36,6 +36,13 @@ def log_tail(path: Path) -> str:
     return "\n".join(lines[-LOG_TAIL_LINES:])
 
 
+def storable(text: str) -> str:
+    """Text every file format holds: a lone surrogate (a file name's undecodable byte, as Python's
+    surrogateescape keeps it, in an error message) written as its escape, not a UnicodeEncodeError
+    that loses the whole run's tables."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def empty_record(**fields) -> dict:
     record = dict.fromkeys(COLUMNS)
     record.update(host=HOST, reused=False, outputs="[]")
