@@ -309,8 +309,8 @@ def test_a_stop_while_a_case_file_is_importing_is_128_plus_n_with_one_line(toy):
         os.kill(plan.pid, signum)
         _, stderr = plan.communicate(timeout=60)
         assert plan.returncode == 128 + signum and "Traceback" not in stderr
-        assert stderr.strip().splitlines() == [f"stopped by {signum.name}: finished cells are kept in the cache; "
-                                               "run again to resume"]
+        # issue 41, second sweep, finding 28c: a command that runs no cell does not speak of cells to resume
+        assert stderr.strip().splitlines() == [f"stopped by {signum.name}: nothing it was writing is left half-written"]
 
 
 # --- 8: stops leave no litter and call no stopped cell an error ----------------------------------

@@ -36,6 +36,10 @@ from .common import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, _say_error, app  # noqa:
 __all__ = ["app", "main"]
 
 
+# The commands that run cells (a stop keeps those that finished, for the next run to reuse).
+CELL_COMMANDS = ("run", "explain", "precision", "repro", "bisect")
+
+
 def _raise_stopped(signum, frame):
     stop_requested(signum)  # before anything else: no thread reports a cell this stop breaks
     if _importing(frame):  # an exception raised inside an extension module's init aborts the process
@@ -74,8 +78,10 @@ def _stop(exc: Stopped) -> None:
     end_descendants()
     _flush()
     # The process's own stderr: the stop may come while a case file's output is being captured.
-    print(f"stopped by {signal.Signals(exc.signum).name}: finished cells are kept in the cache; run again to resume",
-          file=sys.__stderr__, flush=True)
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), "")
+    said = "finished cells are kept in the cache; run again to resume" if command in CELL_COMMANDS \
+        else "nothing it was writing is left half-written"
+    print(f"stopped by {signal.Signals(exc.signum).name}: {said}", file=sys.__stderr__, flush=True)
     os._exit(128 + exc.signum)
 
 
