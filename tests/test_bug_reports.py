@@ -264,6 +264,13 @@ def test_the_cache_command_says_what_is_kept_and_frees_a_part(tmp_path):
     assert shown.returncode == 0
     assert [line.split()[:3] for line in shown.stdout.splitlines()] == \
         [["results", "700", "B"], ["investigations", "5.0", "KB"], ["total", "5.7", "KB"]]
+    # Issue 41, second sweep, finding 28d: freed under a run's feet, its cells were lost to the next run.
+    from matrix.store.locks import cache_lock
+
+    with cache_lock(tmp_path / "cache", "env-ort-1.20"):  # a run at work on this cache
+        busy = trtmatrix("cache", "-c", str(config), "--free", "all")
+    assert busy.returncode == 2 and "is in use: a run or an investigation holds env-ort-1.20" in busy.stderr
+    assert (tmp_path / "cache" / "investigations").is_dir()
     freed = trtmatrix("cache", "-c", str(config), "--free", "investigations", "--json")
     assert json.loads(freed.stdout)["freed"] == {"investigations": 5000}
     assert not (tmp_path / "cache" / "investigations").exists() and (tmp_path / "cache" / "results").is_dir()

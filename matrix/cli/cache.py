@@ -17,19 +17,23 @@ def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
               as_json: Annotated[bool, typer.Option("--json", help="Print the sizes as JSON (bytes).")] = False) -> None:
     """How much trtmatrix's cache (the matrix file's cache_dir, else the user's) holds, part by part, and what freeing
     each costs; --free removes parts. Every part is made again when needed: freeing one costs time
-    at the next run, never a result (run folders keep their own outputs). Don't free while a run
-    or an investigation is going."""
+    at the next run, never a result (run folders keep their own outputs). Refused while a run or an
+    investigation holds one of the cache's locks."""
     import json
 
     from ..config import load_config
     from ..report.console import escape, out
     from ..store.cache import cache_folder
     from ..store.cache_usage import PARTS, free as free_parts, size_text, usage
+    from ..store.locks import held_cache_locks
 
     if not config.is_file():
         _fail(f"{config}: no matrix file (its cache_dir, or the user's cache without one, is the cache)")
     cache = cache_folder(config.resolve().parent, load_config(config).run.cache_dir)
     if free:
+        if held := held_cache_locks(cache):
+            _fail(f"{cache} is in use: a run or an investigation holds {', '.join(held[:3])}; free it when none is "
+                  "going (its cells would be lost to the next run)")
         try:
             freed = free_parts(cache, free)
         except ValueError as exc:

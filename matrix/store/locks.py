@@ -32,3 +32,9 @@ def is_free(lock: FileLock) -> bool:
         return False
     lock.release()
     return True
+
+
+def held_cache_locks(cache_dir: Path) -> list[str]:
+    """The names of the cache's locks some process holds now: a run or an investigation at work."""
+    folder = cache_dir / "locks"
+    return [path.stem for path in sorted(folder.glob("*.lock")) if not is_free(FileLock(path))] if folder.is_dir() else []
