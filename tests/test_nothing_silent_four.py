@@ -877,3 +877,13 @@ def test_a_lone_surrogate_in_a_cells_error_is_written_escaped_not_a_lost_run(tmp
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
     assert cell["status"] == "error" and "cannot open caf\\udce9.bin" in cell["error"]
     assert "caf\\udce9.bin" in (tmp_path / "j.xml").read_text()
+
+
+def test_export_over_a_stored_runs_own_file_is_refused(tiny_run):
+    """Issue 41, second sweep, finding 28e: `export --format csv -o <run>/results.parquet` wrote CSV
+    over the run's own table, exit 0, and every later command found the run damaged."""
+    config, run_dir = tiny_run
+    before = (run_dir / "results.parquet").read_bytes()
+    done = trtmatrix("export", run_dir.name, "-c", str(config), "--format", "csv", "-o", str(run_dir / "results.parquet"))
+    assert done.returncode == 2 and f"is a file of the stored run {run_dir.name}" in done.stderr, done.stderr
+    assert (run_dir / "results.parquet").read_bytes() == before

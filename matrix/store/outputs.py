@@ -63,6 +63,8 @@ def output_problem(path: Path | str) -> str | None:
     parent = Path(os.path.abspath(target)).parent
     if not parent.is_dir():
         return f"no folder {parent}"
+    if kind == "file" and (parent / "run.json").is_file():  # a stored run's own file: the run would be damaged
+        return f"{path} is a file of the stored run {parent.name}: write elsewhere"
     if not os.access(parent, os.W_OK | os.X_OK) or (kind == "file" and not os.access(target, os.W_OK)):
         return f"{path} cannot be written (permission denied)"
     return None
