@@ -887,3 +887,21 @@ def test_export_over_a_stored_runs_own_file_is_refused(tiny_run):
     done = trtmatrix("export", run_dir.name, "-c", str(config), "--format", "csv", "-o", str(run_dir / "results.parquet"))
     assert done.returncode == 2 and f"is a file of the stored run {run_dir.name}" in done.stderr, done.stderr
     assert (run_dir / "results.parquet").read_bytes() == before
+
+
+def test_a_host_interpreter_that_never_answers_is_found_in_seconds_and_is_the_definitions_error(tmp_path,
+                                                                                                monkeypatch):
+    """Issue 41, second sweep, finding 32: a host definition whose `python` hangs made `run` wait 300 s
+    and then call the environment `skipped` (exit 0, no reason shown); `plan` blocked as long. The
+    interpreter is asked to start first, with a short deadline (here 1 s instead of 30)."""
+    from matrix.environments import host
+    from matrix.environments.backend import SetupFailed
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexec sleep 600\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(host, "START_TIMEOUT_S", 1)
+    started = time.monotonic()
+    with pytest.raises(SetupFailed, match="did not start within 1 s: not a working Python interpreter"):
+        host.interpreter_facts(str(fake), "onnxruntime")
+    assert time.monotonic() - started < 10

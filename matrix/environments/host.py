@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 
 from ..store.hashing import hash_json
-from .backend import EnvironmentUnavailable
+from .backend import EnvironmentUnavailable, SetupFailed
 from .definitions import EnvDef
 from .gpus import with_host_gpus
 from .venv import ProcessWorker, start_process
@@ -31,6 +31,7 @@ _SIGNATURE = ("import importlib.util, json, os, sys; spec = importlib.util.find_
               "origin = spec and spec.origin; stat = origin and os.stat(origin); "
               "print(json.dumps([sys.version, origin, stat and [stat.st_mtime_ns, stat.st_size, stat.st_ino]]))")
 FACTS_TIMEOUT_S = 300  # importing torch on a cold disk takes seconds, not minutes
+START_TIMEOUT_S = 30  # a Python that prints its version and a path takes well under a second
 INTERPRETERS = "interpreters"  # in the cache folder: facts of interpreters already checked
 
 
@@ -38,14 +39,14 @@ def host_python(envdef: EnvDef) -> str:
     return envdef.python or sys.executable
 
 
-def _python(python: str, code: str, what: str) -> subprocess.CompletedProcess:
+def _python(python: str, code: str, what: str, timeout_s: float = FACTS_TIMEOUT_S) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=FACTS_TIMEOUT_S,
+        return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     except OSError as exc:
         raise EnvironmentUnavailable(f"cannot run the interpreter {python}: {exc.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise EnvironmentUnavailable(f"{python} did not {what} within {FACTS_TIMEOUT_S} s") from None
+    except subprocess.TimeoutExpired:  # it is there and hangs: the definition names no working Python
+        raise SetupFailed(f"{python} did not {what} within {timeout_s:g} s: not a working Python interpreter") from None
 
 
 def _imported_facts(python: str, engine: str) -> dict:
@@ -59,7 +60,7 @@ def _imported_facts(python: str, engine: str) -> dict:
 def _installation(python: str, engine: str) -> list | None:
     """The interpreter and the file its engine would be imported from (path, mtime, size, inode):
     a reinstall or upgrade changes it. None where that cannot be told (the import check says why)."""
-    done = _python(python, _SIGNATURE.format(engine), "start")
+    done = _python(python, _SIGNATURE.format(engine), "start", START_TIMEOUT_S)
     if done.returncode != 0:
         return None
     found = json.loads(done.stdout.splitlines()[-1])
@@ -72,8 +73,8 @@ def interpreter_facts(python: str, engine: str, cache_dir: Path | None = None) -
     the reason when it does not run or cannot import the engine. Importing the engine is the check
     (torch: seconds on a GPU host, paid before every run's first cell); with `cache_dir` its answer
     is kept under the installation it checked and reused while that is unchanged."""
-    installation = _installation(python, engine) if cache_dir else None
-    kept = cache_dir / INTERPRETERS / f"{hash_json(installation)[:24]}.json" if installation else None
+    installation = _installation(python, engine)  # first: an interpreter that hangs is found in seconds
+    kept = cache_dir / INTERPRETERS / f"{hash_json(installation)[:24]}.json" if installation and cache_dir else None
     if kept and kept.is_file():
         return json.loads(kept.read_text())
     facts = _imported_facts(python, engine)
