@@ -741,7 +741,10 @@ def test_a_definition_no_release_satisfies_is_an_error_naming_it_and_skips_say_w
                                           'requirements = ["onnxruntime==0.0.1", "numpy"]\n')
     (images / "ort-elsewhere.toml").write_text('engine = "onnxruntime"\nbackend = "host"\n'
                                                f'python = "{tmp_path / "no-python"}"\n')
-    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("ort-none", "ort-elsewhere"),
+    # and one whose requirements forget the engine: the stranger's venv got "ModuleNotFoundError" alone
+    (images / "ort-forgot.toml").write_text('engine = "onnxruntime"\nversion = "1.32.0"\nbackend = "venv"\n'
+                                            'requirements = ["numpy"]\n')
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("ort-none", "ort-elsewhere", "ort-forgot"),
                           images_dir=images)
     done = trtmatrix("run", "-c", str(config), "--strict")
     assert done.returncode == 1, done.stderr
@@ -750,6 +753,8 @@ def test_a_definition_no_release_satisfies_is_an_error_naming_it_and_skips_say_w
     assert cells.loc["ort-none", "error"] == ("ort-none: no release satisfies its requirements (there is no version "
                                               f"of onnxruntime==0.0.1): fix `requirements` in {images / 'ort-none.toml'}")
     assert cells.loc["ort-elsewhere", "status"] == "skipped"  # a host without that interpreter: cannot run here
+    assert cells.loc["ort-forgot", "status"] == "error" and cells.loc["ort-forgot", "error"].endswith(
+        f"the worker needs numpy and onnxruntime: add onnxruntime to `requirements` in {images / 'ort-forgot.toml'}")
     skip = next(line for line in done.stderr.splitlines() if line.strip().startswith("skip ×"))
     assert "cannot run the interpreter" in skip and "(ort-elsewhere: tiny/fp32)" in skip
 

@@ -123,6 +123,10 @@ def unfit_line(envdef: EnvDef, event: dict) -> str:
     without numpy): the environment's fault and its remedy, never the engine's; the image named last,
     where a cause cut short in the terminal loses least."""
     lacks = f"{envdef.name}: {event['error']} in its Python {event['python']}"
+    missing = event["error"].removeprefix("No module named ").strip("'").split(".")[0]
+    named = {r.lower().replace("_", "-") for r in envdef.requirements}  # tensorrt_rtx: tensorrt-rtx-cu12
+    if envdef.backend == "venv" and not any(r.startswith(missing.lower().replace("_", "-")) for r in named):
+        return f"{lacks}; the worker needs numpy and {envdef.engine}: add {missing} to `requirements` in {envdef.path}"
     if envdef.backend == "venv":
         return f"{lacks}: its venv is damaged; `trtmatrix cache --free venvs` makes it again"
     where = f"the image {image_ref(envdef)}" if envdef.backend == "docker" else event["executable"]
