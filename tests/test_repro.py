@@ -39,6 +39,7 @@ profiles = ["fp16"]
 params = { batch = [1] }
 """
 ENVS = ("ort-1.16.3", "ort-1.17", "ort-1.18.1", "ort-1.19.0", "ort-1.20")
+FP32, FP16 = '[profiles.fp32]\nprecision = "fp32"\n', '[profiles.fp16]\nprecision = "fp16"\n'
 # (cell, the release it fails on, the good releases next to it in this run, reduced to fewer nodes)
 REGRESSIONS = [
     ("ort_clip_fp16_min_only/fp32/ort-1.19.0", "1.19.0", ["1.18.1", "1.20.1"], True),
@@ -394,6 +395,20 @@ def test_issue_md_for_tensorrt_fills_every_section_and_field_of_nvidias_template
     assert "pip install tensorrt-rtx-cu12==1.7.1.116 numpy==1.26.4\npython repro.py" in found["Steps To Reproduce"]
 
 
+def run_one_case(tmp_path: Path, cache_dir: Path, graph, inputs: dict, profile: str, env: str,
+                 tolerances: str = "") -> Path:
+    """`graph` (opset 17) as the ONNX-file case `c` of one profile (its TOML table, named as the
+    profile's precision), run in `env`: the matrix file."""
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", **inputs)
+    name = re.search(r"\[profiles\.(\w+)\]", profile).group(1)
+    body = (f'{profile}[cases.c]\nonnx = "{tmp_path / "m.onnx"}"\ninputs = "{tmp_path / "in.npz"}"\n'
+            f'profiles = ["{name}"]\n' + (f"[cases.c.tolerances.{name}]\n{tolerances}" if tolerances else ""))
+    config = matrix_file(tmp_path, cache_dir, body, environments=(env,))
+    trtmatrix("run", "-c", str(config))
+    return config
+
+
 def test_a_constant_that_overflows_in_the_fp16_copy_is_blamed_on_the_conversion_not_the_engine(tmp_path, cache_dir):
     """y = x + 1e5: the FP16 copy holds the constant as inf (FP16 tops out at 65504), and onnxruntime
     computes that copy right: the conversion is at fault, no report goes upstream (issue 40 point 7)."""
@@ -401,13 +416,8 @@ def test_a_constant_that_overflows_in_the_fp16_copy_is_blamed_on_the_conversion_
         [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.float32([1e5])), name="big"),
          helper.make_node("Add", ["x", "c"], ["y"], name="add")], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
-    np.savez(tmp_path / "in.npz", x=np.float32([1, 2, 3, 4]))
-    body = (f'[profiles.fp16]\nprecision = "fp16"\n[cases.big]\nonnx = "{tmp_path / "m.onnx"}"\n'
-            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp16"]\n')
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
-    trtmatrix("run", "-c", str(config))
-    result = trtmatrix("repro", "big/fp16/ort-1.20", "-c", str(config))
+    config = run_one_case(tmp_path, cache_dir, graph, {"x": np.float32([1, 2, 3, 4])}, FP16, "ort-1.20")
+    result = trtmatrix("repro", "c/fp16/ort-1.20", "-c", str(config))
     assert result.returncode == 2 and "the FP16 conversion is at fault, not onnxruntime" in result.stderr
     assert "(constant c: 100000, beyond FP16's largest 65504)" in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
@@ -424,19 +434,13 @@ def test_a_tolerance_finer_than_fp16_is_blamed_not_the_engine(tmp_path, cache_di
          helper.make_node("Transpose", ["p"], ["y"], perm=[1, 0], name="flip")], "g",  # an FP16 one: rounds
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4])], [weight])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
     x = rng.normal(size=(4, 16)).astype(np.float32)
-    np.savez(tmp_path / "in.npz", x=x)
-    body = (f'[profiles.fp16]\nprecision = "fp16"\n[cases.project]\nonnx = "{tmp_path / "m.onnx"}"\n'
-            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp16"]\n'
-            '[cases.project.tolerances.fp16]\natol = 1e-5\nrtol = 0.0\n')
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
-    trtmatrix("run", "-c", str(config))
+    config = run_one_case(tmp_path, cache_dir, graph, {"x": x}, FP16, "ort-1.20", "atol = 1e-5\nrtol = 0.0\n")
     # The exact answer of the FP16 copy rounded to FP16 is itself beyond atol 1e-5: no engine can pass.
     w16 = numpy_helper.to_array(weight).astype(np.float16).astype(np.float64)
     exact = (x.astype(np.float16).astype(np.float64) @ w16).T
     assert np.abs(exact.astype(np.float16) - exact).max() > 1e-5
-    result = trtmatrix("repro", "project/fp16/ort-1.20", "-c", str(config))
+    result = trtmatrix("repro", "c/fp16/ort-1.20", "-c", str(config))
     assert result.returncode == 2, result.stderr
     assert "the tolerance is at fault, not onnxruntime: the FP16 copy it ran evaluated in float64 with each value stored in FP16" \
            in result.stderr
@@ -460,69 +464,42 @@ def test_a_tolerance_finer_than_fp16_is_blamed_where_the_outputs_own_rounding_hi
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8])],
         [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(np.float32([6.0]), "scale")])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
     x = (rng.normal(size=(2, 4, 16)) * 2).astype(np.float16).astype(np.float32)
-    np.savez(tmp_path / "in.npz", x=x)
     # optimization off: onnxruntime neither fuses the MatMul nor drops the Transposes
-    body = (f'[profiles.fp16]\nprecision = "fp16"\noptimization = "off"\n[cases.classify]\n'
-            f'onnx = "{tmp_path / "m.onnx"}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp16"]\n'
-            '[cases.classify.tolerances.fp16]\natol = 1e-5\nrtol = 1e-5\n')
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
-    trtmatrix("run", "-c", str(config))
+    config = run_one_case(tmp_path, cache_dir, graph, {"x": x}, FP16 + 'optimization = "off"\n', "ort-1.32",
+                          "atol = 1e-5\nrtol = 1e-5\n")
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
     # The whole outputs, exactly, rounded to FP16: far below the engine's error, a 6× sharpened rounding.
     logits = (x.astype(np.float64) @ weight.astype(np.float64)) * 6.0
     y = np.exp(logits - logits.max(-1, keepdims=True))
     y /= y.sum(-1, keepdims=True)
     assert cell["status"] == "fail" and cell["max_abs"] > 2 * np.abs(y.astype(np.float16) - y).max()
-    result = trtmatrix("repro", "classify/fp16/ort-1.32", "-c", str(config))
+    result = trtmatrix("repro", "c/fp16/ort-1.32", "-c", str(config))
     assert result.returncode == 2, result.stderr
     assert "the tolerance is at fault, not onnxruntime: the FP16 copy it ran evaluated in float64 with each value " \
            "stored in FP16 is already" in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
 
 
-def test_float32_cancellation_is_blamed_on_the_precision_not_reported(tmp_path, cache_dir):
-    """Issue 41's second sweep: y = (x + 1e8) - 1e8 in float32 is 0 in every engine (x + 1e8 rounds
-    to 1e8), x in float64. repro reduced it to a Sub "that should give 1.5" and wrote a verified
-    report; the model evaluated with each value stored in float32 is as far off as the engine."""
-    big = numpy_helper.from_array(np.float32([1e8]), "big")
+@pytest.mark.parametrize("ops, constant, x, said, never", [
+    # y = (x + 1e8) - 1e8 is 0 in every float32 engine, x in float64: repro reduced it to a Sub "that
+    # should give 1.5" and wrote a verified report
+    (("Add", "Sub"), 1e8, [1.5, 2.25, -3.75, 0.1], "the tolerance is at fault, not onnxruntime: the model evaluated "
+     "in float64 with each value stored in FP32 is already 3.75 off", "RuntimeWarning"),
+    # y = x * 1e30 * 1e30 is +inf in float32: it said "loosen the tolerance" (none passes inf), with
+    # numpy's RuntimeWarning and its source line
+    (("Mul", "Mul"), 1e30, [1, 2, 3, 4], "the model's values do not fit FP32, not onnxruntime's fault", "loosen"),
+], ids=["cancellation", "overflow"])
+def test_what_float32_cannot_hold_is_blamed_on_the_precision_not_reported(tmp_path, cache_dir, ops, constant, x, said,
+                                                                          never):
+    """Issue 41's second sweep: the model evaluated with each value stored in float32 is as far off
+    as the engine: one line saying so, exit 2, no report."""
     graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "big"], ["t"], name="addbig"),
-         helper.make_node("Sub", ["t", "big"], ["y"], name="subbig")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [big])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
-    np.savez(tmp_path / "in.npz", x=np.float32([1.5, 2.25, -3.75, 0.1]))
-    body = (f'[profiles.fp32]\nprecision = "fp32"\n[cases.cancel]\nonnx = "{tmp_path / "m.onnx"}"\n'
-            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32"]\n')
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
-    trtmatrix("run", "-c", str(config))
-    assert np.float32(1e8) + np.float32(1.5) - np.float32(1e8) == 0  # what any float32 engine gives
-    result = trtmatrix("repro", "cancel/fp32/ort-1.20", "-c", str(config))
+        [helper.make_node(ops[0], ["x", "c"], ["t"], name="first"), helper.make_node(ops[1], ["t", "c"], ["y"], name="second")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [numpy_helper.from_array(np.float32([constant]), "c")])
+    config = run_one_case(tmp_path, cache_dir, graph, {"x": np.float32(x)}, FP32, "ort-1.20")
+    result = trtmatrix("repro", "c/fp32/ort-1.20", "-c", str(config))
     assert result.returncode == 2, result.stderr
-    assert "the tolerance is at fault, not onnxruntime: the model evaluated in float64 with each value stored in " \
-           "FP32 is already 3.75 off" in result.stderr
-    assert not list((tmp_path / "reports").rglob("ISSUE.md"))
-
-
-def test_a_model_that_overflows_float32_is_said_so_not_a_tolerance_to_loosen(tmp_path, cache_dir):
-    """Issue 41's second sweep: x * 1e30 * 1e30 is +inf in float32; repro said "loosen the
-    tolerance" (no tolerance passes inf) and printed numpy's RuntimeWarning with its source line."""
-    scale = numpy_helper.from_array(np.float32([1e30]), "scale")
-    graph = helper.make_graph(
-        [helper.make_node("Mul", ["x", "scale"], ["t"], name="once"),
-         helper.make_node("Mul", ["t", "scale"], ["y"], name="twice")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], [scale])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
-    np.savez(tmp_path / "in.npz", x=np.float32([1, 2, 3]))
-    body = (f'[profiles.fp32]\nprecision = "fp32"\n[cases.big]\nonnx = "{tmp_path / "m.onnx"}"\n'
-            f'inputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32"]\n')
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
-    trtmatrix("run", "-c", str(config))
-    result = trtmatrix("repro", "big/fp32/ort-1.20", "-c", str(config))
-    assert result.returncode == 2, result.stderr
-    assert "the model's values do not fit FP32, not onnxruntime's fault" in result.stderr
-    assert "loosen" not in result.stderr and "RuntimeWarning" not in result.stderr
+    assert said in result.stderr and never not in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
