@@ -36,7 +36,7 @@ from .executors.prepare_apart import PrepareFailed, prepare_apart
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
 from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, checked_digests, copy_facts, copy_path, file_digests,
-                      mask_array, model_for_profile, prepared)
+                      mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, EXPECTED_CAUSE, NoReference
 from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
@@ -146,8 +146,9 @@ class MatrixRun:
 
     def _artifacts_for(self, case: str, params, artifact_key: str) -> Path | BaseException:
         key = (case, params)
-        if key not in self._artifacts and (ready := prepared(self.cache, case, artifact_key)):
-            self._artifacts[key] = ready  # no lock, no progress line: thousands of suite tests on a re-run
+        # Ready: no lock, no progress line (thousands of suite tests on a re-run), its case.json kept.
+        if key not in self._artifacts and (ready := prepared_meta(self.cache, case, artifact_key)):
+            self._artifacts[key], self._metas[ready[0]] = ready
         if key not in self._artifacts:
             spec = self.plan.cases[case]
             rows = [(params, artifact_key)]  # a case file's other rows too: imported once for all of them

@@ -70,10 +70,16 @@ def file_digests(folder: Path, cache_dir: Path) -> dict[str, str]:
 def prepared(cache_dir: Path, case: str, key: str) -> Path | None:
     """The artifacts, if an earlier run finished them (META is written last) and the files it
     made are still the files it made."""
+    ready = prepared_meta(cache_dir, case, key)
+    return ready[0] if ready else None
+
+
+def prepared_meta(cache_dir: Path, case: str, key: str) -> tuple[Path, dict] | None:
+    """prepared(), with its META as read there."""
     target = artifact_dir(cache_dir, case, key)
     try:
         meta = json.loads((target / META).read_text())
-        return target if meta.get("digests") == checked_digests(target, cache_dir) else None
+        return (target, meta) if meta.get("digests") == checked_digests(target, cache_dir) else None
     except (OSError, ValueError):
         return None
 

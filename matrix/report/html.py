@@ -252,13 +252,15 @@ def matrix_body(rows: list[dict]) -> Markup:
         cells = "".join(f'<td class="c {escape(cell["status"])}">{escape(cell["text"])}</td>' if cell else "<td></td>"
                         for cell in row["cells"])
         heading = f'{row["case"]} {" ".join(f"{k}={v}" for k, v in row["params"].items())} · {row["profile"]}'
-        new = {(-1, DIGIT.sub("0", heading))} | {(i, DIGIT.sub("0", cell["text"])) for i, cell in enumerate(row["cells"]) if cell}
+        new = {(-1, DIGIT.sub("0", heading))} | {(i, DIGIT.sub("0", cell["text"]))
+                                                 for i, cell in enumerate(row["cells"]) if cell}
         sizer = ' class="s"' if not new <= shapes else ""
         shapes |= new
         if number and number % MATRIX_CHUNK == 0:
             out.append("</tbody>\n<tbody>")
-        out.append(f'<tr id="row-{row_id}"{sizer} data-case="{escape(row["case"])}" data-statuses="{escape(row["statuses"])}" '
-                   f'data-row="{row_id}"{ops}><th class="row">{escape(row["case"])}{params} · {escape(row["profile"])}'
+        out.append(f'<tr id="row-{row_id}"{sizer} data-case="{escape(row["case"])}" '
+                   f'data-statuses="{escape(row["statuses"])}" data-row="{row_id}"{ops}>'
+                   f'<th class="row">{escape(row["case"])}{params} · {escape(row["profile"])}'
                    f'<a class="anchor" href="#row-{row_id}">#</a></th>{cells}</tr>')
     out.append("</tbody>")
     return Markup("\n".join(out))

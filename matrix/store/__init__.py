@@ -89,12 +89,13 @@ def _write_text(target, text: str) -> None:
 
 def _json_records(frame: pd.DataFrame) -> list[dict]:
     """The rows with every digit a float64 has (pandas' to_json keeps 10 decimals: a max_abs of
-    7e-13 became 0); a missing value, NaN or ±inf is null, as pandas writes them."""
+    7e-13 became 0); a missing value, NaN or ±inf is null, as pandas writes them. Made through
+    Arrow, whose rows are plain Python values already (pandas' to_dict boxes each value: twice as
+    long)."""
     def plain(value):
-        if value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
-            return None
-        return value.item() if hasattr(value, "item") else value
-    return [{key: plain(value) for key, value in record.items()} for record in frame.to_dict("records")]
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+    return [{key: plain(value) for key, value in row.items()}
+            for row in pa.Table.from_pandas(frame, preserve_index=False).to_pylist()]
 
 
 def export(frame: pd.DataFrame, path, kind: str, records: list[dict] | None = None) -> None:
