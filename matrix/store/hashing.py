@@ -28,15 +28,19 @@ def remembered_digests(paths: list[Path], memo: Path) -> dict[str, dict[str, str
     """{file name: {"sha256": hash_files([path]), "file": worker.files.file_digest(path)}} of files
     of one folder, remembered together in the file `memo`, each with its file's identity (see
     remembered): a re-run reads one memo for them, and does not hash a gigabyte model again (the BGE
-    reranker's, twice a re-run), nor a run folder's copy of a file to list its digest."""
+    reranker's, twice a re-run), nor a run folder's copy of a file to list its digest. Asked again in
+    the same process, the files' identities are enough (a run asks for each artifact's twice)."""
+    identities = [_identity(path) for path in paths]
+    if (seen := _SEEN.get(memo)) and seen[0] == identities:
+        return seen[1]
     try:
         kept = json.loads(memo.read_text())
     except (OSError, ValueError):  # none yet
         kept = {}
     kept = kept if isinstance(kept, dict) else {}
     digests, entries = {}, {}
-    for path in paths:
-        identity, entry = _identity(path), kept.get(path.name)
+    for path, identity in zip(paths, identities):
+        entry = kept.get(path.name)
         if not (isinstance(entry, dict) and entry.get("identity") == identity
                 and all(isinstance(entry.get(kind), str) for kind in ("sha256", "file"))):
             entry = {"identity": identity, **_both_digests(path)}
@@ -44,7 +48,11 @@ def remembered_digests(paths: list[Path], memo: Path) -> dict[str, dict[str, str
         digests[path.name] = {"sha256": entry["sha256"], "file": entry["file"]}
     if entries != kept:
         _keep(memo, entries)
+    _SEEN[memo] = (identities, digests)
     return digests
+
+
+_SEEN: dict[Path, tuple[list, dict]] = {}  # remembered_digests' answers in this process, by memo
 
 
 def _both_digests(path: Path) -> dict[str, str]:
