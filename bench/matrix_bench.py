@@ -9,6 +9,7 @@ models: `pytorch-converted` (a folder in the ONNX test layout) and the nine `lig
 - trtmatrix_s: `trtmatrix run --no-reuse` (every cell runs; the venv and the prepared artifacts
   exist from an unmeasured first run, as on any machine after its first night);
 - trtmatrix_cached_s: the same command with reuse (nothing changed), right after it;
+  both as a user's Python runs them, writing bytecode (PYTHONDONTWRITEBYTECODE unset for them);
 - naive_loop_s: a fresh Python per cell that imports onnxruntime and numpy, reads the cell's files
   with trtmatrix's own value loader (matrix/worker/values.py: string tensors and sequences are
   kept in a layout onnxruntime cannot take from `np.load`), runs the model as often as a
@@ -114,11 +115,21 @@ def timed(command: list[str], **kwargs) -> tuple[float, subprocess.CompletedProc
     return time.perf_counter() - start, done
 
 
+# trtmatrix's commands and the naive loop's scripts run as a user's Python runs them, writing
+# bytecode: where this variable is set (these development machines set it), every command compiled
+# trtmatrix's source again, 0.2 to 0.3 s each. The output says whether it was set.
+BYTECODE_OFF = "PYTHONDONTWRITEBYTECODE"
+
+
+def user_env() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if name != BYTECODE_OFF}
+
+
 def trtmatrix(config: Path, *flags: str) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the command and what it started): on a loaded machine the
     second says what the command itself cost."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    seconds, done = timed([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), *flags])
+    seconds, done = timed([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), *flags], env=user_env())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):  # 1: the run found regressions, a result like any other
         raise SystemExit(f"trtmatrix run exited {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -145,7 +156,7 @@ def naive_loop(cells, work: Path, cache: Path) -> float:
     """Seconds for every cell; stops, naming the cell, where the loop gave no verdict."""
     script = work / "naive.py"
     script.write_text(NAIVE)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}  # the value loader, as a user of trtmatrix's files imports it
+    env = {**user_env(), "PYTHONPATH": str(REPO)}  # the value loader, as a user of trtmatrix's files imports it
     total = 0.0
     for _, row in cells.iterrows():
         folder = artifacts_folder(cache) / row["artifact"]
@@ -225,7 +236,8 @@ def main() -> None:
                "cached_goal_s": round(goal_s, 2), "cached_over_goal": round(cached / goal_s, 2),
                "loops_sampled": f"{len(picked)} cells of {len(kinds)} kinds, scaled x{cells / len(picked):.1f}; "
                                 f"polygraphy {len(taken)} of them, scaled x{cells / len(taken):.1f}",
-               "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count()}
+               "load_average": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+               "bytecode_off_here": os.environ.get(BYTECODE_OFF) is not None}
     print(f"{'':28}{'seconds':>10}{'x trtmatrix':>14}")
     for name in ("trtmatrix_s", "trtmatrix_cached_s", "naive_loop_s", "polygraphy_loop_s", "engine_s"):
         print(f"{name:28}{figures[name]:>10.2f}{figures[name] / cold:>14.2f}")
@@ -242,6 +254,9 @@ def main() -> None:
         print(f"goal {name} {sense} {goal}: {figures[name]} {'met' if met else 'NOT MET'}")
     print(f"CPU seconds (the command and its children): cold {figures['trtmatrix_cpu_s']}, cached "
           f"{figures['trtmatrix_cached_cpu_s']}; load average {figures['load_average']} on {figures['cpus']} CPUs")
+    if figures["bytecode_off_here"]:
+        print(f"{BYTECODE_OFF} was set here: unset for trtmatrix's commands, which write and read bytecode as a "
+              "user's Python does")
     print(json.dumps(figures))
 
 

@@ -35,8 +35,8 @@ from .executors.local import LocalExecutor
 from .executors.prepare_apart import PrepareFailed, prepare_apart
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan
-from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, copy_facts, copy_path, mask_array, model_for_profile,
-                      prepared)
+from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, checked_digests, copy_facts, copy_path, file_digests,
+                      mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
@@ -47,13 +47,13 @@ from .sources.known_issues import apply_known_issues, faults_found, known_status
 from .sources.onnx_suites import suite_label
 from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
-from .store.cache import digest_memo, faults_memo, speed_tests
-from .store.hashing import hash_files, hash_json, remembered, remembered_digest
+from .store.cache import faults_memo, speed_tests
+from .store.hashing import hash_files, hash_json, remembered
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail, storable
 from .stops import STOPPING, removed_at_end
-from .worker.files import LOG, OUTPUTS
+from .worker.files import DIGESTS, LOG, OUTPUTS
 
 Events = Callable[[dict], None]
 # Threads judging cells while the environments run: enough to keep up with several GPUs. On four
@@ -109,10 +109,12 @@ class MatrixRun:
         self.run_id, self.started = new_run_id(), utc_now()
         self.records: dict[str, dict] = {}
         self.result_dirs: dict[str, Path] = {}
+        self._output_digests: dict[Path, str] = {}  # {a cell's output file: its digest, as its result names it}
         self._artifacts: dict[tuple, Path | BaseException] = {}
         self._faults: dict[tuple, str] = {}  # (model ran, optimisation, engine) → the fault patterns in it
         self._model_digests: dict[Path, str] = {}
         self._shapes: dict[Path, dict] = {}
+        self._metas: dict[Path, dict] = {}
         self._rows = len({(cell.case, cell.params) for cell in plan.cells})  # artifacts at most, for progress
         self.env_logs: dict[str, str] = {}
         self.env_seconds: dict[str, float] = {}  # set-up + all cells, per environment (run.json)
@@ -144,8 +146,9 @@ class MatrixRun:
 
     def _artifacts_for(self, case: str, params, artifact_key: str) -> Path | BaseException:
         key = (case, params)
-        if key not in self._artifacts and (ready := prepared(self.cache, case, artifact_key)):
-            self._artifacts[key] = ready  # no lock, no progress line: thousands of suite tests on a re-run
+        # Ready: no lock, no progress line (thousands of suite tests on a re-run), its case.json kept.
+        if key not in self._artifacts and (ready := prepared_meta(self.cache, case, artifact_key)):
+            self._artifacts[key], self._metas[ready[0]] = ready
         if key not in self._artifacts:
             spec = self.plan.cases[case]
             rows = [(params, artifact_key)]  # a case file's other rows too: imported once for all of them
@@ -172,8 +175,14 @@ class MatrixRun:
 
     def _model_digest(self, artifacts: Path) -> str:
         if artifacts not in self._model_digests:
-            self._model_digests[artifacts] = remembered_digest(artifacts / MODEL, digest_memo(self.cache, artifacts, MODEL))
+            self._model_digests[artifacts] = checked_digests(artifacts, self.cache)[MODEL]
         return self._model_digests[artifacts]
+
+    def _case_meta(self, artifacts: Path) -> dict:
+        """An artifact's case.json, read once a run (prepared artifacts are not rewritten in place)."""
+        if artifacts not in self._metas:
+            self._metas[artifacts] = case_meta(artifacts)
+        return self._metas[artifacts]
 
     def _input_shapes(self, artifacts: Path) -> dict:
         """{input: shape} of an artifact's inputs, read once per run (every TensorRT cell of a case
@@ -217,10 +226,10 @@ class MatrixRun:
                     error_text(artifacts)
                 self._record(cell, status="error", error=f"prepare failed: {error}", log_tail=tail)
                 continue
-            check = case_meta(artifacts).get("reference_check") or {}
+            check = self._case_meta(artifacts).get("reference_check") or {}
             if check.get("verdict") == DISPUTED:  # never judged against a value that is not checked
                 self._record(cell, status="disputed", error=f"reference disputed: {check['text']}",
-                             reference=case_meta(artifacts).get("reference"), reference_check=check["text"])
+                             reference=self._case_meta(artifacts).get("reference"), reference_check=check["text"])
                 continue
             runnable.append((cell, artifacts))
         return runnable
@@ -250,7 +259,9 @@ class MatrixRun:
     def _finish(self, cell: Cell, raw: dict, artifacts: Path, key: str, reused: bool = False) -> None:
         directory = self.result_dirs[cell.cell_id]
         fields = {name: raw.get(name) for name in REPORTED}
-        info, meta, envdef = raw.get("info") or {}, case_meta(artifacts), self.plan.envs[cell.env]
+        if isinstance(raw.get(DIGESTS), dict):  # checked against its files where the result was reused
+            self._output_digests.update({directory / str(name): digest for name, digest in raw[DIGESTS].items()})
+        info, meta, envdef = raw.get("info") or {}, self._case_meta(artifacts), self.plan.envs[cell.env]
         status = raw.get("status", "error")
         if status != "ok" and status not in ORDER:  # a result file no worker of this trtmatrix wrote
             status, fields["error"] = "error", f"its result says status {status!r}, which trtmatrix does not know"
@@ -297,13 +308,18 @@ class MatrixRun:
         ran = model_for_profile(artifacts, profile, envdef.runs_fp16_copy(profile))
         key = (ran, profile.optimization, envdef.label)
         if key not in self._faults:  # a model's patterns read once per run, and kept across runs
-            patterns = [(i.id, i.fault.model_dump(mode="json")) for i in self.plan.known_issues
-                        if i.fault and i.engine == envdef.label]
-            memo = faults_memo(self.cache, ran, hash_json([patterns, *key[1:], _fault_code()]))
+            memo = faults_memo(self.cache, ran, self._patterns_key(*key[1:]))
             self._faults[key] = json.dumps(remembered(ran, memo, lambda: faults_found(
                 onnx.load(str(ran), load_external_data=False), self.plan.known_issues, envdef.label,
                 profile.optimization)))
         return self._faults[key]
+
+    @cache
+    def _patterns_key(self, optimization, label: str) -> str:
+        """What a remembered finding of fault patterns holds for: the registry's patterns for the
+        engine, its settings and the code that looks (made once a run, not once per cell)."""
+        patterns = [(i.id, i.fault.model_dump(mode="json")) for i in self.plan.known_issues if i.fault and i.engine == label]
+        return hash_json([patterns, optimization, label, _fault_code()])
 
     def _judge_early(self, event: dict) -> None:
         """A cell judged as soon as its worker says it ran (the event names its folder), on a
@@ -435,7 +451,10 @@ class MatrixRun:
         return files
 
     def _store(self, reports_dir: Path, frame: pd.DataFrame) -> Path:
-        references = [a / REFERENCE for a in self._artifacts.values() if isinstance(a, Path)]
+        artifacts = [a for a in self._artifacts.values() if isinstance(a, Path)]
+        references = [a / REFERENCE for a in artifacts]
+        known = {**self._output_digests, **{a / name: digest for a in artifacts
+                                              for name, digest in file_digests(a, self.cache).items()}}
         meta = {"run_id": self.run_id, SEQUENCE: next_sequence(reports_dir), "started": self.started,
                 "finished": utc_now(), "host": HOST,
                 "config": str(self.plan.config_path), "environments": list(self.plan.envs),
@@ -443,5 +462,5 @@ class MatrixRun:
                 "left_out": self.plan.left_out, "models": self._model_files(),
                 **({"shard": self.plan.shard, "empty_shards": list(self.plan.empty_shards)} if self.plan.shard else {}),
                 "trtmatrix": trtmatrix_version()}
-        return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references), frame,
+        return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references, known), frame,
                               speed_tests(self.cache))

@@ -11,7 +11,9 @@ import sys
 
 from conftest import PROFILES, REPO, make_tiny_model, matrix_file, tiny_case
 from matrix.store import list_runs, read_run
-from matrix.store.hashing import hash_files, remembered_digest
+from matrix.store import hashing
+from matrix.store.hashing import hash_files, remembered_digests
+from matrix.worker.files import file_digest
 
 
 RESOLVE = """
@@ -54,18 +56,26 @@ def test_a_venv_resolution_stands_for_ten_minutes_then_is_asked_again(tmp_path):
 
 
 def test_a_remembered_digest_holds_while_the_file_is_the_same_file(tmp_path):
-    """issue 44, point 2 (a re-run hashed the BGE reranker's gigabyte model twice): the digest is
-    remembered with the file's identity; the same file is not read again (the memo's digest, here
-    marked, is returned), a rewritten one is hashed again."""
-    model, memo = tmp_path / "model.onnx", tmp_path / "digests" / "model.json"
+    """issue 44, point 2 (a re-run hashed the BGE reranker's gigabyte model twice; then read one memo
+    per file of every artifact): the digests of an artifact's files are remembered together, each with
+    its file's identity; the same file is not read again (the memo's digest, here marked, is
+    returned), a rewritten one is hashed again, the others still taken from the memo."""
+    model, inputs, memo = tmp_path / "model.onnx", tmp_path / "inputs.npz", tmp_path / "digests" / "artifact.json"
     model.write_bytes(b"first model" * 1000)
-    first = remembered_digest(model, memo)
-    assert first == hash_files([model])
+    inputs.write_bytes(b"inputs" * 100)
+    sha256 = {name: both["sha256"] for name, both in remembered_digests([model, inputs], memo).items()}
+    assert sha256 == {"model.onnx": hash_files([model]), "inputs.npz": hash_files([inputs])}
+    assert remembered_digests([model, inputs], memo)["inputs.npz"]["file"] == file_digest(inputs)
     kept = json.loads(memo.read_text())
-    memo.write_text(json.dumps({**kept, "sha256": "marked"}))
-    assert remembered_digest(model, memo) == "marked"  # the same file: not hashed again
+    for name in kept:
+        kept[name]["sha256"] = "marked " + name
+    memo.write_text(json.dumps(kept))
+    hashing._SEEN.clear()  # what this process was told already: the next run is a new process
+    assert remembered_digests([model, inputs], memo)["model.onnx"]["sha256"] == "marked model.onnx"  # not hashed again
     model.write_bytes(b"second model, longer" * 1000)
-    assert remembered_digest(model, memo) == hash_files([model]) != first
+    again = remembered_digests([model, inputs], memo)
+    assert again["model.onnx"] == {"sha256": hash_files([model]), "file": file_digest(model)}
+    assert again["model.onnx"]["sha256"] != sha256["model.onnx"] and again["inputs.npz"]["sha256"] == "marked inputs.npz"
 
 
 FAULT = """
@@ -111,3 +121,31 @@ def test_fault_patterns_found_in_a_model_are_remembered_until_the_registry_or_th
     ran = cache_dir / "artifacts" / artifact / "model.onnx"
     ran.write_bytes(ran.read_bytes())  # the same bytes, another file
     assert faults() == ["add-pattern"]
+
+
+def test_an_unchanged_rerun_lists_the_digests_of_the_files_it_stored_without_reading_them_again(tmp_path, cache_dir):
+    """issue 44, point 2 (a cached re-run hashed every array its run folder links, though it had just
+    checked the cells' outputs against their results' digests and had the artifacts' digests in its
+    memo): through `trtmatrix run` twice, the second run's digests.json still lists every array of
+    its cells/ and refs/, each with the digest of its own bytes (the two cells' outputs differ, as do
+    the reference and the inputs: a digest listed under another file's name is caught)."""
+    from matrix.worker.files import file_digest
+
+    model, inputs = make_tiny_model(tmp_path)
+    config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs, ("fp32", "fp16")),
+                         environments=("ort-1.32",))
+
+    def run() -> Path:
+        done = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config)], cwd=REPO,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return list_runs(tmp_path / "reports")[-1]
+
+    run()
+    second = run()
+    assert read_run(second)["reused"].all()
+    listed = json.loads((second / "digests.json").read_text())
+    arrays = sorted(str(p.relative_to(second)) for kind in ("cells", "refs") for p in (second / kind).glob("*.npz"))
+    assert sorted(listed) == arrays and len(arrays) == 2 + 2  # each cell's outputs; reference and inputs
+    assert {name: file_digest(second / name) for name in arrays} == listed
+    assert len(set(listed.values())) == len(listed)

@@ -8,8 +8,6 @@ simply "that tag exists". Everything goes through the docker SDK: no shell strin
 
 from __future__ import annotations
 
-import hashlib
-import re
 from dataclasses import dataclass
 
 import docker
@@ -18,6 +16,7 @@ from docker.errors import APIError, BuildError, DockerException, ImageNotFound
 from .backend import EnvironmentUnavailable
 from .definitions import EnvDef
 from .gpus import gpu_missing_reason
+from .image_names import image_ref, local_tag
 
 CLIENT_TIMEOUT_S = 600
 
@@ -29,17 +28,6 @@ def docker_client() -> docker.DockerClient:
     except DockerException as exc:
         raise EnvironmentUnavailable(f"no Docker engine answers on this host ({exc})") from None
     return client
-
-
-def local_tag(envdef: EnvDef) -> str:
-    dockerfile = envdef.path.parent / envdef.dockerfile
-    digest = hashlib.sha256(envdef.definition_hash().encode() + dockerfile.read_bytes()).hexdigest()
-    repo = re.sub(r"[^a-z0-9]+", "-", envdef.name.lower()).strip("-")
-    return f"trtmatrix/{repo}:{digest[:12]}"
-
-
-def image_ref(envdef: EnvDef) -> str:
-    return local_tag(envdef) if envdef.dockerfile else envdef.image
 
 
 def find_image(client: docker.DockerClient, ref: str):

@@ -16,7 +16,7 @@ from typing import Callable
 from ..config import Profile
 from ..environments.backend import Backend, EnvironmentUnavailable, running
 from ..environments.definitions import EnvDef
-from ..environments.images import image_ref
+from ..environments.image_names import image_ref
 from ..plan import Cell
 from ..store.cache import env_log, jobs_folder
 from ..store.records import log_tail

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..config import Profile
 from ..environments.definitions import EnvDef, available_envdefs
-from ..environments.images import image_ref
+from ..environments.image_names import image_ref
 from ..plan import Cell, Plan
 from ..prepare import artifact_dir
 from ..prepare.layers import resolve_nodes

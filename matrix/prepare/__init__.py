@@ -22,7 +22,7 @@ from ..config import Profile
 from ..sources import CaseSpec, Params
 from ..sources.onnx_suites import suite_label, typed_tensors
 from ..store.cache import artifacts_folder, digest_memo
-from ..store.hashing import hash_files, remembered_digest
+from ..store.hashing import hash_files, remembered_digests
 from ..stops import removed_at_end
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
 from ..worker.values import save_values
@@ -51,21 +51,35 @@ def artifact_dir(cache_dir: Path, case: str, key: str) -> Path:
 CHECKED = (MODEL, INPUTS, REFERENCE)
 
 
-def _digests(folder: Path, cache_dir: Path | None = None) -> dict[str, str]:
+def checked_digests(folder: Path, cache_dir: Path | None = None) -> dict[str, str]:
     """Each checked file's digest; with `cache_dir`, remembered with the file's identity (a re-run
     does not hash a gigabyte model again; a file replaced or rewritten is hashed anew)."""
     if cache_dir is None:
         return {name: hash_files([folder / name]) for name in CHECKED}
-    return {name: remembered_digest(folder / name, digest_memo(cache_dir, folder, name)) for name in CHECKED}
+    return {name: both["sha256"] for name, both in remembered_digests([folder / name for name in CHECKED],
+                                                                       digest_memo(cache_dir, folder)).items()}
+
+
+def file_digests(folder: Path, cache_dir: Path) -> dict[str, str]:
+    """Each checked file's worker.files.file_digest, remembered as checked_digests are: what a run
+    folder lists for its links to them (store.write_digests)."""
+    return {name: both["file"] for name, both in remembered_digests([folder / name for name in CHECKED],
+                                                                     digest_memo(cache_dir, folder)).items()}
 
 
 def prepared(cache_dir: Path, case: str, key: str) -> Path | None:
     """The artifacts, if an earlier run finished them (META is written last) and the files it
     made are still the files it made."""
+    ready = prepared_meta(cache_dir, case, key)
+    return ready[0] if ready else None
+
+
+def prepared_meta(cache_dir: Path, case: str, key: str) -> tuple[Path, dict] | None:
+    """prepared(), with its META as read there."""
     target = artifact_dir(cache_dir, case, key)
     try:
         meta = json.loads((target / META).read_text())
-        return target if meta.get("digests") == _digests(target, cache_dir) else None
+        return (target, meta) if meta.get("digests") == checked_digests(target, cache_dir) else None
     except (OSError, ValueError):
         return None
 
@@ -96,7 +110,7 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path) -> Path
     meta["fp16_forecast"] = forecast.result(model)
     if spec.suite is None:  # a suite's expected outputs are the spec's own test data
         meta.update(_checked_reference(meta, model, inputs, float64, tmp))
-    meta["digests"] = _digests(tmp)
+    meta["digests"] = checked_digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import shlex
 import sys
 from collections import Counter
@@ -43,6 +44,8 @@ STATUSES = ORDER
 DETAILS = "report-details"  # the folder beside report.html
 DETAILS_CHUNK = 250  # cells per details file: one click loads one small file
 TIMING = "timing.js"  # in DETAILS: every timed cell's text for the speed table, loaded when it is opened
+MATRIX_CHUNK = 64  # rows a <tbody> of the matrix: the page lays out those in view, not all of them
+DIGIT = re.compile(r"\d")
 PLOTTED_CASES = 24  # per-case plots drawn at most (the cases with the most failing cells beyond it)
 DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
@@ -236,19 +239,31 @@ def cell_line(row_index: int, env_index: int, r: dict, data: dict) -> list:
 
 
 def matrix_body(rows: list[dict]) -> Markup:
-    """The matrix's <tbody> rows, escaped: made here rather than in the template, where 50,000
+    """The matrix's <tbody> elements, escaped: made here rather than in the template, where 50,000
     cells cost seconds of attribute look-ups. Cells carry only their class and text (the page's
-    script gives them ids, focus and their details index)."""
-    out = []
-    for row in rows:
+    script gives them ids, focus and their details index). MATRIX_CHUNK rows a <tbody>: the page
+    lays out only the ones in view (content-visibility); the rows marked `s` hold every text shape
+    of each column (digits read alike: the cells' figures are tabular), from which the page
+    measures the column widths that the whole table would have."""
+    out, shapes = ["<tbody>"], set()
+    for number, row in enumerate(rows):
         row_id = escape(row["row_id"])
         ops = f' data-ops=" {escape(row["operators"])} "' if row["operators"] else ""
         params = "".join(f' <span class="muted">{escape(k)}={escape(v)}</span>' for k, v in row["params"].items())
         cells = "".join(f'<td class="c {escape(cell["status"])}">{escape(cell["text"])}</td>' if cell else "<td></td>"
                         for cell in row["cells"])
-        out.append(f'<tr id="row-{row_id}" data-case="{escape(row["case"])}" data-statuses="{escape(row["statuses"])}" '
-                   f'data-row="{row_id}"{ops}><th class="row">{escape(row["case"])}{params} · {escape(row["profile"])}'
+        heading = f'{row["case"]} {" ".join(f"{k}={v}" for k, v in row["params"].items())} · {row["profile"]}'
+        new = {(-1, DIGIT.sub("0", heading))} | {(i, DIGIT.sub("0", cell["text"]))
+                                                 for i, cell in enumerate(row["cells"]) if cell}
+        sizer = ' class="s"' if not new <= shapes else ""
+        shapes |= new
+        if number and number % MATRIX_CHUNK == 0:
+            out.append("</tbody>\n<tbody>")
+        out.append(f'<tr id="row-{row_id}"{sizer} data-case="{escape(row["case"])}" '
+                   f'data-statuses="{escape(row["statuses"])}" data-row="{row_id}"{ops}>'
+                   f'<th class="row">{escape(row["case"])}{params} · {escape(row["profile"])}'
                    f'<a class="anchor" href="#row-{row_id}">#</a></th>{cells}</tr>')
+    out.append("</tbody>")
     return Markup("\n".join(out))
 
 

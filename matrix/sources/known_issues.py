@@ -7,6 +7,7 @@ stays in `verdict`, the metrics stay as measured, the reported numbers go in the
 
 from __future__ import annotations
 
+import functools
 import json
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -148,10 +149,16 @@ def _as_a_fault_fails(row) -> bool:
     return not any(isinstance(n, (int, float)) and n == n and n > 0 for n in (row.get("nan_count"), row.get("inf_count")))
 
 
-def faults_of(row) -> list[str]:
+def faults_of(row) -> tuple[str, ...]:
     """The ids of the registry's fault patterns found in the model the cell ran (column `faults`)."""
     found = row.get("faults")
-    return json.loads(found) if isinstance(found, str) and found else []
+    return _fault_ids(found) if isinstance(found, str) and found else ()
+
+
+@functools.lru_cache(maxsize=4096)
+def _fault_ids(text: str) -> tuple[str, ...]:
+    """A `faults` text read once, not once per known issue and cell (a suite's thousands of cells)."""
+    return tuple(json.loads(text))
 
 
 def faults_found(model: onnx.ModelProto, issues: tuple[KnownIssue, ...], engine: str, optimization: str) -> list[str]:

@@ -89,12 +89,13 @@ def _write_text(target, text: str) -> None:
 
 def _json_records(frame: pd.DataFrame) -> list[dict]:
     """The rows with every digit a float64 has (pandas' to_json keeps 10 decimals: a max_abs of
-    7e-13 became 0); a missing value, NaN or ±inf is null, as pandas writes them."""
+    7e-13 became 0); a missing value, NaN or ±inf is null, as pandas writes them. Made through
+    Arrow, whose rows are plain Python values already (pandas' to_dict boxes each value: twice as
+    long)."""
     def plain(value):
-        if value is None or value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
-            return None
-        return value.item() if hasattr(value, "item") else value
-    return [{key: plain(value) for key, value in record.items()} for record in frame.to_dict("records")]
+        return None if isinstance(value, float) and not math.isfinite(value) else value
+    return [{key: plain(value) for key, value in row.items()}
+            for row in pa.Table.from_pandas(frame, preserve_index=False).to_pylist()]
 
 
 def export(frame: pd.DataFrame, path, kind: str, records: list[dict] | None = None) -> None:
@@ -103,30 +104,39 @@ def export(frame: pd.DataFrame, path, kind: str, records: list[dict] | None = No
         records = _json_records(frame)
     if kind == "parquet":
         frame.to_parquet(path, index=False)
-    elif kind == "jsonl":
-        _write_text(path, "".join(json.dumps(record) + "\n" for record in records))
+    elif kind in ("jsonl", "json"):
+        _write_text(path, _json_text(kind, [json.dumps(record) for record in records]))
     elif kind == "csv":
         frame.to_csv(path, index=False)
-    elif kind == "json":
-        _write_text(path, json.dumps(records, indent=1))
     else:
         raise ValueError(f"unknown export format {kind!r}; one of {', '.join(EXPORTS)}")
 
 
+def _json_text(kind: str, lines: list[str]) -> str:
+    """JSON lines, or one JSON array with a record a line (json's own C encoder: with an indent it
+    encodes in Python, a third of an unchanged re-run's writing)."""
+    return "".join(line + "\n" for line in lines) if kind == "jsonl" else "[\n" + ",\n".join(lines) + "\n]\n"
+
+
 def write_tables(run_dir: Path, frame: pd.DataFrame) -> None:
-    records = _json_records(frame)  # the two JSON files hold the same records
+    lines = [json.dumps(record) for record in _json_records(frame)]  # the two JSON files hold the same records
     for kind, name in EXPORTS.items():
-        replace_atomically(run_dir / name, lambda tmp: export(frame, tmp, kind, records))
+        if kind in ("jsonl", "json"):
+            replace_atomically(run_dir / name, lambda tmp: _write_text(tmp, _json_text(kind, lines)))
+        else:
+            replace_atomically(run_dir / name, lambda tmp: export(frame, tmp, kind))
 
 
 def stage_run(reports_dir: Path, meta: dict, frame: pd.DataFrame, result_dirs: dict[str, Path],
-              env_logs: dict[str, str], references: list[Path]) -> Path:
+              env_logs: dict[str, str], references: list[Path], known: dict[Path, str] | None = None) -> Path:
     """Write a run folder under its temporary name `<run-id>.partial`; finish_run gives it its name.
     `references`: each artifact's reference file; its inputs file beside it is kept too (a case's
-    mask input, when `report` re-judges)."""
+    mask input, when `report` re-judges). `known`: {file: its file_digest} of files linked here
+    whose digests this run has checked already (a cell's outputs, an artifact's files): not read
+    again for DIGESTS."""
     tmp = reports_dir / RUNS / f"{meta['run_id']}.partial"
     try:
-        _write_run_files(tmp, meta, frame, result_dirs, env_logs, references)
+        _write_run_files(tmp, meta, frame, result_dirs, env_logs, references, known or {})
     except BaseException:  # a full disk, say: nothing half-written stays behind
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -134,30 +144,35 @@ def stage_run(reports_dir: Path, meta: dict, frame: pd.DataFrame, result_dirs: d
 
 
 def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: dict[str, Path],
-                     env_logs: dict[str, str], references: list[Path]) -> None:
+                     env_logs: dict[str, str], references: list[Path], known: dict[Path, str]) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     for folder in (tmp / CELLS, tmp / REFS, tmp / "envs"):
         folder.mkdir(parents=True)
     # Flat folders, a link per file: a run of thousands of cells is written in a few thousand
     # file-system operations, not tens of thousands (a folder per cell cost 0.4-1.5 s per 1,500).
+    linked = {}  # {file in the run folder: the file it links}
     for directory in set(result_dirs.values()):
         for name, suffix in CELL_FILES.items():
             if (directory / name).is_file():
-                _link_or_copy(directory / name, tmp / CELLS / f"{directory.name}{suffix}")
+                linked[tmp / CELLS / f"{directory.name}{suffix}"] = directory / name
     for env, log in env_logs.items():  # the worker's / container's own output, per environment
         (tmp / "envs" / f"{env}.log").write_text(log)
     for reference in references:
-        _link_or_copy(reference, tmp / REFS / f"{reference.parent.name}.npz")
+        linked[tmp / REFS / f"{reference.parent.name}.npz"] = reference
         if (inputs := reference.with_name(INPUTS)).is_file():
-            _link_or_copy(inputs, run_inputs(tmp, reference.parent.name))
+            linked[run_inputs(tmp, reference.parent.name)] = inputs
+    for link, source in linked.items():
+        _link_or_copy(source, link)
     write_tables(tmp, frame)
-    write_digests(tmp)
+    write_digests(tmp, {link: known[source] for link, source in linked.items() if source in known})
     (tmp / RUN_META).write_text(json.dumps(meta, indent=1))
 
 
-def write_digests(run_dir: Path) -> None:
-    """DIGESTS of the arrays under cells/ and refs/ (logs are not judged from)."""
-    digests = {str(path.relative_to(run_dir)): file_digest(path) for kind in (CELLS, REFS)
+def write_digests(run_dir: Path, known: dict[Path, str] | None = None) -> None:
+    """DIGESTS of the arrays under cells/ and refs/ (logs are not judged from); `known`: {file: its
+    digest} where it was checked already."""
+    known = known or {}
+    digests = {str(path.relative_to(run_dir)): known.get(path) or file_digest(path) for kind in (CELLS, REFS)
                for path in sorted((run_dir / kind).rglob("*.npz")) if path.is_file()}
     (run_dir / DIGESTS).write_text(json.dumps(digests, indent=0))
 

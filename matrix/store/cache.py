@@ -62,9 +62,9 @@ def case_index(cache_dir: Path) -> Path:
     return cache_dir / "case-index"
 
 
-def digest_memo(cache_dir: Path, artifacts: Path, name: str) -> Path:
-    """Where the digest of an artifact's file is remembered (hashing.remembered_digest)."""
-    return cache_dir / "digests" / f"{artifacts.name}.{name}.json"
+def digest_memo(cache_dir: Path, artifacts: Path) -> Path:
+    """Where the digests of an artifact's files are remembered (hashing.remembered_digests)."""
+    return cache_dir / "digests" / f"{artifacts.name}.json"
 
 
 def faults_memo(cache_dir: Path, model: Path, key: str) -> Path:
