@@ -886,12 +886,22 @@ def test_a_lone_surrogate_in_a_cells_error_is_written_escaped_not_a_lost_run(tmp
 
 def test_export_over_a_stored_runs_own_file_is_refused(tiny_run):
     """Issue 41, second sweep, finding 28e: `export --format csv -o <run>/results.parquet` wrote CSV
-    over the run's own table, exit 0, and every later command found the run damaged."""
+    over the run's own table, exit 0, and every later command found the run damaged; 28h: the user's
+    own files likewise."""
     config, run_dir = tiny_run
     before = (run_dir / "results.parquet").read_bytes()
     done = trtmatrix("export", run_dir.name, "-c", str(config), "--format", "csv", "-o", str(run_dir / "results.parquet"))
     assert done.returncode == 2 and f"is a file of the stored run {run_dir.name}" in done.stderr, done.stderr
     assert (run_dir / "results.parquet").read_bytes() == before
+    # finding 28h: `--junit-xml matrix.toml` or `summary -o model.onnx` wrote over the user's own files
+    matrix_text = config.read_text()
+    model = next(config.parent.glob("*.onnx"))
+    model_bytes = model.read_bytes()
+    over_matrix = trtmatrix("run", "-c", str(config), "--junit-xml", str(config))
+    over_model = trtmatrix("summary", "-c", str(config), "-o", str(model))
+    assert over_matrix.returncode == 2 and "is the matrix file: write elsewhere" in over_matrix.stderr
+    assert over_model.returncode == 2 and "is cases.tiny.onnx of" in over_model.stderr
+    assert config.read_text() == matrix_text and model.read_bytes() == model_bytes
 
 
 def test_a_host_interpreter_that_never_answers_is_found_in_seconds_and_is_the_definitions_error(tmp_path,

@@ -86,12 +86,36 @@ def _plan(config: Path, cases=None, envs=None, cells=None):
         _fail(str(exc))
 
 
-def _check_output(flag: str, path: Path | None) -> None:
-    """A file the user names, checked before the work that makes it: a bad one costs nothing."""
+def _check_output(flag: str, path: Path | None, config: Path | None = None) -> None:
+    """A file the user names, checked before the work that makes it: a bad one costs nothing, and
+    none of the user's own files (the matrix file, a case's model, inputs or expected outputs) is
+    written over for a typo."""
     from ..store.outputs import output_problem
 
-    if path is not None and (problem := output_problem(path)):
+    if path is not None and (problem := output_problem(path) or _users_own(path, config)):
         _fail(f"{flag} {path}: {problem}")
+
+
+def _users_own(path: Path, config: Path | None) -> str | None:
+    """'is the matrix file …' where `path` is one of the files the matrix file reads, else None."""
+    from ..config import load_config
+
+    config = config if config is not None else Path("matrix.toml")
+    if not (config.is_file() and path.is_file()):
+        return None
+    target = path.resolve()
+    if target == config.resolve():
+        return "is the matrix file: write elsewhere"
+    try:
+        cases = load_config(config).cases
+    except ConfigError:
+        return None
+    for name, entry in cases.items():
+        for key in ("onnx", "inputs", "expected"):
+            value = getattr(entry, key, None) or ()
+            if any((config.parent / item).resolve() == target for item in (value if isinstance(value, tuple) else (value,))):
+                return f"is cases.{name}.{key} of {config}: write elsewhere"
+    return None
 
 
 def _write_output(flag: str, path: Path, write) -> None:

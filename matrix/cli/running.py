@@ -128,7 +128,7 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     from ..store.outputs import output_problem
 
     reports = the_plan.path("reports_dir")
-    _check_output("--junit-xml", junit_xml)  # first: it creates no folder
+    _check_output("--junit-xml", junit_xml, the_plan.config_path)  # first: it creates no folder
     # The cache is the file's run.cache_dir, else the user's (named by where it came from).
     cache_said = (f"{the_plan.config_path}: run.cache_dir" if the_plan.config.run.cache_dir is not None else
                   f"the user's cache folder ({user_cache_origin()}; no run.cache_dir in {the_plan.config_path})")

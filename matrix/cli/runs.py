@@ -99,7 +99,7 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
     from ..store.merge import MergeError, stage_merged
 
     reports_dir = _reports_dir(config)
-    _check_output("--junit-xml", junit_xml)
+    _check_output("--junit-xml", junit_xml, config)
     baseline_run = _baseline(baseline)
     run_dirs = [_run_dir(config, ref) for ref in runs]
     config = _matrix_file(config)
@@ -240,7 +240,7 @@ def summary(run_ref: RunArg = None, config: RunsConfigOpt = None,
     from ..store import REPORT, read_run, read_run_meta
     from ..store.findings import read_findings
 
-    _check_output("--output", output)
+    _check_output("--output", output, config)
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
     # Without --from/--to and no two versions of one engine: the environments alone.
@@ -311,7 +311,7 @@ def export_cmd(run_ref: RunArg = None, config: RunsConfigOpt = None,
 
     if fmt not in EXPORTS:
         _fail(f"unknown format {fmt!r}; one of {', '.join(EXPORTS)}")
-    _check_output("-o", output)
+    _check_output("-o", output, config)
     frame = read_run(_run_dir(config, run_ref))
     if output is None:
         if fmt == "parquet":

@@ -38,7 +38,7 @@ def tolerances_suggest(
 
     if not math.isfinite(factor):
         _fail(f"--factor {factor}: give a finite number, at least 1")
-    _check_output("-o", output)
+    _check_output("-o", output, config)
     run_dir = _run_dir(config, run_ref)
     matrix = load_config(config) if (config := _matrix_file(config)) else None  # its rules, where there is one
     rules = {(name, profile): rule for name, entry in matrix.cases.items() for profile, rule in entry.accept.items()} \
