@@ -262,3 +262,17 @@ def test_a_dimension_declared_minus_one_is_dynamic(tmp_path, write_matrix):
     assert proto.graph.input[0].type.tensor_type.shape.dim[0].dim_value == -1
     done, cells = run(write_matrix, case(tmp_path, "paddle", None, {"x": np.ones((2, 3), np.float32)}))
     assert cells["paddle"]["status"] == "pass", done.stderr
+
+
+def test_the_summary_says_when_no_node_computed_in_the_profiles_precision(tmp_path, write_matrix):
+    """Issue 41, second sweep, finding 28i: the release-notes summary said "✅ passes" for FP16
+    cells none of whose nodes computed in FP16 (onnxruntime's CPU ran the copy's Mul in float32)."""
+    model(tmp_path / "twice.onnx", [h.make_node("Mul", ["x", "x"], ["y"], name="square")], [("x", T.FLOAT, [4])],
+          [("y", T.FLOAT, [4])])
+    done, cells = run(write_matrix, case(tmp_path, "twice", None, {"x": np.linspace(1, 2, 4, dtype=np.float32)},
+                                         profiles=("fp16",)))
+    assert cells["twice"]["status"] == "pass" and "⇡" in done.stderr
+    config = next(tmp_path.glob("*.toml"))
+    summary = subprocess.run([TRTMATRIX, "summary", "-c", str(config)], capture_output=True, text=True)
+    assert summary.returncode == 0, summary.stderr
+    assert "✅ passes (1 reduced-precision cell ⇡: no node computed in that precision)" in summary.stdout

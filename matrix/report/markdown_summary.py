@@ -18,6 +18,7 @@ from .a_vs_b import a_vs_b_text
 from .error_text import drift_text, one_line, worst_error
 from .findings_view import repro_href
 from .causes import no_tensorrt_compared
+from .precision_ran import every_node_wider
 from .reference_lines import reference_lines
 from .upgrade import declared_only, env_order, version_mismatches, version_texts
 
@@ -63,7 +64,9 @@ def verdict(cells: pd.DataFrame) -> str:
     if known:  # failing as a known issue says: never a green tick (4 of 6 cells xfail read as "✅ passes")
         return f"⚠️ {known} known failure{'s' * (known != 1)} (xfail)" + (f", {passed} pass" if passed else "") + also
     if passed:
-        return "✅ passes" + also
+        wider = int(cells["precision_ran"].map(every_node_wider).sum()) if "precision_ran" in cells else 0
+        return "✅ passes" + also + (f" ({wider} reduced-precision cell{'s' * (wider != 1)} ⇡: no node computed in "
+                                     "that precision)" if wider else "")
     if counts.get("built", 0):
         return "🔨 built, not run here"
     if counts.get("skipped", 0) == len(cells):
