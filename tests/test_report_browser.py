@@ -429,3 +429,17 @@ def test_a_matrix_of_many_rows_lays_out_only_what_is_in_view_with_the_whole_tabl
         assert errors == []
         context.close()
     assert seen[True] == pytest.approx(seen[False], abs=0.5), seen
+
+
+def test_a_report_of_one_environment_compares_it_with_nothing(browser, tmp_path, cache_dir, tiny_model):
+    """Issue 41, second sweep, finding 28f: a one-environment run's upgrade view read "From ort-x to
+    ort-x", the environment against itself."""
+    config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(*tiny_model), environments=("ort-1.32",))
+    run_dir = MatrixRun(build_plan(config)).execute()
+    page = browser.new_page(viewport={"width": 1300, "height": 800})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((run_dir / REPORT).as_uri())
+    assert page.locator("#upgrade-lists").inner_text() == "One environment in this run: an upgrade view needs two."
+    assert not page.locator("#env-a").is_visible() and errors == []
+    page.close()
