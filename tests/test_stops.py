@@ -147,14 +147,21 @@ def test_a_full_disk_ends_the_run_with_one_line_and_status_3_and_no_run_folder(t
     config.write_text(config.read_text().replace(f'reports_dir = "{tmp_path / "reports"}"', f'reports_dir = "{small_disk}"'))
     filler = small_disk / "filler"
     filler.write_bytes(b"\0" * 200_000)  # the disk fills up while the run writes its folder
-    run = start(config)
-    _, stderr = run.communicate(timeout=300)
+    temporary = tmp_path / "tmp"  # issue 41, second sweep, 28g: every exit 3 left its file for good
+    temporary.mkdir()
+    for second in range(12):
+        (temporary / f"trtmatrix-20260101T0000{second:02d}-1.traceback").write_text("an old one")
+    run = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config)], cwd=REPO, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "COLUMNS": "250", "TMPDIR": str(temporary)})
+    stderr = run.stderr
     assert run.returncode == 3, stderr
     lines = stderr.strip().splitlines()
     assert lines[-1].startswith("error: trtmatrix failed: OSError") and "No space left on device" in lines[-1]
     assert "Traceback" not in stderr
     traceback_file = Path(lines[-1].split("traceback in ")[1].split(";")[0])
     assert "No space left on device" in traceback_file.read_text()
+    kept = sorted(temporary.glob("trtmatrix-*.traceback"))
+    assert len(kept) == 10 and traceback_file in kept  # the newest ten
     runs = small_disk / "runs"
     assert list_runs(small_disk) == [] and not list(runs.glob("*.partial"))  # nothing that looks like a run
     assert not list(runs.glob(".*.lock"))  # nor the run's lock

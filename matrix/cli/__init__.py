@@ -161,10 +161,16 @@ def _bad_input(exc: Exception) -> str | None:
     return None
 
 
+KEPT_TRACEBACKS = 10  # the newest stay for a bug report; older ones are removed as a new one is written
+
+
 def _save_traceback() -> str:
-    path = Path(tempfile.gettempdir()) / f"trtmatrix-{datetime.now():%Y%m%dT%H%M%S}-{os.getpid()}.traceback"
+    folder = Path(tempfile.gettempdir())
+    path = folder / f"trtmatrix-{datetime.now():%Y%m%dT%H%M%S}-{os.getpid()}.traceback"
     try:
         path.write_text(traceback.format_exc())
     except OSError as exc:
         return f"the traceback could not be written to {path}: {exc.strerror}"
+    for old in sorted(folder.glob("trtmatrix-*.traceback"))[:-KEPT_TRACEBACKS]:  # named by time: oldest first
+        old.unlink(missing_ok=True)
     return f"traceback in {path}"
