@@ -831,7 +831,8 @@ def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(t
 def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, write_matrix):
     """Issue 41, second sweep, finding 29: a case file importing its model from a module beside it
     (`from _model import Net`) kept its artifacts' key when the module changed: the old export was
-    judged again and passed, --no-reuse too, though the new model's forward() raised."""
+    judged again and passed, --no-reuse too, though the new model's forward() raised; and the torch
+    engine could not load such a module ("No module named '_model'")."""
     from matrix.plan import build_plan
     from matrix.sources.case_files import local_modules
 
@@ -845,8 +846,12 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
                                      "    def __init__(self):\n        super().__init__(8, 8)\n")
     (cases / "parts" / "__init__.py").write_text("SCALE = 1.0\n")
     (cases / "unrelated.py").write_text("X = 1\n")
-    config = write_matrix(PROFILES + '[cases.helper_case]\nprofiles = ["fp32"]\n', environments=(ENV,), cases_dir=cases)
-
+    config = write_matrix(PROFILES + '[cases.helper_case]\nprofiles = ["fp32"]\n', environments=("torch-host-cpu",),
+                          cases_dir=cases)
+    # the torch engine unpickles the module: it imports _model (and what _model imports) as the case file did
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0 and read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]["status"] == "pass", \
+        done.stderr
     first = build_plan(config).cells[0].artifact_key
     (cases / "parts" / "__init__.py").write_text("SCALE = 2.0\n")  # imported by the model's module
     assert build_plan(config).cells[0].artifact_key != first

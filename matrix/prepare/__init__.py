@@ -152,7 +152,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
-    _save_programs(module, args, names, onnx_outputs, out)
+    _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent)
     save_arrays(out / INPUTS, {n: a.detach().numpy() for n, a in zip(names, args)})
     reference = {n: r.detach().numpy() for n, r in zip(onnx_outputs, ref_outputs)}  # floats: float64 already
     save_arrays(out / REFERENCE, reference)
@@ -170,7 +170,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     }
 
 
-def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path) -> None:
+def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path, folder: Path) -> None:
     """The module for the torch engine, pickled as it is (torch_module.py: what its cells run), and
     torch.export's program, which only the same torch version loads, traced once per dtype (as
     `module.half()` runs it), for repro's folders. A dtype that export refuses is no failure of the
@@ -186,7 +186,7 @@ def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], o
             torch.export.save(program, str(out / PROGRAM.format(name)))
         except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
             meta["errors"][name] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-    save_module(module, out, meta)
+    save_module(module, out, meta, folder)
     (out / PROGRAM_META).write_text(json.dumps(meta, indent=1))
 
 

@@ -19,13 +19,17 @@ from types import ModuleType
 from ..worker.files import CASES_PACKAGE, MODULE
 
 
-def case_files(module) -> dict[str, str]:
-    """{module name: case file} of every class of the module's layers that a case file defines."""
+def case_files(module, folder: Path) -> dict[str, str]:
+    """{module name: file} of every class of the module's layers that a case file defines, or a
+    module in the case file's `folder` defines (`from _model import Net`: importable only where
+    the case file put its folder on sys.path)."""
     names = {cls.__module__ for layer in module.modules() for cls in type(layer).__mro__}
-    return {name: sys.modules[name].__file__ for name in sorted(names) if name.startswith(CASES_PACKAGE + ".")}
+    files = {name: getattr(sys.modules.get(name), "__file__", None) for name in sorted(names)}
+    return {name: file for name, file in files.items()
+            if file and (name.startswith(CASES_PACKAGE + ".") or folder.resolve() in Path(file).resolve().parents)}
 
 
-def save_module(module, out: Path, meta: dict) -> None:
+def save_module(module, out: Path, meta: dict, folder: Path) -> None:
     """module.pt and, in `meta` (program.json), where its case files are; a module that cannot be
     pickled (a lambda as an attribute, say) is no failure of the case: its torch cells say why."""
     import torch
@@ -34,6 +38,6 @@ def save_module(module, out: Path, meta: dict) -> None:
     package.__path__ = getattr(package, "__path__", [])  # by name, and its package with it
     try:
         torch.save(module, str(out / MODULE))
-        meta["module"] = {"file": MODULE, "case_files": case_files(module)}
+        meta["module"] = {"file": MODULE, "case_files": case_files(module, folder)}
     except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
         meta["errors"]["module"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"

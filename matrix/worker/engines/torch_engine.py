@@ -109,10 +109,15 @@ def _meta(folder):
 
 
 def _import_case_files(files):
-    """The case files whose classes the pickle names, imported by path under the names they had."""
+    """The case files (and the modules beside them) whose classes the pickle names, imported by
+    path under the names they had; their folder on sys.path, as the case file put it there for
+    what they import themselves."""
     package = sys.modules.setdefault(CASES_PACKAGE, types.ModuleType(CASES_PACKAGE))
     package.__path__ = getattr(package, "__path__", [])
     for name, path in files.items():
+        folder = os.path.dirname(path)
+        if not name.startswith(CASES_PACKAGE + ".") and folder not in sys.path:
+            sys.path.append(folder)
         if name in sys.modules:
             continue
         spec = importlib.util.spec_from_file_location(name, path)
