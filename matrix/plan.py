@@ -19,7 +19,7 @@ from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_file
                                   tool_versions, variant_key)
 from .sources import CaseSpec, Params, case_specs, check_known_issue_params, check_known_issues
 from .sources.case_files import local_modules
-from .sources.known_issues import KnownIssue, load_registry, registry_path, with_shipped_faults
+from .sources.known_issues import KnownIssue, load_registry, registry_path
 from .store.cache import cache_folder
 from .store.hashing import hash_files, hash_json
 
@@ -241,9 +241,8 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
             raise ConfigError(config_path, "--cell", f"{sorted(unknown)[0]!r} is not a cell of the matrix")
         cells = [cell for cell in cells if cell.cell_id in only_cells]
     registry = registry_path(config_path, config)
-    own_issues = load_registry(registry)
-    check_known_issues(own_issues, config, config_path)
-    check_known_issue_params(own_issues, cases, registry)
-    known_issues = with_shipped_faults(own_issues, registry)
+    known_issues = load_registry(registry)
+    check_known_issues(known_issues, config, config_path)
+    check_known_issue_params(known_issues, cases, registry)
     used = {cell.env for cell in cells}  # --env, --case, --cell: only what the cells run in
     return Plan(config, config_path, cases, {n: e for n, e in envs.items() if n in used}, cells, known_issues)

@@ -186,22 +186,8 @@ def load_registry(path: Path) -> tuple[KnownIssue, ...]:
     return validate(Registry, read_toml(path), path).issue
 
 
-# The registry that ships with trtmatrix (its checkout's cases/, as images/ ships its definitions).
-BUILTIN_REGISTRY = Path(__file__).resolve().parents[2] / "cases" / REGISTRY
-
-
 def load_known_issues(config_path: Path, config: MatrixConfig) -> tuple[KnownIssue, ...]:
-    path = registry_path(config_path, config)
-    return with_shipped_faults(load_registry(path), path)
-
-
-def with_shipped_faults(own: tuple[KnownIssue, ...], own_path: Path) -> tuple[KnownIssue, ...]:
-    """A matrix file's registry, then the shipped one's fault patterns it does not redefine: those
-    match a user's own model in any folder (the shipped entries that name cases name trtmatrix's own)."""
-    if own_path.resolve() == BUILTIN_REGISTRY.resolve():
-        return own
-    taken = {issue.id for issue in own}
-    return own + tuple(i for i in load_registry(BUILTIN_REGISTRY) if i.fault is not None and i.id not in taken)
+    return load_registry(registry_path(config_path, config))
 
 
 def known_status(row, issues: tuple[KnownIssue, ...]) -> tuple[str, KnownIssue | None]:
