@@ -442,7 +442,7 @@ def test_a_tolerance_finer_than_fp16_is_blamed_not_the_engine(tmp_path, cache_di
     assert np.abs(exact.astype(np.float16) - exact).max() > 1e-5
     result = trtmatrix("repro", "c/fp16/ort-1.20", "-c", str(config))
     assert result.returncode == 2, result.stderr
-    assert "the tolerance is at fault, not onnxruntime: the FP16 copy it ran evaluated in float64 with each value stored in FP16" \
+    assert "the tolerance is at fault, not onnxruntime: the FP16 copy it ran computed node by node in its own types (FP16)" \
            in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
 
@@ -476,16 +476,16 @@ def test_a_tolerance_finer_than_fp16_is_blamed_where_the_outputs_own_rounding_hi
     assert cell["status"] == "fail" and cell["max_abs"] > 2 * np.abs(y.astype(np.float16) - y).max()
     result = trtmatrix("repro", "c/fp16/ort-1.32", "-c", str(config))
     assert result.returncode == 2, result.stderr
-    assert "the tolerance is at fault, not onnxruntime: the FP16 copy it ran evaluated in float64 with each value " \
-           "stored in FP16 is already" in result.stderr
+    assert "the tolerance is at fault, not onnxruntime: the FP16 copy it ran computed node by node in its own types " \
+           "(FP16) is already" in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
 
 
 @pytest.mark.parametrize("ops, constant, x, said, never", [
     # y = (x + 1e8) - 1e8 is 0 in every float32 engine, x in float64: repro reduced it to a Sub "that
     # should give 1.5" and wrote a verified report
-    (("Add", "Sub"), 1e8, [1.5, 2.25, -3.75, 0.1], "the tolerance is at fault, not onnxruntime: the model evaluated "
-     "in float64 with each value stored in FP32 is already 3.75 off", "RuntimeWarning"),
+    (("Add", "Sub"), 1e8, [1.5, 2.25, -3.75, 0.1], "the tolerance is at fault, not onnxruntime: the model computed "
+     "node by node in its own types (FP32) is already 3.75 off", "RuntimeWarning"),
     # y = x * 1e30 * 1e30 is +inf in float32: it said "loosen the tolerance" (none passes inf), with
     # numpy's RuntimeWarning and its source line
     (("Mul", "Mul"), 1e30, [1, 2, 3, 4], "the model's values do not fit FP32, not onnxruntime's fault", "loosen"),
@@ -502,4 +502,20 @@ def test_what_float32_cannot_hold_is_blamed_on_the_precision_not_reported(tmp_pa
     result = trtmatrix("repro", "c/fp32/ort-1.20", "-c", str(config))
     assert result.returncode == 2, result.stderr
     assert said in result.stderr and never not in result.stderr
+    assert not list((tmp_path / "reports").rglob("ISSUE.md"))
+
+
+def test_a_float32_sum_that_rounds_as_it_adds_is_the_precisions_not_reported(tmp_path, cache_dir):
+    """Issue 41's third sweep: [1e8, 1, -1e8] @ ones is 0 in float32 (1e8 + 1 rounds to 1e8 before
+    -1e8 comes), 1 in float64: repro wrote a verified MatMul report against onnxruntime, since the
+    exact product rounded to float32 is 1. Each node is now computed in the model's own types."""
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "ones"], ["y"], name="dot")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])],
+                              [numpy_helper.from_array(np.ones((3, 1), np.float32), "ones")])
+    config = run_one_case(tmp_path, cache_dir, graph, {"x": np.float32([[1e8, 1, -1e8], [1, 2, 3]])}, FP32, "ort-1.20")
+    result = trtmatrix("repro", "c/fp32/ort-1.20", "-c", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "the tolerance is at fault, not onnxruntime: the model computed node by node in its own types (FP32) is " \
+           "already 1 off" in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))

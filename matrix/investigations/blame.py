@@ -78,8 +78,8 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
     product = f"{record['engine']} {record.get('engine_version') or envdef.version}"
 
     def rounding_blame(model: onnx.ModelProto, exact: dict, gap: float, who: str, which: str) -> Blame | None:
-        """The tolerance at fault where `model` evaluated exactly but stored as its types and the
-        profile's precision hold each value fails it too, and `who` (`gap` off) is within a factor
+        """The tolerance at fault where `model` computed node by node in its own types (numpy's way,
+        its outputs rounded to the profile's precision) fails it too, and `who` (`gap` off) is within a factor
         ROUNDING_SLACK of that rounding's own error (an FP16 intermediate a Softmax then
         sharpens is rounding, though the outputs' own rounding is far smaller)."""
         held = _outputs(model, inputs, names, stored=True)
@@ -93,10 +93,10 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
         kept = profile.precision.upper()
         if rounding_gap == np.inf:  # no tolerance passes ±inf: the values do not fit the precision
             return Blame("precision", f"the model's values do not fit {kept}, not {record['engine']}'s fault: "
-                                      f"{which} evaluated in float64 with each value stored in {kept} overflows to "
-                                      f"±inf where float64 holds finite values, and {who} is as far off")
-        return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {which} evaluated in float64 "
-                                  f"with each value stored in {kept} is already {rounding_gap:.3g} off, beyond atol "
+                                      f"{which} computed node by node in its own types ({kept}) overflows to ±inf "
+                                      f"where float64 holds finite values, and {who} is as far off")
+        return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {which} computed node by node "
+                                  f"in its own types ({kept}) is already {rounding_gap:.3g} off, beyond atol "
                                   f"{atol:g} + rtol {rtol:g}; {who} is {gap:.3g} off, what {kept} can hold: loosen the "
                                   "tolerance (docs/judging.md)")
 

@@ -174,17 +174,32 @@ def storage_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
     """The narrower float each tensor is declared in (FP16 in an FP16 copy, float32 in a float32
     model): what an engine keeps the tensor in between nodes."""
     typed = onnx.shape_inference.infer_shapes(model)
-    declared = [*typed.graph.input, *typed.graph.value_info, *typed.graph.output]
-    return {v.name: helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type) for v in declared
-            if v.type.tensor_type.elem_type in FLOAT_TYPES - {TensorProto.DOUBLE}}
+    declared = [(v.name, v.type.tensor_type.elem_type) for v in [*typed.graph.input, *typed.graph.value_info,
+                                                                  *typed.graph.output]]
+    declared += [(t.name, t.data_type) for t in model.graph.initializer]
+    return {name: helper.tensor_dtype_to_np_dtype(kind) for name, kind in declared
+            if kind in FLOAT_TYPES - {TensorProto.DOUBLE}}
+
+
+def _in_own_types(node: onnx.NodeProto, given: dict[str, np.ndarray], model: onnx.ModelProto,
+                  types: dict[str, np.dtype]) -> dict[str, np.ndarray] | None:
+    """The node computed in the types the model declares (a float32 sum rounds as it adds: 1e8 + 1
+    - 1e8 is 0), its outputs as float64; None where onnx.reference cannot compute it so."""
+    typed = {name: value.astype(types[name]) if name in types and value.dtype == np.float64 else value
+             for name, value in given.items()}
+    try:
+        with np.errstate(all="ignore"):
+            return {name: as_float64(value) for name, value in evaluate_node(node, typed, model).items()}
+    except Exception:  # noqa: BLE001 - the float64 evaluation, rounded, stands in
+        return None
 
 
 def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True, stored: bool = False
                   ) -> Iterator[tuple[int, onnx.NodeProto, dict[str, np.ndarray], dict[str, np.ndarray] | str]]:
     """(order, node, its float64 inputs, its float64 outputs or why it has none), node by node.
     keep=False frees each value after its last use (a forecast over a large model). stored=True:
-    each output rounded to the type the model declares for it (storage_types), the exact answer
-    as the model's own types hold it between nodes."""
+    each node computed in the types the model declares (storage_types; where onnx.reference cannot,
+    in float64 and its outputs rounded to them): what the model's own types give, numpy's way."""
     types = storage_types(model) if stored else {}
     values = {name: as_float64(array) for name, array in inputs.items()}
     values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer})
@@ -201,7 +216,8 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 source = node.input[0]
                 given = {**given, source: given[source].astype(helper.tensor_dtype_to_np_dtype(string_sources[source]))}
             try:
-                produced = evaluate_node(float64_node(node), given, model)
+                produced = (stored and _in_own_types(node, given, model, types)) or \
+                    evaluate_node(float64_node(node), given, model)
                 with np.errstate(over="ignore"):  # stored: beyond the type's range is its ±inf
                     produced = {k: v.astype(types[k]).astype(np.float64) if k in types and v.dtype == np.float64
                                 else v for k, v in produced.items()}
