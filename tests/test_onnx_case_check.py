@@ -117,3 +117,14 @@ def test_a_sequence_output_is_refused_at_plan_saying_what_is_judged(write_matrix
     inputs = tmp_path / "in.npz"
     np.savez(inputs, x=np.ones(3, np.float32))
     assert_one_line_naming(plan(matrix(write_matrix, model, inputs)), model, "s: a sequence output, not a tensor")
+
+
+def test_a_fifo_named_like_a_case_file_is_no_hang(write_matrix, tiny_model, tmp_path):
+    """Issue 41, third sweep, finding 16: a FIFO named `x.py` in the cases folder blocked `plan` and
+    `run` forever, silently, even for a matrix whose only case is an ONNX file."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    os.mkfifo(cases / "stray.py")
+    config = write_matrix(PROFILES + tiny_case(*tiny_model), environments=("ort-1.32",), cases_dir=cases)
+    done = subprocess.run([str(TRTMATRIX), "plan", "-c", str(config)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -61,7 +61,8 @@ def local_modules(source: Path) -> list[Path]:
 
 
 def case_files(cases_dir: Path) -> list[Path]:
-    return [p for p in sorted(cases_dir.glob("*.py")) if not p.name.startswith("_")]
+    """The case files: regular files only (reading a FIFO named `x.py` waited forever)."""
+    return [p for p in sorted(cases_dir.glob("*.py")) if not p.name.startswith("_") and p.is_file()]
 
 
 def declared_cases(cases_dir: Path) -> tuple[dict[str, Path], dict[Path, tuple[str, str]]]:
