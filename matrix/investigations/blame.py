@@ -69,7 +69,7 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
         return judged, float(worst["max_abs"])
 
     names = list(reference)
-    ran64 = _outputs(ran, inputs, names)
+    ran64 = _outputs(ran, inputs, names, narrow=ran_path.name == MODEL)  # a copy's casts are the conversion's
     if ran64 is None:  # some node has no float64 evaluation: the engine cannot be cleared
         return Blame("engine", "not checked against a float64 evaluation of the model it ran (some node has none)")
     first, later = load_runs(outputs_dir / OUTPUTS, outputs_dir / REPEATS)
@@ -131,9 +131,9 @@ def _rounded(values: dict[str, np.ndarray], precision: str) -> dict[str, np.ndar
                 for name, value in values.items()}
 
 
-def _outputs(model: onnx.ModelProto, inputs: dict, names: list[str], stored: bool = False
+def _outputs(model: onnx.ModelProto, inputs: dict, names: list[str], stored: bool = False, narrow: bool = True
              ) -> dict[str, np.ndarray] | None:
-    values = float64_values(model, inputs, keep=False, stored=stored).values
+    values = float64_values(model, inputs, keep=False, stored=stored, narrow=narrow).values
     return {name: values[name] for name in names} if all(name in values for name in names) else None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -40,6 +41,20 @@ def every_node(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
         yield node
         for inner in subgraphs(node):
             yield from every_node(inner)
+
+
+# A Cast to these is the model's own rounding (an autocast export's FP16 island): kept in float64.
+NARROW_CASTS = {TensorProto.FLOAT16: np.float16, TensorProto.BFLOAT16: ml_dtypes.bfloat16}
+
+
+def _narrowed(node: onnx.NodeProto, produced: dict[str, np.ndarray], narrow: bool) -> dict[str, np.ndarray]:
+    """A Cast to FP16 or BF16 rounds as the model says, though its value is kept in float64:
+    `Cast(Cast(x, FLOAT16), FLOAT)` is x rounded to FP16 (70000 is inf), not x."""
+    to = next((a.i for a in node.attribute if a.name == "to"), None) if narrow and node.op_type == "Cast" else None
+    if to not in NARROW_CASTS:
+        return produced
+    with np.errstate(over="ignore"):
+        return {name: value.astype(NARROW_CASTS[to]).astype(np.float64) for name, value in produced.items()}
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
@@ -194,12 +209,15 @@ def _in_own_types(node: onnx.NodeProto, given: dict[str, np.ndarray], model: onn
         return None
 
 
-def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True, stored: bool = False
+def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True, stored: bool = False,
+                  narrow: bool = True
                   ) -> Iterator[tuple[int, onnx.NodeProto, dict[str, np.ndarray], dict[str, np.ndarray] | str]]:
     """(order, node, its float64 inputs, its float64 outputs or why it has none), node by node.
     keep=False frees each value after its last use (a forecast over a large model). stored=True:
     each node computed in the types the model declares (storage_types; where onnx.reference cannot,
-    in float64 and its outputs rounded to them): what the model's own types give, numpy's way."""
+    in float64 and its outputs rounded to them): what the model's own types give, numpy's way.
+    narrow=False: a Cast to FP16/BF16 is not rounded (an FP16 copy's casts are the conversion's, held
+    apart from the casts a model has of its own)."""
     types = storage_types(model) if stored else {}
     values = {name: as_float64(array) for name, array in inputs.items()}
     values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer})
@@ -217,7 +235,7 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 given = {**given, source: given[source].astype(helper.tensor_dtype_to_np_dtype(string_sources[source]))}
             try:
                 produced = (stored and _in_own_types(node, given, model, types)) or \
-                    evaluate_node(float64_node(node), given, model)
+                    _narrowed(node, evaluate_node(float64_node(node), given, model), narrow)
                 with np.errstate(over="ignore"):  # stored: beyond the type's range is its ±inf
                     produced = {k: v.astype(types[k]).astype(np.float64) if k in types and v.dtype == np.float64
                                 else v for k, v in produced.items()}
@@ -233,17 +251,17 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
 
 def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True,
                    each: Callable[[int, onnx.NodeProto, dict, dict | str], None] | None = None,
-                   stored: bool = False) -> Float64Values:
+                   stored: bool = False, narrow: bool = True) -> Float64Values:
     """Every value (keep=False: the graph's outputs only, intermediates freed after their last use),
     and which nodes have none. `each` sees every node's inputs and outputs as they are made (the
-    FP16 forecast reads the same pass); `stored`: see float64_nodes."""
+    FP16 forecast reads the same pass); `stored`, `narrow`: see float64_nodes."""
     outputs = {o.name for o in model.graph.output}
     wanted = None if keep else outputs
     # A graph input or a weight that is also an output (no node makes it) is its own value.
     result = Float64Values({name: as_float64(array) for name, array in inputs.items() if keep or name in wanted})
     result.values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer
                           if t.name in outputs and t.name not in inputs})
-    for order, node, given, outputs in float64_nodes(model, inputs, keep=keep, stored=stored):
+    for order, node, given, outputs in float64_nodes(model, inputs, keep=keep, stored=stored, narrow=narrow):
         if each is not None:
             each(order, node, given, outputs)
         if isinstance(outputs, str):
