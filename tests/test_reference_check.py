@@ -168,9 +168,15 @@ def test_a_case_no_reference_can_be_made_for_says_so_and_does_not_exit_0(tmp_pat
     model(tmp_path / "draw.onnx", [h.make_node("RandomUniformLike", ["x"], ["noise"], name="rnd"),
                                    h.make_node("Add", ["x", "noise"], ["y"], name="add")],
           [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])])
+    # and a Dropout in training mode (third sweep, 3): its mask is drawn, too
+    model(tmp_path / "drop.onnx", [h.make_node("Dropout", ["x", "ratio", "training"], ["y"], name="drop")],
+          [("x", T.FLOAT, [64])], [("y", T.FLOAT, [64])],
+          [nh.from_array(np.array(0.5, np.float32), "ratio"), nh.from_array(np.array(True), "training")])
     done, cells = run(write_matrix, case(tmp_path, "custom", None, {"x": np.ones(3, np.float32)})
-                      + case(tmp_path, "draw", None, {"x": np.ones(4, np.float32)}))
-    assert cells["custom"]["status"] == "no_reference" and cells["draw"]["status"] == "no_reference"
+                      + case(tmp_path, "draw", None, {"x": np.ones(4, np.float32)})
+                      + case(tmp_path, "drop", None, {"x": np.ones(64, np.float32)}))
+    assert [cells[name]["status"] for name in ("custom", "draw", "drop")] == ["no_reference"] * 3
+    assert "node drop (Dropout) draws random numbers" in cells["drop"]["error"]
     line = next(line for line in done.stderr.splitlines() if "case custom not judged" in line)
     assert "no reference" in line and "example.ops Frobnicate (node frob)" in line and "`expected`" in line
     line = next(line for line in done.stderr.splitlines() if "case draw not judged" in line)

@@ -66,12 +66,20 @@ def _first_missing(missing: dict[str, str], model: onnx.ModelProto) -> str:
     return f"{f'{node.domain} ' if node.domain else ''}{node.op_type} (node {label})"
 
 
+def _drops_at_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """A Dropout in training mode (its third input given, and not a constant False) draws its mask."""
+    if node.op_type != "Dropout" or len(node.input) < 3 or not node.input[2]:
+        return False
+    given = next((t for t in model.graph.initializer if t.name == node.input[2]), None)
+    return given is None or bool(np.any(onnx.numpy_helper.to_array(given)))
+
+
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
                    float64: Float64Values | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
     checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
     drawn = next((node_label(node, order) + f" ({node.op_type})" for order, node in enumerate(model.graph.node)
-                  if node.op_type in RANDOM_OPS), None)
+                  if node.op_type in RANDOM_OPS or _drops_at_random(node, model)), None)
     if drawn:
         raise NoReference(f"no reference can be made: node {drawn} draws random numbers, which no two evaluations "
                           "share (an engine's own draw differs from any reference's); judge what follows it in a "
