@@ -298,3 +298,13 @@ def test_ci_prints_the_slowest_tests():
     """A CI run that fails on a loaded machine shows where its time went."""
     pytest_line = next(line for line in (REPO / ".ci" / "run").read_text().splitlines() if "-m pytest" in line)
     assert "--durations=15" in pytest_line.split()
+
+
+def test_a_run_with_its_stdout_or_stderr_closed_ends_well(tmp_path, tiny_model):
+    """Issue 41, third sweep, finding 7: `trtmatrix run >&-` (a cron or nohup set-up may close a
+    stream) ended with a traceback and exit 1, the regression code, after a run that went well."""
+    config = matrix_file(tmp_path, tmp_path / "cache", PROFILES + tiny_case(*tiny_model), environments=("ort-1.32",))
+    for closed in ("1", "2"):
+        done = subprocess.run(["bash", "-c", f'"$0" -m matrix.cli run -c "$1" {closed}>&-', sys.executable, str(config)],
+                              cwd=REPO, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (closed, done.stderr)

@@ -141,7 +141,7 @@ def _flush() -> None:
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # closed, or None: a descriptor closed at the start
             pass
 
 
