@@ -192,6 +192,16 @@ def test_no_tolerance_is_needed_that_a_nan_would_pass():
     assert math.isinf(m.atol_needed) and math.isinf(m.rtol_needed)
 
 
+def test_an_integer_output_against_a_float_file_is_exact_whatever_the_tolerance():
+    """Issue 41, third sweep, finding 2: an argmax (int64) judged against a float expected file passed
+    with an index off by one (`pass 1.00e+00` under atol 1), where an int64 file failed it."""
+    indices = np.array([3, 1, 4], np.int64)
+    off = compare_output("argmax", indices, np.array([3.0, 1.0, 5.0]), atol=1.0, rtol=0.5)
+    assert off.mismatch_frac == pytest.approx(1 / 3) and off.max_abs == 1.0
+    same = compare_output("argmax", indices, np.array([3.0, 1.0, 4.0]), atol=1.0, rtol=0.5)
+    assert same.mismatch_frac == 0.0
+
+
 def test_strings_match_exactly_whatever_the_tolerance():
     """A string tensor (onnxruntime's StringNormalizer, RegexFullMatch's inputs) is text: one changed
     character fails however wide the tolerance, and the error says how many elements differ."""
