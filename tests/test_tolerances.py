@@ -69,13 +69,20 @@ def test_a_suggestion_from_trusted_versions_keeps_the_wrong_one_red(tmp_path, ca
 
 def test_nan_in_a_trusted_cell_gives_no_suggestion_and_bad_input_is_one_line(tmp_path, cache_dir, tiny_model):
     model, inputs = tiny_model
-    body = PROFILES + '[profiles.nan]\ninject = "nan"\n' + tiny_case(model, inputs, ("fp32", "nan"))
+    # issue 41, third sweep, 14: a wrong expected file (the engine right) became atol = 10
+    weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in onnx.load(model).graph.initializer}
+    with np.load(inputs) as data:
+        np.savez(tmp_path / "off.npz", y=np.tanh(data["x"].astype(np.float64) @ weights["W"] + weights["b"]) + 10)
+    off = tiny_case(model, inputs).replace("[cases.tiny]", "[cases.off]") + f'expected = "{tmp_path / "off.npz"}"\n'
+    body = PROFILES + '[profiles.nan]\ninject = "nan"\n' + tiny_case(model, inputs, ("fp32", "nan")) + off
     config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
     assert cli("run", "-c", str(config)).returncode == 0
     shown = cli("tolerances", "suggest", "-c", str(config), "--trusted", "ort-1.32")
     assert shown.returncode == 0, shown.stderr
     assert "# tiny / nan: no suggestion: NaN/Inf in a trusted cell (tiny/nan/ort-1.32" in shown.stdout
     assert "[cases.tiny.tolerances.fp32]" in shown.stdout
+    assert "# off / fp32: no suggestion: its expected file is the cause" in shown.stdout
+    assert "[cases.off.tolerances.fp32]" not in shown.stdout
 
     unknown_env = cli("tolerances", "suggest", "-c", str(config), "--trusted", "ort-9")
     assert unknown_env.returncode == 2 and unknown_env.stderr.count("\n") == 1 and "ort-9" in unknown_env.stderr

@@ -24,6 +24,7 @@ import pandas as pd
 from ..compare import compare_runs, load_runs
 from ..config import Acceptance
 from ..prepare import mask_array
+from ..statuses import EXPECTED_CAUSE
 from ..store import DamagedRun, cell_file, run_inputs
 from ..worker.files import OUTPUTS, REPEATS
 
@@ -112,11 +113,15 @@ def suggest(run_dir: Path, frame: pd.DataFrame, trusted: list[str], factor: floa
     for (case, profile), group in mine.groupby(["case", "profile"], sort=False):
         if cases and case not in cases:
             continue
-        measured = group[group["verdict"].isin(RAN) & group["atol_needed"].notna()]
+        # A cell failing against the user's expected file alone measured the file, not the engine.
+        blamed = group["error"].fillna("").astype(str).str.startswith(EXPECTED_CAUSE)
+        measured = group[group["verdict"].isin(RAN) & group["atol_needed"].notna() & ~blamed]
         suggestion = Suggestion(case, profile, float(group["rtol"].iloc[0]), cells=len(measured))
         found.append(suggestion)
         if measured.empty:
-            suggestion.why = f"no trusted cell has numbers ({', '.join(sorted(set(group['status'])))})"
+            why = "its expected file is the cause (the engine matches the model's own evaluation): fix the file" \
+                if blamed.any() else "no trusted cell has numbers"
+            suggestion.why = f"{why} ({', '.join(sorted(set(group['status'])))})"
             continue
         if (case, profile) in (rules or {}):
             _rule(suggestion, frame, measured, rules[(case, profile)], factor)
