@@ -519,3 +519,18 @@ def test_a_float32_sum_that_rounds_as_it_adds_is_the_precisions_not_reported(tmp
     assert "the tolerance is at fault, not onnxruntime: the model computed node by node in its own types (FP32) is " \
            "already 1 off" in result.stderr
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
+
+
+def test_a_boolean_that_float32_rounding_flips_is_not_a_tolerance_to_loosen(tmp_path, cache_dir):
+    """Issue 41, third sweep, finding 10: Equal(0.1f + 0.2f, 0.3f) is True in float32 and False in
+    float64; repro said "loosen the tolerance", for an output compared exactly whatever it is."""
+    graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+                               helper.make_node("Equal", ["s", "c"], ["y"], name="eq")], "g",
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in "abc"],
+                              [helper.make_tensor_value_info("y", TensorProto.BOOL, [2])])
+    inputs = {"a": np.float32([0.1, 1]), "b": np.float32([0.2, 2]), "c": np.float32([0.3, 3])}
+    config = run_one_case(tmp_path, cache_dir, graph, inputs, FP32, "ort-1.20")
+    result = trtmatrix("repro", "c/fp32/ort-1.20", "-c", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "FP32 arithmetic decides it, not onnxruntime's fault" in result.stderr and "loosen" not in result.stderr
+    assert not list((tmp_path / "reports").rglob("ISSUE.md"))

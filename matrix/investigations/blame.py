@@ -91,6 +91,10 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
         if rounded_verdict != "fail" or not rounding_gap / ROUNDING_SLACK <= gap <= ROUNDING_SLACK * rounding_gap:
             return None
         kept = profile.precision.upper()
+        if not any(np.issubdtype(np.asarray(v).dtype, np.floating) for v in exact.values()):  # booleans, indices
+            return Blame("precision", f"{kept} arithmetic decides it, not {record['engine']}'s fault: {which} computed "
+                                      f"node by node in its own types ({kept}) gives these outputs too, and they are "
+                                      "compared exactly (no tolerance applies): compare before rounding decides")
         if rounding_gap == np.inf:  # no tolerance passes ±inf: the values do not fit the precision
             return Blame("precision", f"the model's values do not fit {kept}, not {record['engine']}'s fault: "
                                       f"{which} computed node by node in its own types ({kept}) overflows to ±inf "
