@@ -298,3 +298,21 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x}))
     assert cells["island"]["status"] == "pass" and cells["island"]["max_abs"] == 0.0, cells["island"]
     assert "agrees with onnxruntime" in cells["island"]["reference_check"]
+
+
+def test_constants_given_as_value_floats_have_a_float64_reference_and_an_fp16_copy(tmp_path, write_matrix):
+    """Issue 41, third sweep, finding 23: Constants written as `value_float`/`value_floats` (a common
+    exporter form) left the reference onnxruntime's float32 ("no float64 evaluation for Mul"), and the
+    FP16 copy failed the checker (`error`)."""
+    model(tmp_path / "consts.onnx", [h.make_node("Constant", [], ["k"], value_float=3.0, name="k"),
+                                     h.make_node("Constant", [], ["v"], value_floats=[1.0, 2.0, 3.0, 4.0], name="v"),
+                                     h.make_node("Mul", ["x", "k"], ["m"], name="mul"),
+                                     h.make_node("Add", ["m", "v"], ["y"], name="add")],
+          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])])
+    config = write_matrix(PROFILES + case(tmp_path, "consts", None, {"x": np.float32([1, 2, 3, 4])},
+                                          profiles=("fp32", "fp16")), environments=(ENV,))
+    done = subprocess.run([TRTMATRIX, "run", "-c", str(config)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    rows = read_run(list_runs(tmp_path / "reports")[-1]).set_index("profile")
+    assert list(rows["status"]) == ["pass", "pass"], rows["error"].tolist()
+    assert rows.loc["fp32", "reference"] == "onnx.reference, every floating type made float64"

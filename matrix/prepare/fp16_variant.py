@@ -21,7 +21,7 @@ from pathlib import Path
 
 import onnx
 
-from ..reference.float64_graph import node_inputs
+from ..reference.float64_graph import as_tensor_constant, node_inputs
 
 
 class InvalidVariant(ValueError):
@@ -35,6 +35,8 @@ def _fp16_model(model: onnx.ModelProto, keep_fp32: list[str]) -> onnx.ModelProto
 
     if not model.graph.node:  # outputs that are inputs: nothing to convert (the converter's casts made a cycle)
         return model
+    for node in model.graph.node:  # value_float(s) Constants, the same values as tensors: the converter
+        as_tensor_constant(node)  # relabels the former without converting them
     fp16 = OnnxModel(convert_float_to_float16(model, keep_io_types=True, op_block_list=DEFAULT_OP_BLOCK_LIST,
                                               node_block_list=keep_fp32))
     fp16.enable_shape_infer = False  # the converter's ONNX shape inference has already typed every value

@@ -153,8 +153,21 @@ def evaluate_node(node: onnx.NodeProto, given: dict[str, np.ndarray], model: onn
 def float64_node(node: onnx.NodeProto) -> onnx.NodeProto:
     """A copy of `node` whose floating types, constants and subgraphs are float64."""
     node = onnx.NodeProto.FromString(node.SerializeToString())
+    as_tensor_constant(node)
     _float64_attributes(node)
     return node
+
+
+def as_tensor_constant(node: onnx.NodeProto) -> None:
+    """A Constant given as `value_float` or `value_floats` (a common exporter form) given as the same
+    float32 tensor `value` instead, in place: the form both rewrites (float64, FP16) know."""
+    given = next((a for a in node.attribute if a.name in ("value_float", "value_floats")), None) \
+        if node.op_type == "Constant" else None
+    if given is None:
+        return
+    array = np.float32(given.f) if given.name == "value_float" else np.array(given.floats, np.float32)
+    node.attribute.remove(given)
+    node.attribute.append(helper.make_attribute("value", numpy_helper.from_array(array)))
 
 
 def casts_to_string(node: onnx.NodeProto) -> bool:
