@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +139,23 @@ class Apart:
     err: str
 
 
+APART_PARENT = "TRTMATRIX_APART_PARENT"  # run_apart's child: the pid of the trtmatrix that started it
+
+
+def end_with_parent() -> None:
+    """In a run_apart child: once the trtmatrix that started it is gone (kill -9 leaves it no time to
+    end its children), this process group ends too, rather than run on, orphaned, at full CPU."""
+    parent = int(os.environ.get(APART_PARENT) or 0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os.killpg(0, signal.SIGKILL)  # the group: what the case's code started, too
+
+    if parent:
+        threading.Thread(target=watch, daemon=True).start()
+
+
 def run_apart(module: str, args: list[str], timeout_s: float, grace_s: float = 5.0) -> Apart:
     """`python -m module args` in a session of its own, for code trtmatrix must not run in its own
     process (a case file's): its output goes to files, so a process it leaves holds no pipe open;
@@ -148,7 +166,8 @@ def run_apart(module: str, args: list[str], timeout_s: float, grace_s: float = 5
     path = os.pathsep.join(filter(None, [str(Path(matrix.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=err, text=True,
-                                 env={**os.environ, "PYTHONPATH": path}, start_new_session=True)
+                                 env={**os.environ, "PYTHONPATH": path, APART_PARENT: str(os.getpid())},
+                                 start_new_session=True)
         finished = True
         try:
             child.wait(timeout=timeout_s)

@@ -792,10 +792,8 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert done.returncode == 1 and "padpool/nan" in done.stderr and "offfile/fp32" in done.stderr
 
 
-def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(tmp_path, write_matrix):
-    """Issue 41, second sweep, finding 27: an ONNX file's float64 reference had no deadline: a Loop
-    whose trip count is an input (3e6) prepared for three minutes with timeout_s = 20; one of 3e9
-    would run for days. Loops are prepared apart, with the deadline; a small one still passes."""
+def _loop_model(path: Path) -> Path:
+    """y = x + n (n iterations of +1): its float64 reference iterates as often as the input n says."""
     from onnx import TensorProto, helper
 
     body = helper.make_graph(
@@ -810,13 +808,25 @@ def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(t
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("n", TensorProto.INT64, [])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
         [onnx.numpy_helper.from_array(np.array(True), "cond"), onnx.numpy_helper.from_array(np.float32(1), "one")])
-    model = tmp_path / "loop.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), model)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def _loop_cases(tmp_path: Path, trips: dict[str, int]) -> str:
+    model = _loop_model(tmp_path / "loop.onnx")
     cases = ""
-    for name, trips in (("few", 3), ("endless", 3_000_000_000)):
-        np.savez(tmp_path / f"{name}.npz", x=np.zeros(4, np.float32), n=np.array(trips, np.int64))
+    for name, count in trips.items():
+        np.savez(tmp_path / f"{name}.npz", x=np.zeros(4, np.float32), n=np.array(count, np.int64))
         cases += f'[cases.{name}]\nonnx = "{model}"\ninputs = "{tmp_path / f"{name}.npz"}"\nprofiles = ["fp32"]\n'
-    config = write_matrix(PROFILES + cases, environments=(ENV,), timeout_s=8)
+    return cases
+
+
+def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(tmp_path, write_matrix):
+    """Issue 41, second sweep, finding 27: an ONNX file's float64 reference had no deadline: a Loop
+    whose trip count is an input (3e6) prepared for three minutes with timeout_s = 20; one of 3e9
+    would run for days. Loops are prepared apart, with the deadline; a small one still passes."""
+    config = write_matrix(PROFILES + _loop_cases(tmp_path, {"few": 3, "endless": 3_000_000_000}), environments=(ENV,),
+                          timeout_s=8)
     started = time.monotonic()
     done = trtmatrix("run", "-c", str(config), timeout=120)
     assert done.returncode == 0 and time.monotonic() - started < 90, done.stderr
@@ -825,6 +835,33 @@ def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(t
     assert cells.loc["endless", "status"] == "error"
     assert cells.loc["endless", "error"] == ("prepare failed: not prepared within 8 s (timeout_s, for each row): its "
                                              "float64 reference (a Loop or Scan) never returned")
+
+
+def test_a_prepare_apart_ends_when_its_trtmatrix_is_killed(tmp_path, write_matrix):
+    """Issue 41, third sweep, finding 24: `kill -9` of a run while it prepared apart left the
+    prepare process running as an orphan at full CPU, and the next run did not end it."""
+    config = write_matrix(PROFILES + _loop_cases(tmp_path, {"endless": 3_000_000_000}), environments=(ENV,),
+                          timeout_s=600)
+    run = subprocess.Popen([TRTMATRIX, "run", "-c", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def preparing() -> list[str]:
+        return [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and str(config.parent) in
+                _cmdline(p) and "prepare_apart" in _cmdline(p)]
+
+    assert wait_for(preparing, 60)
+    run.kill()
+    run.wait()
+    started = time.monotonic()
+    while preparing() and time.monotonic() - started < 15:
+        time.sleep(0.2)
+    assert preparing() == []
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, write_matrix):

@@ -25,7 +25,7 @@ import onnx
 from ..prepare import artifact_dir, prepare, prepared
 from ..reference.float64_graph import every_node
 from ..sources import CaseSpec, Params, case_specs
-from ..stops import run_apart
+from ..stops import end_with_parent, run_apart
 from ..worker.oom import oom_kills, oom_note
 
 
@@ -121,6 +121,7 @@ def main(job: dict) -> int:
 
 
 if __name__ == "__main__":
+    end_with_parent()
     code = main(json.loads(sys.argv[1]))
     sys.stdout.flush()
     sys.stderr.flush()

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from ..config import ConfigError
+from ..stops import end_with_parent
 from .case_files import declarations, load_case_file
 
 
@@ -30,6 +31,7 @@ def main(path: Path) -> int:
 
 
 if __name__ == "__main__":
+    end_with_parent()
     path, sys.argv = Path(sys.argv[1]), json.loads(sys.argv[2])
     code = main(path)
     sys.stdout.flush()
