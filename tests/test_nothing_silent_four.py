@@ -846,7 +846,7 @@ def test_a_prepare_apart_ends_when_its_trtmatrix_is_killed(tmp_path, write_matri
 
     def preparing() -> list[str]:
         return [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and str(config.parent) in
-                _cmdline(p) and "prepare_apart" in _cmdline(p)]
+                _cmdline(p) and "matrix.executors.prepare_apart" in _cmdline(p)]
 
     assert wait_for(preparing, 60)
     run.kill()
