@@ -835,6 +835,9 @@ def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(t
     assert cells.loc["endless", "status"] == "error"
     assert cells.loc["endless", "error"] == ("prepare failed: not prepared within 8 s (timeout_s, for each row): its "
                                              "float64 reference (a Loop or Scan) never returned")
+    # third sweep, 25: explain's observed copy, prepared apart too, is in no matrix file ("KeyError: 'few.all'")
+    explained = trtmatrix("explain", f"few/fp32/{ENV}", "-c", str(config), timeout=120)
+    assert explained.returncode == 0 and "KeyError" not in explained.stderr, explained.stderr
 
 
 def test_a_prepare_apart_ends_when_its_trtmatrix_is_killed(tmp_path, write_matrix):

@@ -47,8 +47,10 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     `timeout_s` for each row; other cases' in this process."""
     if spec.torch_case is None and not _iterates(spec):
         return {key: _here(spec, params, key, cache_dir) for params, key in rows}
-    job = json.dumps({"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows],
-                      "cache": str(cache_dir)})
+    job = {"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows], "cache": str(cache_dir)}
+    if spec.is_onnx_file:  # its files say it all: an investigation's trial case is in no matrix file
+        job.update(entry=spec.entry.model_dump(mode="json"), root=str(spec.root))
+    job = json.dumps(job)
     oom_before = oom_kills()
     try:
         ended = run_apart(__name__, [job], timeout_s * len(rows))
@@ -104,12 +106,14 @@ def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | E
 
 def main(job: dict) -> int:
     """Each row prepared in turn, a JSON line each: {"key"} or {"key", "error", "tail"}."""
-    from ..config import load_config
+    from ..config import CaseEntry, load_config
 
     config_path = Path(job["config"])
     spec = None
     for params, key in job["rows"]:
         try:
+            if spec is None and "entry" in job:
+                spec = CaseSpec(job["case"], CaseEntry.model_validate(job["entry"]), Path(job["root"]))
             if spec is None:
                 spec = case_specs(load_config(config_path), config_path, set(), only=[job["case"]])[job["case"]]
             prepare(spec, tuple(tuple(pair) for pair in params), key, Path(job["cache"]))
