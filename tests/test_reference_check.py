@@ -136,14 +136,19 @@ def test_a_clamp_of_the_fp16_conversion_is_named_not_the_engine(tmp_path, write_
 def test_a_users_expected_file_off_by_half_is_named_not_the_engine(tmp_path, write_matrix):
     """Issue 40, done when 1 (and issue 41, wrong verdicts 9's cause): a Relu whose expected file is
     0.5 off everywhere; the engine agrees with the model's own evaluation, so the file is the cause."""
-    model(tmp_path / "relu.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [2, 4])], [("y", T.FLOAT, [2, 4])])
+    for name in ("relu", "nothing"):
+        model(tmp_path / f"{name}.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [2, 4])],
+              [("y", T.FLOAT, [2, 4])])
     x = np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)
     # Issue 41, second sweep, finding 28a: a file of a shape the model's data decides (a Reshape to
     # an input's values), checked at no plan: "compare failed: ValueError" read as trtmatrix's crash.
     model(tmp_path / "shaped.onnx", [h.make_node("Reshape", ["x", "shape"], ["y"])],
           [("x", T.FLOAT, [2, 4]), ("shape", T.INT64, [1])], [("y", T.FLOAT, ["n"])])
     done, cells = run(write_matrix, case(tmp_path, "relu", None, {"x": x}, expected={"y": np.maximum(x, 0) + 0.5})
-                      + case(tmp_path, "shaped", None, {"x": x, "shape": np.array([8])}, expected={"y": x[0, :1]}))
+                      + case(tmp_path, "shaped", None, {"x": x, "shape": np.array([8])}, expected={"y": x[0, :1]})
+                      + case(tmp_path, "nothing", None, {"x": x}, expected={"y": np.full((2, 4), np.nan)}))
+    # third sweep, 17: a file of NaN alone stays an error, as judging.md says, not a FAIL of error 0
+    assert cells["nothing"]["status"] == "error" and "nothing to judge against" in cells["nothing"]["error"]
     assert cells["shaped"]["status"] == "fail"
     assert cells["shaped"]["error"].startswith("the expected file is the cause, not the engine: your expected outputs "
                                                "(shaped-expected.npz) cannot be held against the outputs")
