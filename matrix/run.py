@@ -99,6 +99,17 @@ def trtmatrix_version() -> str:
         return "not installed (run from a source tree)"
 
 
+def _matches_the_model(directory: Path, artifacts: Path, rules) -> tuple[dict, str] | None:
+    """(the comparison, the user's file as named) where a cell's outputs pass against the model's
+    own evaluation kept beside a user's expected file (SECOND), else None."""
+    (tol, accept, mask) = rules
+    again, checked = compare_files(directory / OUTPUTS, artifacts / SECOND, tol.atol, tol.rtol, accept,
+                                   mask=mask_array(artifacts / INPUTS, mask))
+    if again != "pass":
+        return None
+    return checked, case_meta(artifacts).get("reference", "your expected outputs").split(":")[0]
+
+
 class MatrixRun:
     def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None):
         """`executor`: where environments run (executors.open_executor); default this host."""
@@ -112,6 +123,7 @@ class MatrixRun:
         self._output_digests: dict[Path, str] = {}  # {a cell's output file: its digest, as its result names it}
         self._artifacts: dict[tuple, Path | BaseException] = {}
         self._faults: dict[tuple, str] = {}  # (model ran, optimisation, engine) → the fault patterns in it
+        self._pattern_keys: dict[tuple, str] = {}  # (optimisation, engine) → _patterns_key
         self._model_digests: dict[Path, str] = {}
         self._shapes: dict[Path, dict] = {}
         self._metas: dict[Path, dict] = {}
@@ -314,12 +326,14 @@ class MatrixRun:
                 profile.optimization)))
         return self._faults[key]
 
-    @cache
     def _patterns_key(self, optimization, label: str) -> str:
         """What a remembered finding of fault patterns holds for: the registry's patterns for the
         engine, its settings and the code that looks (made once a run, not once per cell)."""
-        patterns = [(i.id, i.fault.model_dump(mode="json")) for i in self.plan.known_issues if i.fault and i.engine == label]
-        return hash_json([patterns, optimization, label, _fault_code()])
+        if (optimization, label) not in self._pattern_keys:
+            patterns = [(i.id, i.fault.model_dump(mode="json")) for i in self.plan.known_issues
+                        if i.fault and i.engine == label]
+            self._pattern_keys[(optimization, label)] = hash_json([patterns, optimization, label, _fault_code()])
+        return self._pattern_keys[(optimization, label)]
 
     def _judge_early(self, event: dict) -> None:
         """A cell judged as soon as its worker says it ran (the event names its folder), on a
@@ -383,12 +397,10 @@ class MatrixRun:
         """A cell that fails against a user's expected file, but passes against the model's own
         evaluation that the file disagrees with: it fails as the user asked, and its cause names the
         file, not the engine (repro and explain stop there)."""
-        (tol, accept, mask) = rules
-        again, checked = compare_files(directory / OUTPUTS, artifacts / SECOND, tol.atol, tol.rtol, accept,
-                                       mask=mask_array(artifacts / INPUTS, mask))
-        if again != "pass":
+        found = _matches_the_model(directory, artifacts, rules)
+        if found is None:
             return verdict, judged
-        source = case_meta(artifacts).get("reference", "your expected outputs").split(":")[0]
+        checked, source = found
         return verdict, {**judged, "error": (
             f"{EXPECTED_CAUSE}{source} disagree with the model's own evaluation, which onnxruntime agrees with and "
             f"the engine matches (max_abs {checked['max_abs']:.3g} against it, {judged['max_abs']:.3g} against the file)")}
@@ -397,12 +409,10 @@ class MatrixRun:
     def _unlike_expected(directory: Path, artifacts: Path, exc: ValueError, rules) -> tuple[str, dict]:
         """A user's expected file that cannot be held against the outputs (another shape), where the
         engine agrees with the model's own evaluation: it fails as the file asks, the file named."""
-        (tol, accept, mask) = rules
-        again, checked = compare_files(directory / OUTPUTS, artifacts / SECOND, tol.atol, tol.rtol, accept,
-                                       mask=mask_array(artifacts / INPUTS, mask))  # raises too: compare failed
-        if again != "pass":
+        found = _matches_the_model(directory, artifacts, rules)  # raises too: compare failed
+        if found is None:
             raise exc
-        source = case_meta(artifacts).get("reference", "your expected outputs").split(":")[0]
+        checked, source = found
         return "fail", {**checked, "error": f"{EXPECTED_CAUSE}{source} cannot be held against the outputs ({exc}), "
                                             f"and the engine matches the model's own evaluation, which onnxruntime "
                                             f"agrees with (max_abs {checked['max_abs']:.3g} against it)"}

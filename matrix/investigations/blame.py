@@ -6,10 +6,11 @@ exact model it ran (the FP16 copy for an FP16 onnxruntime cell, else the model).
 agree, the failure is someone else's, and repro says whose in one line instead of writing a
 report: the FP16 conversion (the copy's float64 evaluation already differs from the original's),
 the user's expected file, or the reference trtmatrix made. Nor is it blamed for a tolerance finer
-than its precision holds: where the exact answer with each value stored as the model declares it
-(FP16 throughout an FP16 copy) fails too and the engine is within ROUNDING_SLACK of that rounding's
-own error, the tolerance is at fault (a stranger's atol 1e-5 on an FP16 cell got a "verified"
-MatMul report for onnxruntime's best FP16). repro asks again of its smallest failing subgraph.
+than its precision holds: where the model computed node by node in its own types (FP16 throughout
+an FP16 copy) fails too and the engine is within ROUNDING_SLACK of that computation's own error, or
+a one-node model is within the reference check's rounding bound, the tolerance is at fault (a
+stranger's atol 1e-5 on an FP16 cell got a "verified" MatMul report for onnxruntime's best FP16).
+repro asks again of its smallest failing subgraph.
 """
 
 from __future__ import annotations
