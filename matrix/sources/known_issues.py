@@ -186,10 +186,6 @@ def load_registry(path: Path) -> tuple[KnownIssue, ...]:
     return validate(Registry, read_toml(path), path).issue
 
 
-def load_known_issues(config_path: Path, config: MatrixConfig) -> tuple[KnownIssue, ...]:
-    return load_registry(registry_path(config_path, config))
-
-
 def known_status(row, issues: tuple[KnownIssue, ...]) -> tuple[str, KnownIssue | None]:
     """(status, the issue taken) of one record or row: its verdict, or xfail/xpass."""
     issue = chosen_issue(row, issues)[0]
