@@ -107,7 +107,7 @@ def test_fault_patterns_found_in_a_model_are_remembered_until_the_registry_or_th
                               capture_output=True, text=True, env={**os.environ, "COLUMNS": "250"})
         assert done.returncode == 0, done.stderr
         [row] = read_run(list_runs(tmp_path / "reports")[-1]).to_dict("records")
-        return json.loads(row["faults"])
+        return list(json.loads(row["faults"]))  # {id: the outputs it reaches}
 
     (cases / "known_issues.toml").write_text(FAULT.format(id="tanh-pattern", op="Tanh"))
     assert faults() == ["tanh-pattern"]
@@ -115,7 +115,7 @@ def test_fault_patterns_found_in_a_model_are_remembered_until_the_registry_or_th
     assert faults() == ["add-pattern"]  # another registry: looked for again, though the cell is reused
     artifact = read_run(list_runs(tmp_path / "reports")[-1])["artifact"].iloc[0]
     [memo] = [m for m in (cache_dir / "faults").glob(f"{artifact}.model.onnx.*.json")
-              if json.loads(m.read_text())["value"] == ["add-pattern"]]
+              if list(json.loads(m.read_text())["value"]) == ["add-pattern"]]
     memo.write_text(json.dumps({**json.loads(memo.read_text()), "value": ["marked"]}))
     assert faults() == ["marked"]  # the same file: not loaded again
     ran = cache_dir / "artifacts" / artifact / "model.onnx"

@@ -120,7 +120,7 @@ class KnownIssue(Strict):
         if row["engine"] != self.engine:
             return False
         found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected \
-            and _as_a_fault_fails(row)
+            and _as_a_fault_fails(row) and _within_reach(row, self.id)
         if not found and not self._row_named(row):
             return False
         if self.gpu and not fnmatchcase(str(row.get("gpu") or ""), self.gpu):
@@ -149,23 +149,52 @@ def _as_a_fault_fails(row) -> bool:
     return not any(isinstance(n, (int, float)) and n == n and n > 0 for n in (row.get("nan_count"), row.get("inf_count")))
 
 
+def _within_reach(row, fault: str) -> bool:
+    """Whether every output that failed is computed from a node holding the fault: a failure of an
+    output the pattern does not reach is another fault's (a record without the reach: yes)."""
+    reach = _fault_reach(row.get("faults")).get(fault)
+    try:
+        failed = {o["name"] for o in json.loads(row.get("outputs") or "[]") if o.get("mismatch_frac", 0) > 0}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return True
+    return reach is None or failed <= set(reach)
+
+
 def faults_of(row) -> tuple[str, ...]:
     """The ids of the registry's fault patterns found in the model the cell ran (column `faults`)."""
-    found = row.get("faults")
-    return _fault_ids(found) if isinstance(found, str) and found else ()
+    return tuple(_fault_reach(row.get("faults")))
 
 
 @functools.lru_cache(maxsize=4096)
-def _fault_ids(text: str) -> tuple[str, ...]:
-    """A `faults` text read once, not once per known issue and cell (a suite's thousands of cells)."""
-    return tuple(json.loads(text))
+def _fault_reach(text) -> dict[str, list[str] | None]:
+    """{fault id: the graph outputs its nodes reach} from a `faults` text, read once, not once per
+    known issue and cell (a suite's thousands of cells); a list of ids (older records): reach unknown."""
+    found = json.loads(text) if isinstance(text, str) and text else {}
+    return found if isinstance(found, dict) else dict.fromkeys(found)
 
 
-def faults_found(model: onnx.ModelProto, issues: tuple[KnownIssue, ...], engine: str, optimization: str) -> list[str]:
-    """Which of the registry's fault patterns for `engine` the model holds, run with graph
-    optimisations `optimization` (on or off)."""
-    return [issue.id for issue in issues if issue.fault is not None and issue.engine == engine
-            and issue.fault.found_in(model, optimization)]
+def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[str]:
+    """The graph outputs computed from any of `nodes`' outputs."""
+    tainted = {name for node in nodes for name in node.output}
+    for node in model.graph.node:  # in topological order
+        if tainted.intersection(_reads(node)):
+            tainted.update(node.output)
+    return [o.name for o in model.graph.output if o.name in tainted]
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """A node's inputs and what its subgraphs (an If's branches, a Loop's body) read, at any depth."""
+    inner = [name for a in node.attribute for g in ([a.g] if a.HasField("g") else list(a.graphs))
+             for n in g.node for name in _reads(n)]
+    return [*node.input, *inner]
+
+
+def faults_found(model: onnx.ModelProto, issues: tuple[KnownIssue, ...], engine: str,
+                 optimization: str) -> dict[str, list[str]]:
+    """{id: the graph outputs its nodes reach} of the registry's fault patterns for `engine` the
+    model holds, run with graph optimisations `optimization` (on or off)."""
+    return {issue.id: _reached(model, issue.fault.nodes_in(model)) for issue in issues
+            if issue.fault is not None and issue.engine == engine and issue.fault.found_in(model, optimization)}
 
 
 class Registry(Strict):
@@ -218,7 +247,7 @@ def _reported(verdict: str, issue: KnownIssue, found: list[KnownIssue]) -> str:
 # What matching reads (KnownIssue.matches, chosen_issue): a run's rows as dicts of these columns
 # only, not of all seventy (5x faster at thousands of cells: an unchanged re-run pays it twice).
 MATCHED = ("cell_id", "case", "engine", "profile", "params", "gpu", "engine_version", "verdict", "faults", "error",
-           "nan_count", "inf_count")
+           "nan_count", "inf_count", "outputs")
 
 
 def _matched_records(frame: pd.DataFrame) -> list[dict]:
