@@ -774,13 +774,22 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
         [onnx.numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")])
     model = tmp_path / "padpool.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), model)
+    # third sweep, 15: beside the pattern, a branch it does not reach (l = Log(d)), which fails too
+    graph.node.append(helper.make_node("Log", ["d"], ["l"], name="log"))
+    graph.input.append(helper.make_tensor_value_info("d", TensorProto.FLOAT, [3]))
+    graph.output.append(helper.make_tensor_value_info("l", TensorProto.FLOAT, [3]))
+    branches = tmp_path / "branches.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), branches)
     x = -np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)  # negative: a border window's max is the pad's 0
     np.savez(tmp_path / "in.npz", x=x)
     np.savez(tmp_path / "positive.npz", x=-x)  # positive: the fusion changes nothing, the engine is right
+    np.savez(tmp_path / "both.npz", x=x, d=np.array([1, 2, 3], np.float32))
     right = np.pad(-x, ((0, 0), (0, 0), (1, 1), (1, 1))).reshape(1, 1, 3, 2, 3, 2).max(axis=(3, 5))
     np.savez(tmp_path / "off.npz", y=right + np.eye(3)[None, None] * 5)  # a user's file off by 5
     body = (PROFILES + '[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'
+            '[profiles.drift]\nprecision = "fp32"\ninject = "drift"\n'
             f'[cases.padpool]\nonnx = "{model}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32", "nan"]\n'
+            f'[cases.branches]\nonnx = "{branches}"\ninputs = "{tmp_path / "both.npz"}"\nprofiles = ["drift"]\n'
             f'[cases.offfile]\nonnx = "{model}"\ninputs = "{tmp_path / "positive.npz"}"\n'
             f'expected = "{tmp_path / "off.npz"}"\nprofiles = ["fp32"]\n')
     config = write_matrix(body, environments=("ort-1.20",))  # cases_dir: the repository's cases/, its registry
@@ -789,7 +798,9 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert (cells.loc["padpool/fp32", "status"], cells.loc["padpool/fp32", "known_issue"]) == \
         ("xfail", "ort-pad-maxpool-fusion-zero-padding")  # onnxruntime 1.20.1 fuses the Pad and drops its 0
     assert cells.loc["padpool/nan", "status"] == "fail" and cells.loc["offfile/fp32", "status"] == "fail"
-    assert done.returncode == 1 and "padpool/nan" in done.stderr and "offfile/fp32" in done.stderr
+    assert cells.loc["branches/drift", "status"] == "fail", cells.loc["branches/drift", "outputs"]
+    assert json.loads(cells.loc["branches/drift", "faults"]) == {"ort-pad-maxpool-fusion-zero-padding": ["y"]}
+    assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "offfile/fp32", "branches/drift"))
 
 
 def _loop_model(path: Path) -> Path:
@@ -871,26 +882,40 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     """Issue 41, second sweep, finding 29: a case file importing its model from a module beside it
     (`from _model import Net`) kept its artifacts' key when the module changed: the old export was
     judged again and passed, --no-reuse too, though the new model's forward() raised; and the torch
-    engine could not load such a module ("No module named '_model'")."""
+    engine could not load such a module ("No module named '_model'"). Third sweep, 21: weights read
+    from a file beside the case file kept a stale pass when the file changed; 11: a forward() that
+    draws random numbers "agreed with the ONNX export" and failed."""
     from matrix.plan import build_plan
     from matrix.sources.case_files import local_modules
 
     cases = tmp_path / "cases"
     (cases / "parts").mkdir(parents=True)
+    np.save(cases / "scale.npy", np.ones(8, np.float32))
     (cases / "helper_case.py").write_text(
-        "import os, sys\nimport torch\nfrom matrix.case import case\n"
-        "sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))\nfrom _model import Net\n\n\n"
-        "@case(seed=0)\ndef helper_case():\n    return Net(), {'x': torch.randn(2, 8)}\n")
-    (cases / "_model.py").write_text("import torch\nfrom parts import SCALE\n\n\nclass Net(torch.nn.Linear):\n"
-                                     "    def __init__(self):\n        super().__init__(8, 8)\n")
+        "import os, sys\nimport numpy as np\nimport torch\nfrom matrix.case import case\n"
+        "HERE = os.path.dirname(os.path.abspath(__file__))\n"
+        "sys.path.insert(0, HERE)\nfrom _model import Net\n\n\n"
+        "@case(seed=0)\ndef helper_case():\n    net = Net()\n"
+        "    net.scale = torch.nn.Parameter(torch.tensor(np.load(os.path.join(HERE, 'scale.npy'))))\n"
+        "    return net, {'x': torch.rand(2, 8)}\n\n\n"
+        "class Noisy(torch.nn.Module):\n    def forward(self, x):\n        return x + torch.randn_like(x)\n\n\n"
+        "@case(seed=0)\ndef noisy():\n    return Noisy(), {'x': torch.ones(2, 8)}\n")
+    (cases / "_model.py").write_text("import torch\nfrom parts import SCALE\n\n\nclass Net(torch.nn.Module):\n"
+                                     "    def forward(self, x):\n        return torch.sqrt(x * self.scale)\n")
     (cases / "parts" / "__init__.py").write_text("SCALE = 1.0\n")
     (cases / "unrelated.py").write_text("X = 1\n")
-    config = write_matrix(PROFILES + '[cases.helper_case]\nprofiles = ["fp32"]\n', environments=("torch-host-cpu",),
-                          cases_dir=cases)
+    config = write_matrix(PROFILES + '[cases.helper_case]\nprofiles = ["fp32"]\n[cases.noisy]\nprofiles = ["fp32"]\n',
+                          environments=("torch-host-cpu",), cases_dir=cases)
     # the torch engine unpickles the module: it imports _model (and what _model imports) as the case file did
     done = trtmatrix("run", "-c", str(config))
-    assert done.returncode == 0 and read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]["status"] == "pass", \
-        done.stderr
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case")
+    assert done.returncode == 1 and cells.loc["helper_case", "status"] == "pass", done.stderr
+    assert cells.loc["noisy", "status"] == "no_reference", cells.loc["noisy", "error"]
+    assert "(RandomNormalLike) of the case's ONNX export draws random numbers" in cells.loc["noisy", "error"]
+    np.save(cases / "scale.npy", -np.ones(8, np.float32))  # read by the case's build: sqrt of negatives
+    trtmatrix("run", "-c", str(config), "--case", "helper_case")
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert cell["status"] == "error" and "NaN everywhere" in cell["error"] and not cell["reused"], cell["error"]
     first = build_plan(config).cells[0].artifact_key
     (cases / "parts" / "__init__.py").write_text("SCALE = 2.0\n")  # imported by the model's module
     assert build_plan(config).cells[0].artifact_key != first

@@ -17,10 +17,12 @@ from .gate import _baseline, _gate
 def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: EnvsOpt = None,
          cell: CellsOpt = None, shard: ShardOpt = None) -> None:
     """Print the cells a run would execute, without running or writing anything: each cell id, its
-    result key and whether a run would reuse a stored result (stored), run it (new), skip it
-    here (skipped: its environment cannot run on this host) or cannot tell yet (unknown)."""
+    result key ('-' until its case is prepared: the key holds the artifacts' digests) and whether a
+    run would reuse a stored result (stored), run it (new), skip it here (skipped: its environment
+    cannot run on this host) or cannot tell yet (unknown)."""
     from ..environments import planned_fingerprints
     from ..run import env_skip_reason
+    from ..prepare import artifact_digests, prepared
     from ..store.cache import result_dir, result_key, stored_result
 
     the_plan = _plan(config, case, env, cell)
@@ -30,11 +32,11 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
     fingerprints = planned_fingerprints(list(the_plan.envs.values()), cache)
     skipped = {name for name, envdef in the_plan.envs.items() if env_skip_reason(envdef)}
     for cell in the_plan.cells:
-        fingerprint = fingerprints[cell.env]
-        key = result_key(cell.content_key, fingerprint or "")
+        fingerprint, artifacts = fingerprints[cell.env], prepared(cache, cell.case, cell.artifact_key)
+        key = result_key(cell.content_key, fingerprint or "", artifact_digests(artifacts) if artifacts else {})
         state = ("skipped" if cell.env in skipped else "unknown" if fingerprint is None
-                 else "stored" if stored_result(result_dir(cache, cell.env, key)) else "new")
-        typer.echo(f"{cell.cell_id}\t{key[:12]}\t{state}")
+                 else "stored" if artifacts and stored_result(result_dir(cache, cell.env, key)) else "new")
+        typer.echo(f"{cell.cell_id}\t{key[:12] if artifacts else '-'}\t{state}")
     typer.echo(f"{len(the_plan.cells)} cells: {len(the_plan.rows)} rows × {len({c.env for c in the_plan.cells})} environments",
                err=True)
     docker = sorted(e.name for e in the_plan.envs.values() if e.backend == "docker")

@@ -23,6 +23,7 @@ from pathlib import Path
 import onnx
 
 from ..prepare import artifact_dir, prepare, prepared
+from ..reference import NoReference
 from ..reference.float64_graph import every_node
 from ..sources import CaseSpec, Params, case_specs
 from ..stops import end_with_parent, run_apart
@@ -79,6 +80,8 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
         item = said.get(key)
         if item is None:
             made[key] = PrepareFailed(why)
+        elif "no_reference" in item:
+            made[key] = NoReference(item["no_reference"])
         elif "error" in item:
             made[key] = PrepareFailed(item["error"], item.get("tail", ""))
         else:
@@ -105,7 +108,7 @@ def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | E
 
 
 def main(job: dict) -> int:
-    """Each row prepared in turn, a JSON line each: {"key"} or {"key", "error", "tail"}."""
+    """Each row prepared in turn, a JSON line each: {"key"}, {"key", "no_reference"} or {"key", "error", "tail"}."""
     from ..config import CaseEntry, load_config
 
     config_path = Path(job["config"])
@@ -118,6 +121,8 @@ def main(job: dict) -> int:
                 spec = case_specs(load_config(config_path), config_path, set(), only=[job["case"]])[job["case"]]
             prepare(spec, tuple(tuple(pair) for pair in params), key, Path(job["cache"]))
             print(json.dumps({"key": key}), flush=True)
+        except NoReference as exc:  # a status of its own, not a failure of the case's code
+            print(json.dumps({"key": key, "no_reference": str(exc)}), flush=True)
         except BaseException as exc:  # noqa: BLE001 - whatever the case's code raised, SystemExit included
             print(json.dumps({"key": key, "error": f"{type(exc).__name__}: {exc}",
                               "tail": "".join(traceback.format_exception(exc)[-6:])}), flush=True)

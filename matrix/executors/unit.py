@@ -24,7 +24,7 @@ from ..environments.backend import EnvironmentUnavailable, SetupFailed
 from ..environments.definitions import EnvDef
 from ..environments.gpus import host_gpus
 from ..plan import Cell
-from ..prepare import INPUTS, MODEL, input_types_file, model_for_profile, node_types_file
+from ..prepare import INPUTS, MODEL, artifact_digests, input_types_file, model_for_profile, node_types_file
 from ..store.cache import engine_caches, env_log, result_dir, result_key, shared_engines, stored_result
 from ..store.locks import cache_lock
 from ..store.records import HOST
@@ -167,7 +167,7 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
             outcomes.append(CellOutcome(cell.cell_id, {"status": "skipped", "gpu": gpu_name, "node": facts["node"], "error":
                             f"case runs only on GPUs matching {list(pending.gpus)}; this environment has {gpu_name}"}))
             continue
-        key = result_key(cell.content_key, fingerprint)
+        key = result_key(cell.content_key, fingerprint, artifact_digests(pending.artifacts))
         directory = result_dir(unit.cache_dir, unit.envdef.name, key)
         stored = stored_result(directory) if unit.reuse else None
         if stored:  # `node`: where it ran then (results stored before nodes were kept: here)

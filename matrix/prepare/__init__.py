@@ -29,6 +29,7 @@ from ..worker.values import save_values
 from ..reference.conversion import changed_constants, copy_float64, reduced_values
 from ..reference import expected_reference, onnx_reference, reference_text, torch_reference_check
 from ..reference.float64_graph import Float64Values, float64_values
+from .files_read import changed_since, files_read, recording
 from .fingerprint import variant_key
 from .fp16_forecast import Forecast
 from .fp16_variant import write_fp16_variant
@@ -67,6 +68,11 @@ def file_digests(folder: Path, cache_dir: Path) -> dict[str, str]:
                                                                      digest_memo(cache_dir, folder)).items()}
 
 
+def artifact_digests(folder: Path) -> dict:
+    """The digests of the files a prepared folder's judgements rest on, as its META keeps them."""
+    return json.loads((folder / META).read_text())["digests"]
+
+
 def prepared(cache_dir: Path, case: str, key: str) -> Path | None:
     """The artifacts, if an earlier run finished them (META is written last) and the files it
     made are still the files it made."""
@@ -79,7 +85,10 @@ def prepared_meta(cache_dir: Path, case: str, key: str) -> tuple[Path, dict] | N
     target = artifact_dir(cache_dir, case, key)
     try:
         meta = json.loads((target / META).read_text())
-        return (target, meta) if meta.get("digests") == checked_digests(target, cache_dir) else None
+        if meta.get("digests") != checked_digests(target, cache_dir):
+            return None
+        read = meta.get("files_read") or {}  # what the case's code read, changed since: made again
+        return (target, meta) if isinstance(read, dict) and changed_since(read) is None else None
     except (OSError, ValueError):
         return None
 
@@ -128,7 +137,8 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     torch.manual_seed(case.seed)
     default = torch.get_default_dtype()
     try:
-        module, inputs = case.build(**params, **spec.entry.options)
+        with recording():  # the files its import and build read: a changed one prepares it again
+            module, inputs = case.build(**params, **spec.entry.options)
     finally:  # a case that sets float64 as the default must not make every later case's FP32 cells float64
         torch.set_default_dtype(default)
     module = module.float().eval()
@@ -164,6 +174,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
         "export": {"opset": case.export.opset, "dynamo": case.export.dynamo,
                    "dynamic_axes": case.export.dynamic_axes},
         "torch": torch.__version__,
+        "files_read": files_read(skip=out.parent),
         "reference": reference_text("PyTorch, the case's module in float64", reference, "float64"),
         # Exporter warnings (tracer, deprecation) belong with the case, not on the terminal.
         "export_warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),

@@ -74,16 +74,22 @@ def _drops_at_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
     return given is None or bool(np.any(onnx.numpy_helper.to_array(given)))
 
 
+def _refuse_random(model: onnx.ModelProto, where: str = "") -> None:
+    """A model that draws random numbers has no reference: no two evaluations share a draw."""
+    drawn = next((node_label(node, order) + f" ({node.op_type})" for order, node in enumerate(model.graph.node)
+                  if node.op_type in RANDOM_OPS or _drops_at_random(node, model)), None)
+    if drawn:
+        raise NoReference(f"no reference can be made: node {drawn}{where} draws random numbers, which no two "
+                          "evaluations share (an engine's own draw differs from any reference's); judge what "
+                          "follows it in a model of its own, or give `expected` outputs made by the same engine "
+                          "and seed")
+
+
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
                    float64: Float64Values | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
     checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
-    drawn = next((node_label(node, order) + f" ({node.op_type})" for order, node in enumerate(model.graph.node)
-                  if node.op_type in RANDOM_OPS or _drops_at_random(node, model)), None)
-    if drawn:
-        raise NoReference(f"no reference can be made: node {drawn} draws random numbers, which no two evaluations "
-                          "share (an engine's own draw differs from any reference's); judge what follows it in a "
-                          "model of its own, or give `expected` outputs made by the same engine and seed")
+    _refuse_random(model)
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:
         theirs = referee_values(model, inputs)
@@ -131,6 +137,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
                           float64: Float64Values | None = None) -> dict:
     """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
     what float32 rounding explains (the referee's distance from the latter)."""
+    _refuse_random(model, " of the case's ONNX export")
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:
         theirs = referee_values(model, inputs).values

@@ -96,9 +96,11 @@ def result_dir(cache_dir: Path, env: str, result_key: str) -> Path:
     return results_folder(cache_dir, env) / result_key[:24]
 
 
-def result_key(content_key: str, env_fingerprint: str) -> str:
-    """The cell's content key, plus what the backend knows only at run time (the image id)."""
-    return hash_json([content_key, env_fingerprint]) if env_fingerprint else content_key
+def result_key(content_key: str, env_fingerprint: str, artifacts: dict) -> str:
+    """The cell's content key, plus what is known only at run time: the image id, and the digests
+    of the artifacts it runs (prepared again under one key, as when a file a case's code read has
+    changed, they are other artifacts: prepare/files_read.py)."""
+    return hash_json([content_key, env_fingerprint, artifacts])
 
 
 def stored_result(directory: Path) -> dict | None:

@@ -30,7 +30,7 @@ def remembered_digests(paths: list[Path], memo: Path) -> dict[str, dict[str, str
     remembered): a re-run reads one memo for them, and does not hash a gigabyte model again (the BGE
     reranker's, twice a re-run), nor a run folder's copy of a file to list its digest. Asked again in
     the same process, the files' identities are enough (a run asks for each artifact's twice)."""
-    identities = [_identity(path) for path in paths]
+    identities = [file_identity(path) for path in paths]
     if (seen := _SEEN.get(memo)) and seen[0] == identities:
         return seen[1]
     try:
@@ -69,7 +69,7 @@ def remembered(path: Path, memo: Path, compute: Callable[[], Any], field: str = 
     """compute()'s JSON answer about the file at `path`, remembered in the file `memo` with the
     file's identity (device, inode, size, modification time), so that a file rewritten or replaced
     is asked again."""
-    identity = _identity(path)
+    identity = file_identity(path)
     try:
         kept = json.loads(memo.read_text())
         if kept["identity"] == identity:
@@ -81,7 +81,7 @@ def remembered(path: Path, memo: Path, compute: Callable[[], Any], field: str = 
     return answer
 
 
-def _identity(path: Path) -> list[int]:
+def file_identity(path: Path) -> list[int]:
     stat = path.stat()
     return [stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns]
 
