@@ -457,7 +457,7 @@ def test_a_case_file_that_ignores_sigterm_does_not_make_trtmatrix_ignore_it(tmp_
 
 @pytest.mark.parametrize("body, timeout_s, said", [
     ("    time.sleep(600)", 8, "prepare failed: not prepared within 8 s (timeout_s, for each row): the case's build "
-                             "or export never returned"),
+                             "never returned"),
     ("    import ctypes\n    ctypes.string_at(0)", 120, "prepare failed: the process preparing it was killed by SIGSEGV"),
 ])
 def test_a_build_that_never_returns_or_crashes_is_the_case_s_error(tmp_path, write_matrix, cache_dir, body, timeout_s,
@@ -844,8 +844,8 @@ def test_a_loop_whose_reference_never_ends_is_the_cases_error_within_timeout_s(t
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case")
     assert cells.loc["few", "status"] == "pass" and cells.loc["few", "max_abs"] == 0.0
     assert cells.loc["endless", "status"] == "error"
-    assert cells.loc["endless", "error"] == ("prepare failed: not prepared within 8 s (timeout_s, for each row): its "
-                                             "float64 reference (a Loop or Scan) never returned")
+    assert cells.loc["endless", "error"] == ("prepare failed: not prepared within 8 s (timeout_s, for each row): the "
+                                             "model's float64 evaluation (a Loop or Scan) never returned")
     # third sweep, 25: explain's observed copy, prepared apart too, is in no matrix file ("KeyError: 'few.all'")
     explained = trtmatrix("explain", f"few/fp32/{ENV}", "-c", str(config), timeout=120)
     assert explained.returncode == 0 and "KeyError" not in explained.stderr, explained.stderr
@@ -884,7 +884,8 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     judged again and passed, --no-reuse too, though the new model's forward() raised; and the torch
     engine could not load such a module ("No module named '_model'"). Third sweep, 21: weights read
     from a file beside the case file kept a stale pass when the file changed; 11: a forward() that
-    draws random numbers "agreed with the ONNX export" and failed."""
+    draws random numbers "agreed with the ONNX export" and failed; 12: a forward() returning
+    `x, (y, z)` was "ONNX model has 3 outputs, the module returned 2"."""
     from matrix.plan import build_plan
     from matrix.sources.case_files import local_modules
 
@@ -899,12 +900,15 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
         "    net.scale = torch.nn.Parameter(torch.tensor(np.load(os.path.join(HERE, 'scale.npy'))))\n"
         "    return net, {'x': torch.rand(2, 8)}\n\n\n"
         "class Noisy(torch.nn.Module):\n    def forward(self, x):\n        return x + torch.randn_like(x)\n\n\n"
-        "@case(seed=0)\ndef noisy():\n    return Noisy(), {'x': torch.ones(2, 8)}\n")
+        "@case(seed=0)\ndef noisy():\n    return Noisy(), {'x': torch.ones(2, 8)}\n\n\n"
+        "class Nested(torch.nn.Module):\n    def forward(self, x):\n        return x * 2, (x + 1, x - 1)\n\n\n"
+        "@case(seed=0)\ndef nested():\n    return Nested(), {'x': torch.ones(2, 8)}\n")
     (cases / "_model.py").write_text("import torch\nfrom parts import SCALE\n\n\nclass Net(torch.nn.Module):\n"
                                      "    def forward(self, x):\n        return torch.sqrt(x * self.scale)\n")
     (cases / "parts" / "__init__.py").write_text("SCALE = 1.0\n")
     (cases / "unrelated.py").write_text("X = 1\n")
-    config = write_matrix(PROFILES + '[cases.helper_case]\nprofiles = ["fp32"]\n[cases.noisy]\nprofiles = ["fp32"]\n',
+    config = write_matrix(PROFILES + "".join(f'[cases.{name}]\nprofiles = ["fp32"]\n' for name in
+                                             ("helper_case", "noisy", "nested")),
                           environments=("torch-host-cpu",), cases_dir=cases)
     # the torch engine unpickles the module: it imports _model (and what _model imports) as the case file did
     done = trtmatrix("run", "-c", str(config))
@@ -912,6 +916,8 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     assert done.returncode == 1 and cells.loc["helper_case", "status"] == "pass", done.stderr
     assert cells.loc["noisy", "status"] == "no_reference", cells.loc["noisy", "error"]
     assert "(RandomNormalLike) of the case's ONNX export draws random numbers" in cells.loc["noisy", "error"]
+    # third sweep, 12: a nested tuple is three outputs, as the export has them ("the module returned 2")
+    assert cells.loc["nested", "status"] == "pass", cells.loc["nested", "error"]
     np.save(cases / "scale.npy", -np.ones(8, np.float32))  # read by the case's build: sqrt of negatives
     trtmatrix("run", "-c", str(config), "--case", "helper_case")
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]

@@ -60,8 +60,14 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
             folder = artifact_dir(cache_dir, spec.name, key)
             shutil.rmtree(folder.with_name(folder.name + ".tmp"), ignore_errors=True)
     sys.stderr.write(ended.err)  # what the case file printed, as it would have in this process
+    said = {}
+    for line in ended.out.splitlines():
+        try:
+            said.update({(item := json.loads(line))["key"]: item})
+        except (ValueError, TypeError, KeyError):
+            continue  # the case's own print
     if ended.returncode is None:
-        never = "the case's build or export" if spec.torch_case is not None else "its float64 reference (a Loop or Scan)"
+        never = next((item["phase"] for item in reversed(said.values()) if "phase" in item), "the case file's import")
         why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): {never} never returned"
     elif ended.returncode < 0:
         killed = signal.Signals(-ended.returncode)
@@ -69,16 +75,10 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
                + (oom_note(oom_before) if killed == signal.SIGKILL else ""))
     else:
         why = f"the process preparing it ended (exit {ended.returncode}) without a word"
-    said = {}
-    for line in ended.out.splitlines():
-        try:
-            said.update({(item := json.loads(line))["key"]: item})
-        except (ValueError, TypeError, KeyError):
-            continue  # the case's own print
     made: dict[str, Path | Exception] = {}
     for _, key in rows:
         item = said.get(key)
-        if item is None:
+        if item is None or "phase" in item:  # none, or what it had begun
             made[key] = PrepareFailed(why)
         elif "no_reference" in item:
             made[key] = NoReference(item["no_reference"])
@@ -108,7 +108,8 @@ def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | E
 
 
 def main(job: dict) -> int:
-    """Each row prepared in turn, a JSON line each: {"key"}, {"key", "no_reference"} or {"key", "error", "tail"}."""
+    """Each row prepared in turn, a JSON line each: {"key", "phase"} as it begins one, then {"key"},
+    {"key", "no_reference"} or {"key", "error", "tail"}."""
     from ..config import CaseEntry, load_config
 
     config_path = Path(job["config"])
@@ -119,7 +120,8 @@ def main(job: dict) -> int:
                 spec = CaseSpec(job["case"], CaseEntry.model_validate(job["entry"]), Path(job["root"]))
             if spec is None:
                 spec = case_specs(load_config(config_path), config_path, set(), only=[job["case"]])[job["case"]]
-            prepare(spec, tuple(tuple(pair) for pair in params), key, Path(job["cache"]))
+            prepare(spec, tuple(tuple(pair) for pair in params), key, Path(job["cache"]),
+                    lambda phase: print(json.dumps({"key": key, "phase": phase}), flush=True))
             print(json.dumps({"key": key}), flush=True)
         except NoReference as exc:  # a status of its own, not a failure of the case's code
             print(json.dumps({"key": key, "no_reference": str(exc)}), flush=True)

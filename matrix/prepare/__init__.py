@@ -13,7 +13,7 @@ import shutil
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import onnx
@@ -29,6 +29,7 @@ from ..worker.values import save_values
 from ..reference.conversion import changed_constants, copy_float64, reduced_values
 from ..reference import expected_reference, onnx_reference, reference_text, torch_reference_check
 from ..reference.float64_graph import Float64Values, float64_values
+from ..reference.referee import referee_label
 from .files_read import changed_since, files_read, recording
 from .fingerprint import variant_key
 from .fp16_forecast import Forecast
@@ -93,21 +94,24 @@ def prepared_meta(cache_dir: Path, case: str, key: str) -> tuple[Path, dict] | N
         return None
 
 
-def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path:
+def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path,
+            phase: Callable[[str], None] = lambda _: None) -> Path:
+    """The case's artifacts for `params`, made now where none are ready; `phase` is told what it
+    starts (what never returned, where a deadline ends it: executors/prepare_apart.py)."""
     if ready := prepared(cache_dir, spec.name, key):
         return ready
     target = artifact_dir(cache_dir, spec.name, key)
     with removed_at_end(target.with_name(target.name + ".tmp")) as tmp:  # a failed or stopped prepare leaves none
-        return _prepare_in(spec, params, tmp, target)
+        return _prepare_in(spec, params, tmp, target, phase)
 
 
-def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path) -> Path:
+def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: Callable[[str], None]) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     if spec.suite is not None:
         meta = _prepare_suite_test(spec, params, tmp)
     else:
-        meta = _prepare_onnx_file(spec, params, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp)
+        meta = _prepare_onnx_file(spec, params, tmp) if spec.is_onnx_file else _prepare_torch(spec, dict(params), tmp, phase)
     model = onnx.load(str(tmp / MODEL))
     meta["graph_warnings"] = graph_warnings(model)
     meta["operators"] = list(dict.fromkeys(node.op_type for node in model.graph.node))
@@ -115,9 +119,11 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path) -> Path
     if spec.entry.mask is not None and spec.entry.mask not in inputs:
         raise ValueError(f"the case's mask {spec.entry.mask!r} is not one of its inputs ({', '.join(inputs)})")
     forecast = Forecast()  # the FP16 forecast and the reference read one float64 pass of the model
+    phase("the model's float64 evaluation" + (" (a Loop or Scan)" if spec.is_onnx_file else ""))
     float64 = float64_values(model, inputs, keep=False, each=forecast.see)
     meta["fp16_forecast"] = forecast.result(model)
     if spec.suite is None:  # a suite's expected outputs are the spec's own test data
+        phase(f"its reference check against {referee_label()}")
         meta.update(_checked_reference(meta, model, inputs, float64, tmp))
     meta["digests"] = checked_digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
@@ -127,16 +133,18 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path) -> Path
 
 
 def _as_tuple(out: Any) -> tuple:
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    """The module's outputs flat, as its ONNX export lists them (`x, (y, z)` is three outputs)."""
+    return tuple(leaf for item in out for leaf in _as_tuple(item)) if isinstance(out, (tuple, list)) else (out,)
 
 
-def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
+def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str], None]) -> dict:
     import torch
 
     case = spec.torch_case
     torch.manual_seed(case.seed)
     default = torch.get_default_dtype()
     try:
+        phase("the case's build")
         with recording():  # the files its import and build read: a changed one prepares it again
             module, inputs = case.build(**params, **spec.entry.options)
     finally:  # a case that sets float64 as the default must not make every later case's FP32 cells float64
@@ -147,6 +155,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
     args = tuple(a.float() if a.is_floating_point() else a for a in inputs.values())
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        phase("its ONNX export")
         torch.onnx.export(
             module, args, str(out / MODEL),
             input_names=names,
@@ -156,6 +165,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path) -> dict:
             dynamo=case.export.dynamo,
         )
         # The reference: the same module and the same inputs, in float64.
+        phase("its PyTorch reference (the module in float64)")
         reference = copy.deepcopy(module).double()
         ref_args = tuple(a.double() if a.is_floating_point() else a for a in args)
         ref_outputs = _as_tuple(reference(*ref_args))
