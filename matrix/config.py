@@ -324,7 +324,10 @@ def _first_error(path: Path, exc: ValidationError) -> ConfigError:
 
 def read_toml(path: Path) -> dict:
     """TOML is UTF-8 (a leading byte-order mark, as some editors write, is accepted); anything
-    else, a folder, an unreadable file: one ConfigError naming the file."""
+    else, a folder, an unreadable file: one ConfigError naming the file. A pipe is refused unread
+    (reading one waits for a writer forever)."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise ConfigError(path, "", "not a regular file (a pipe, a device or a socket)")
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:

@@ -92,6 +92,12 @@ def test_toml_files_are_utf8_a_bom_is_taken_and_latin1_is_named(toy):
     assert trtmatrix("plan", "-c", str(config)).returncode == 0
     config.write_bytes(b"# caf\xe9\n" + text)
     assert refused("plan", "-c", str(config)) == f"error: {config}: not UTF-8 text (byte 0xe9 at offset 5); TOML files are UTF-8"
+    # issue 41, third sweep, 20: a registry that is a pipe was not applied, without a word
+    config.write_bytes(text)
+    cases, _ = toy
+    os.mkfifo(cases / "known_issues.toml")
+    assert refused("plan", "-c", str(config)) == \
+        f"error: {cases / 'known_issues.toml'}: not a regular file (a pipe, a device or a socket)"
 
 
 # --- 2: a damaged stored run --------------------------------------------------------------------

@@ -165,7 +165,7 @@ def load_envdefs(images_dir: Path, names: tuple[str, ...], config_path: Path) ->
     envs = []
     dirs = definition_dirs(images_dir)
     for i, name in enumerate(names):
-        path = next((d / f"{name}.toml" for d in dirs if (d / f"{name}.toml").is_file()), None)
+        path = next((d / f"{name}.toml" for d in dirs if (d / f"{name}.toml").exists()), None)
         if path is None:
             raise ConfigError(config_path, f"run.environments.{i}", f"no environment definition {name}.toml in "
                               + " or in ".join(str(d) for d in dirs) + " (run.images_dir names your own folder)")

@@ -25,9 +25,11 @@ import logging
 import os
 import socket
 import sys
+import tempfile
 from contextlib import contextmanager
 from dataclasses import replace
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Callable, Iterator
 
 from ..environments import remove_left_behind
@@ -78,6 +80,25 @@ def _check_reachable(address: str) -> None:
         raise ConnectionError(exc.strerror or str(exc)) from None
 
 
+@contextmanager
+def _native_log_kept() -> Iterator[Path]:
+    """Standard error of this process (file descriptor 2, where Ray's C++ core writes a line a
+    second while it cannot reach a cluster) into a file meanwhile: a failure is one line, and what
+    a connection that succeeds said is written out after it."""
+    with tempfile.TemporaryDirectory(prefix="trtmatrix-ray-") as folder:
+        log = Path(folder) / "stderr"
+        sys.stderr.flush()
+        saved = os.dup(2)
+        try:
+            with log.open("wb") as sink:
+                os.dup2(sink.fileno(), 2)
+            yield log
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sys.stderr.write(log.read_text(errors="replace"))
+
+
 class RayExecutor:
     def __init__(self, address: str):
         if address.removeprefix("ray://").rpartition(":")[0] in LOOPBACK and "ray" not in sys.modules:
@@ -91,7 +112,12 @@ class RayExecutor:
         self.ray, self.address = ray, address
         if not ray.is_initialized():
             _check_reachable(address)
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+            with _native_log_kept() as log:
+                try:
+                    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+                except ConnectionError as exc:  # the line Ray's C++ core repeated while it tried
+                    said = [line.split("] ", 1)[-1] for line in log.read_text(errors="replace").splitlines()]
+                    raise ConnectionError(f"{exc}" + (f" ({said[-1]})" if said else "")) from None
         self.task = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_remote_unit)
 
     def _live_resources(self) -> set[str]:

@@ -210,7 +210,7 @@ class Registry(Strict):
 
 
 def load_registry(path: Path) -> tuple[KnownIssue, ...]:
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):  # none; anything else there is read, or refused in one line
         return ()
     return validate(Registry, read_toml(path), path).issue
 
