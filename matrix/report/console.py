@@ -208,11 +208,14 @@ def _cell_line(r: pd.Series) -> str:
 
 
 def _cause_lines(cells: pd.DataFrame, status: str) -> list[str]:
-    """One line per cause: how many cells, in which environments, a few of their rows."""
+    """One line per cause: how many cells, in which environments, a few of their rows. A cause
+    is said in full (its paths too) where its cells' messages are one and the same."""
     word, style = SHORT[status]
     groups = sorted(cells.groupby(cells["error"].map(lambda error: cause(status, error))), key=lambda g: -len(g[1]))
     lines = [f"{len(cells)} {status} in {len(groups)} cause{'s' * (len(groups) != 1)}:"]
     for text, group in groups[:SHOWN]:
+        if group["error"].nunique() == 1:  # nothing differs from cell to cell: its paths are the news
+            text = cause(status, group["error"].iloc[0], paths=True)
         rows = list(dict.fromkeys(group["row_id"]))
         envs = ", ".join(dict.fromkeys(group["env"]))
         names = ", ".join(rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")

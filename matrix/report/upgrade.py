@@ -125,6 +125,13 @@ def regressions(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     return joined[joined["status_before"].isin(GOOD) & joined["status_now"].isin(REGRESSED)]
 
 
+def no_longer_run(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
+    """Cells that were good in the previous run and were skipped now (same cell id), with why."""
+    joined = previous[["cell_id", "status"]].merge(current[["cell_id", "status", "error"]], on="cell_id",
+                                                   suffixes=("_before", "_now"))
+    return joined[joined["status_before"].isin(GOOD) & (joined["status_now"] == "skipped")]
+
+
 def records_by_row(frame: pd.DataFrame) -> dict[str, list[dict]]:
     """The cells as dicts, grouped by row in order: pandas groupby and iterrows cost seconds at
     thousands of cells, and so does to_dict (element by element); a column at a time is 4× faster.

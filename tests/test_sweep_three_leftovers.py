@@ -1,0 +1,36 @@
+"""Issue 41, the third stranger's sweep (/work/stranger3/FINDINGS.md), what was left after part
+four: broken environment definitions that read as skips, and a cell that passed and quietly stopped
+running. Real `trtmatrix` processes, the session's onnxruntime, real files; each test failed on main
+(d3fa54d)."""
+
+from __future__ import annotations
+
+from conftest import PROFILES, make_tiny_model, tiny_case
+from matrix.store import list_runs
+from test_nothing_silent_four import trtmatrix
+
+
+def test_a_cell_that_passed_and_is_skipped_now_is_said_and_strict_exits_1(tmp_path, write_matrix):
+    """Issue 41, sweep 3 #19 (part 1 #18's rest): a cell that passed last night and did not run
+    tonight (its environment skipped: here it asks for a GPU this host lacks) changed no exit code and
+    no line said so. Now one line names it; --strict exits 1 for it, a plain run exits 0."""
+    model, inputs = make_tiny_model(tmp_path)
+    images = tmp_path / "images"
+    images.mkdir()
+    definition = images / "ort-here.toml"  # trtmatrix's own interpreter and its onnxruntime: nothing to install
+    definition.write_text('engine = "onnxruntime"\nbackend = "host"\n')
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("ort-here",), images_dir=images)
+    first = trtmatrix("run", "-c", str(config))
+    assert first.returncode == 0 and "1 pass" in first.stderr, first.stderr
+    night = list_runs(tmp_path / "reports")[-1]
+    definition.write_text('engine = "onnxruntime"\nbackend = "host"\ngpu = true\n')
+    strict = trtmatrix("run", "-c", str(config), "--strict")
+    plain = trtmatrix("run", "-c", str(config), "--baseline", str(night))
+    for done in (strict, plain):
+        said = [line for line in (done.stdout + done.stderr).splitlines() if "did not run now" in line]
+        assert said == [f"1 cell passed in run {night.name} and did not run now: tiny/fp32/ort-here (skipped: "
+                        + said[0].partition("(skipped: ")[2]], done.stdout + done.stderr
+        assert "GPU" in said[0]
+        skip = next(line for line in done.stderr.splitlines() if line.strip().startswith("skip ×"))
+        assert "GPU" in skip and "(ort-here: tiny/fp32)" in skip  # the skip's own line says why
+    assert strict.returncode == 1 and plain.returncode == 0
