@@ -5,8 +5,11 @@ running. Real `trtmatrix` processes, the session's onnxruntime, real files; each
 
 from __future__ import annotations
 
+import numpy as np
+import onnx
+
 from conftest import PROFILES, make_tiny_model, tiny_case
-from matrix.store import list_runs
+from matrix.store import list_runs, read_run
 from test_nothing_silent_four import trtmatrix
 
 
@@ -34,3 +37,34 @@ def test_a_cell_that_passed_and_is_skipped_now_is_said_and_strict_exits_1(tmp_pa
         skip = next(line for line in done.stderr.splitlines() if line.strip().startswith("skip ×"))
         assert "GPU" in skip and "(ort-here: tiny/fp32)" in skip  # the skip's own line says why
     assert strict.returncode == 1 and plain.returncode == 0
+
+
+
+def test_a_reference_that_is_nan_everywhere_names_it_without_a_stray_warning(tmp_path, write_matrix):
+    """Issue 41, sweep 3 #22: a model that gives NaN everywhere (sqrt of negatives) made the cell
+    read "compare failed: ValueError: ..." (trtmatrix's own failure, to the reader); and through a
+    case file numpy printed "RuntimeWarning: All-NaN slice encountered" with a line of trtmatrix's
+    source (PyTorch's float64 outputs held against the export's: checked here directly, a case
+    file's export costs seconds). Now one cause naming the reference and the output, no warning."""
+    import warnings
+
+    from onnx import TensorProto, helper
+
+    from matrix.reference import torch_reference_check
+
+    proto = helper.make_model(helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Sqrt", ["n"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])]), opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = np.array([1, 2, 3], np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch_reference_check(proto, {"x": x}, {"y": np.full(3, np.nan)})["verdict"] == "agreed"
+    onnx.save(proto, tmp_path / "root.onnx")
+    np.savez(tmp_path / "in.npz", x=x)
+    body = f'[cases.root]\nonnx = "{tmp_path / "root.onnx"}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32"]\n'
+    done = trtmatrix("run", "-c", str(write_matrix(PROFILES + body, environments=("ort-1.20",))))
+    assert "Warning" not in done.stderr and "compare failed" not in done.stderr, done.stderr
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert (cell["status"], cell["error"]) == ("error", "nothing to judge against: its reference (" + cell["reference"]
+                                               + ") is NaN everywhere in output 'y'"), done.stderr

@@ -50,7 +50,8 @@ from .trial_files import TrialFiles
 from .trigger import trigger_texts
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
-OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
+OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "nothing to judge against", "worker exited",
+              "uv ")
 FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
 UNCONFIRMED = "-unconfirmed"
 FLOAT64_PASS = "the ONNX graph evaluated in float64, node by node (onnx.reference)"
