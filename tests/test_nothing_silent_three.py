@@ -142,6 +142,11 @@ def test_a_damaged_cell_file_is_named_by_the_commands_that_read_it(tiny):
     assert line.startswith(f"error: {damaged}: cannot be read, a damaged run?")
     done = trtmatrix("report", "-c", str(config))
     assert done.returncode == 2 and f"{damaged} cannot be read" in done.stderr.splitlines()[-1]
+    # issue 41, sweep 3 #1: junk for a cell's .npz made diff relay numpy's advice to unpickle it
+    # ("load it unsafely using the allow_pickle= keyword"); report said "not an .npz archive"
+    damage(damaged, lambda _: b"junk")
+    assert refused("diff", run_dir.name, "-c", str(config)) == (
+        f"error: {damaged}: cannot be read, a damaged run? (not an .npz archive)")
 
 
 # --- 5: known issues that could never apply, and two that apply to one cell ----------------------
