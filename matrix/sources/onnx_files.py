@@ -18,9 +18,9 @@ import onnx
 from ..config import ConfigError
 
 
-def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) -> dict[str, int]:
+def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) -> dict[str, list[int | str] | None]:
     """`input_sets`: CaseSpec.all_onnx_paths() (each "onnx", "inputs" and optionally "expected"),
-    one per row of the case; all exist. Returns the rank of each output whose shape is declared."""
+    one per row of the case; all exist. Returns each output's declared shape (None: undeclared)."""
     model = _model(input_sets[0]["onnx"])
     graph = model.graph
     for value in graph.output:  # an .npz holds tensors, and so do the references made of one
@@ -45,7 +45,7 @@ def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) 
                 _compare(paths["expected"], "output", value, expected, dtype=False)
             _no_strangers(paths["expected"], "output", expected, {value.name for value in graph.output})
             _shapes_follow_inputs(model, paths, inputs, expected)
-    return {value.name: len(shape) for value in graph.output if (shape := _declared(value)) is not None}
+    return {value.name: _declared(value) for value in graph.output}
 
 
 def _check_mask(path: Path, mask: str, inputs: dict[str, np.ndarray]) -> None:
