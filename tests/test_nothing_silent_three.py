@@ -440,6 +440,8 @@ def test_a_matrix_file_or_a_name_that_is_not_there_is_refused(tiny, tmp_path):
         assert refused(*command, "-c", str(typo)) == f"error: {typo}: file not found", command
     c = ["-c", str(config)]
     assert refused("history", *c, "--cell", "nothing*").startswith("error: --cell nothing*: matches no cell of the last")
+    # issue 41, sweep 3 #20: an empty pattern was an empty table, exit 0
+    assert refused("history", *c, "--cell", "").startswith("error: --cell '': an empty pattern matches no cell")
     assert refused("tolerances", "suggest", *c, "--trusted", ENV, "--case", "nothing") == \
         "error: --case nothing is not a case of the run (tiny)"
     assert refused("images", "list", "--images-dir", str(tmp_path / "none")) == \
