@@ -9,6 +9,7 @@ unknown dimension matches any size).
 
 from __future__ import annotations
 
+import unicodedata
 import zipfile
 from pathlib import Path
 
@@ -144,6 +145,11 @@ def _declared(value: onnx.ValueInfoProto) -> list[int | str] | None:
 
 def _compare(path: Path, role: str, value: onnx.ValueInfoProto, arrays: dict[str, np.ndarray], dtype: bool) -> None:
     if value.name not in arrays:
+        alike = [name for name in arrays if unicodedata.normalize("NFC", name) == unicodedata.normalize("NFC", value.name)]
+        if alike:  # they print alike: the code points say why
+            raise ConfigError(path, value.name, f"missing: the file's array {ascii(alike[0])} differs from the model's "
+                                                f"{role} {ascii(value.name)} only in Unicode normalisation (NFC, NFD): "
+                                                "save it under the model's own name")
         raise ConfigError(path, value.name, f"missing: the model's {role} {value.name!r} is not among "
                                             f"the arrays of this file {sorted(arrays)}")
     array, shape = arrays[value.name], _declared(value)
