@@ -68,3 +68,23 @@ def test_a_reference_that_is_nan_everywhere_names_it_without_a_stray_warning(tmp
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
     assert (cell["status"], cell["error"]) == ("error", "nothing to judge against: its reference (" + cell["reference"]
                                                + ") is NaN everywhere in output 'y'"), done.stderr
+
+
+def test_a_model_onnxruntime_cannot_run_prints_no_raw_engine_log(tmp_path, write_matrix):
+    """Issue 41, sweep 3 #4: where the referee (onnxruntime on the host) fails inside a kernel (there,
+    160 GB it could not allocate; here a Reshape to a size the input does not have), onnxruntime's
+    own C++ log line, colour codes and all, was printed on the terminal before trtmatrix's line."""
+    from onnx import TensorProto, helper
+
+    proto = helper.make_model(helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("shape", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(proto, tmp_path / "reshape.onnx")
+    np.savez(tmp_path / "in.npz", x=np.ones(4, np.float32), shape=np.array([5]))
+    body = f'[cases.reshape]\nonnx = "{tmp_path / "reshape.onnx"}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32"]\n'
+    done = trtmatrix("run", "-c", str(write_matrix(PROFILES + body, environments=("ort-1.20",))))
+    assert "\x1b[" not in done.stderr and "[E:onnxruntime" not in done.stderr, done.stderr
+    assert "NOREF ×1 no reference can be made" in done.stderr, done.stderr
