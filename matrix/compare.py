@@ -216,6 +216,24 @@ def _check_mask(mask: np.ndarray, reference: dict[str, np.ndarray]) -> None:
                          "of every output, nothing to judge")
 
 
+class NothingToJudge(ValueError):
+    """A reference output that is NaN everywhere: a NaN output would "match" it, so nothing is judged."""
+
+    def __init__(self, output: str):
+        self.output = output
+        super().__init__(f"the reference of output {output!r} is NaN everywhere: nothing to judge against")
+
+
+def judging_error(exc: Exception, reference: str | None) -> str:
+    """A cell's `error` when judging it raised: a reference with nothing to judge against names the
+    reference and the output (the model's evaluation, or the user's file, gives NaN there); anything
+    else is trtmatrix's own failure."""
+    if isinstance(exc, NothingToJudge):
+        return (f"nothing to judge against: its reference ({reference or 'unknown'}) is NaN everywhere in output "
+                f"{exc.output!r}")
+    return f"compare failed: {type(exc).__name__}: {exc}"
+
+
 def compare_outputs(actual: dict[str, np.ndarray], reference: dict[str, np.ndarray],
                     atol: float, rtol: float) -> tuple[str, dict, list[OutputMetrics]]:
     """Return (verdict, worst metrics over outputs, per-output metrics)."""
@@ -231,7 +249,7 @@ def compare_runs(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
         raise ValueError(f"engine returned no value for outputs {missing}")
     for name, expected in reference.items():  # a NaN output would "match" it: no pass to be had from it
         if expected.size and np.issubdtype(expected.dtype, np.inexact) and np.isnan(expected).all():
-            raise ValueError(f"the reference of output {name!r} is NaN everywhere: nothing to judge against")
+            raise NothingToJudge(name)
     if mask is not None:
         _check_mask(mask, reference)
     per_output = []

@@ -24,7 +24,7 @@ import onnx
 import pandas as pd
 
 from . import acceptance, compare
-from .compare import compare_files
+from .compare import compare_files, judging_error
 from .environments import remove_left_behind
 from .environments.definitions import EnvDef
 from .environments.gpus import gpu_missing_reason
@@ -308,7 +308,7 @@ class MatrixRun:
                 if untested := not_converted(self._copy_facts(cell, artifacts), self.plan.profile(cell.profile).precision):
                     fields.update(status="skipped", error=untested)  # measured, but not in the profile's precision
             except Exception as exc:
-                fields.update(status="error", error=f"compare failed: {error_text(exc)[0]}")
+                fields.update(status="error", error=judging_error(exc, fields.get("reference")))
         self._record(cell, **fields)
 
     def _faults_in(self, cell: Cell, artifacts: Path) -> str | None:

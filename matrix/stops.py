@@ -82,6 +82,22 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def alive(pid: int) -> bool:
+    """Whether process `pid` still runs. A zombie is dead: a Ray worker killed by its raylet stays
+    one until it is reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def _parents() -> dict[int, int]:
     """{pid: parent pid} of every process this user can see (Linux /proc; elsewhere, none)."""
     found = {}

@@ -216,6 +216,10 @@ def test_a_nonsense_terminal_width_still_lists_everything(tmp_path, write_matrix
     for width in ("0", "3"):
         done = trtmatrix("diff", "-c", str(config), env={"COLUMNS": width})
         assert done.returncode == 0 and "tiny/fp16" in done.stdout and "tiny/fp32" in done.stdout, (width, done.stdout)
+    # issue 41, sweep 3 part 1 #28i: the matrix marks an FP16 cell none of whose nodes computed in FP16
+    # (⇡); diff showed it as a plain pass
+    [line] = [line for line in done.stdout.splitlines() if line.startswith("  tiny/fp16: ")]
+    assert line.startswith("  tiny/fp16: pass ⇡ → pass ⇡  "), line
 
 
 # --- 6, 7: verdicts --------------------------------------------------------------------------------

@@ -731,9 +731,11 @@ def test_an_npy_file_given_as_inputs_is_named_as_one(tmp_path, write_matrix):
         "model's tensors: np.savez(path, x=array)")
 
 
-def test_a_definition_no_release_satisfies_is_an_error_naming_it_and_skips_say_why(tmp_path, write_matrix):
+def test_a_definition_no_release_satisfies_or_no_python_is_an_error_naming_it(tmp_path, write_matrix):
     """Issue 41, second sweep, finding 18: requirements no release satisfies (onnxruntime==0.0.1) were
-    `skipped`, exit 0 even with --strict, and the terminal never said why (skips had no line)."""
+    `skipped`, exit 0 even with --strict, and the terminal never said why (skips had no line; now
+    test_sweep_three_leftovers checks that line). Sweep 3 #19: a host `python` not there or no Python
+    is the definition's error too."""
     model, inputs = make_tiny_model(tmp_path)
     images = tmp_path / "images"
     images.mkdir()
@@ -741,22 +743,28 @@ def test_a_definition_no_release_satisfies_is_an_error_naming_it_and_skips_say_w
                                           'requirements = ["onnxruntime==0.0.1", "numpy"]\n')
     (images / "ort-elsewhere.toml").write_text('engine = "onnxruntime"\nbackend = "host"\n'
                                                f'python = "{tmp_path / "no-python"}"\n')
+    # issue 41, sweep 3 #19 and part 1 #18: an interpreter that is not there, or is no Python, is the
+    # definition's error (it was `skipped`, exit 0 even with --strict), said in full
+    (images / "ort-notpython.toml").write_text('engine = "onnxruntime"\nbackend = "host"\npython = "/usr/bin/false"\n')
     # and one whose requirements forget the engine: the stranger's venv got "ModuleNotFoundError" alone
     (images / "ort-forgot.toml").write_text('engine = "onnxruntime"\nversion = "1.32.0"\nbackend = "venv"\n'
                                             'requirements = ["numpy"]\n')
-    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=("ort-none", "ort-elsewhere", "ort-forgot"),
-                          images_dir=images)
+    config = write_matrix(PROFILES + tiny_case(model, inputs),
+                          environments=("ort-none", "ort-elsewhere", "ort-notpython", "ort-forgot"), images_dir=images)
     done = trtmatrix("run", "-c", str(config), "--strict")
     assert done.returncode == 1, done.stderr
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("env")
     assert cells.loc["ort-none", "status"] == "error"
     assert cells.loc["ort-none", "error"] == ("ort-none: no release satisfies its requirements (there is no version "
                                               f"of onnxruntime==0.0.1): fix `requirements` in {images / 'ort-none.toml'}")
-    assert cells.loc["ort-elsewhere", "status"] == "skipped"  # a host without that interpreter: cannot run here
+    assert cells.loc["ort-elsewhere", "status"] == "error" and cells.loc["ort-elsewhere", "error"] == (
+        f"ort-elsewhere: {tmp_path / 'no-python'}: not found: fix `python` in {images / 'ort-elsewhere.toml'}")
+    assert cells.loc["ort-notpython", "status"] == "error" and cells.loc["ort-notpython", "error"] == (
+        "ort-notpython: /usr/bin/false: not a working Python interpreter (exit status 1: no output): fix `python` in "
+        f"{images / 'ort-notpython.toml'}")
+    assert f"ERR ×1 ort-elsewhere: {tmp_path / 'no-python'}: not found" in done.stderr  # the path, not "…"
     assert cells.loc["ort-forgot", "status"] == "error" and cells.loc["ort-forgot", "error"].endswith(
         f"the worker needs numpy and onnxruntime: add onnxruntime to `requirements` in {images / 'ort-forgot.toml'}")
-    skip = next(line for line in done.stderr.splitlines() if line.strip().startswith("skip ×"))
-    assert "cannot run the interpreter" in skip and "(ort-elsewhere: tiny/fp32)" in skip
 
 
 def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matrix):

@@ -142,6 +142,11 @@ def test_a_damaged_cell_file_is_named_by_the_commands_that_read_it(tiny):
     assert line.startswith(f"error: {damaged}: cannot be read, a damaged run?")
     done = trtmatrix("report", "-c", str(config))
     assert done.returncode == 2 and f"{damaged} cannot be read" in done.stderr.splitlines()[-1]
+    # issue 41, sweep 3 #1: junk for a cell's .npz made diff relay numpy's advice to unpickle it
+    # ("load it unsafely using the allow_pickle= keyword"); report said "not an .npz archive"
+    damage(damaged, lambda _: b"junk")
+    assert refused("diff", run_dir.name, "-c", str(config)) == (
+        f"error: {damaged}: cannot be read, a damaged run? (not an .npz archive)")
 
 
 # --- 5: known issues that could never apply, and two that apply to one cell ----------------------
@@ -435,6 +440,8 @@ def test_a_matrix_file_or_a_name_that_is_not_there_is_refused(tiny, tmp_path):
         assert refused(*command, "-c", str(typo)) == f"error: {typo}: file not found", command
     c = ["-c", str(config)]
     assert refused("history", *c, "--cell", "nothing*").startswith("error: --cell nothing*: matches no cell of the last")
+    # issue 41, sweep 3 #20: an empty pattern was an empty table, exit 0
+    assert refused("history", *c, "--cell", "").startswith("error: --cell '': an empty pattern matches no cell")
     assert refused("tolerances", "suggest", *c, "--trusted", ENV, "--case", "nothing") == \
         "error: --case nothing is not a case of the run (tiny)"
     assert refused("images", "list", "--images-dir", str(tmp_path / "none")) == \

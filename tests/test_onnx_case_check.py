@@ -70,6 +70,27 @@ def test_bad_inputs(write_matrix, tiny_model, tmp_path, arrays, words):
     assert_one_line_naming(plan(matrix(write_matrix, model, inputs)), inputs, *words)
 
 
+def test_a_name_that_differs_only_in_unicode_normalisation_says_so(write_matrix, tmp_path):
+    """Issue 41, sweep 3 #5: an inputs file whose key is the model's input name in another Unicode
+    normalisation (NFD 'e' + U+0301 for NFC 'é') was refused as "input 'é' is not among the arrays
+    of this file ['é']": two names that print alike. The code points are shown and the cause said."""
+    from onnx import TensorProto, helper
+
+    from matrix.worker.files import save_arrays
+
+    nfc, nfd = "\u00e9", "e\u0301"
+    model = tmp_path / "accent.onnx"
+    onnx.save(helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", [nfc], ["y"])], "g", [helper.make_tensor_value_info(nfc, TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])]), opset_imports=[helper.make_opsetid("", 17)],
+        ir_version=8), model)
+    inputs = tmp_path / "accent.npz"
+    save_arrays(inputs, {nfd: np.ones(3, np.float32)})
+    assert_one_line_naming(plan(matrix(write_matrix, model, inputs)), inputs,
+                           "the file's array 'e\\u0301' differs from the model's input '\\xe9' only in Unicode "
+                           "normalisation")
+
+
 def test_inputs_file_that_is_no_npz(write_matrix, tiny_model, tmp_path):
     model, _ = tiny_model
     inputs = tmp_path / "inputs.npz"

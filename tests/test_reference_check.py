@@ -247,10 +247,21 @@ def test_a_profile_whose_precision_nothing_ran_is_not_its_pass(tmp_path, write_m
     # converter's casts making a cycle; a skipped cell showed a measured "skip 0.00e+00".
     model(tmp_path / "through.onnx", [], [("x", T.FLOAT, [4])], [("x", T.FLOAT, [4])])
     body += case(tmp_path, "through", None, {"x": np.linspace(1, 2, 4, dtype=np.float32)}, profiles=("fp16",))
+    # Issue 41, sweep 3 #6 and part 1 #8: an output that is an initializer (no node computes it), or
+    # one listed twice, made the converter's casts read a value nothing made: an `error` "the FP16
+    # variant fails the ONNX checker", as if the model were broken. The copy computes them now.
+    model(tmp_path / "initout.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
+          [("y", T.FLOAT, [3]), ("w", T.FLOAT, [3])], [nh.from_array(np.array([1, 2, 3], np.float32), "w")])
+    model(tmp_path / "twice.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
+          [("y", T.FLOAT, [3]), ("y", T.FLOAT, [3])])
+    for name in ("initout", "twice"):
+        body += case(tmp_path, name, None, {"x": np.array([-1, 0, 1], np.float32)}, profiles=("fp16",))
     done, cells = run(write_matrix, body)
     for name in ("double", "through"):
         assert cells[name]["status"] == "skipped"
         assert cells[name]["error"].startswith("the FP16 copy holds no FP16 value"), cells[name]["error"]
+    for name in ("initout", "twice"):
+        assert (cells[name]["status"], cells[name]["max_abs"]) == ("pass", 0.0), cells[name]["error"]
     assert "skip" in done.stderr and "skip 0" not in done.stderr
     assert "ReduceSum 1" in cells["norm"]["precision_ran"], cells["norm"]["precision_ran"]
 

@@ -247,8 +247,17 @@ def test_a_failure_that_does_not_reproduce_outside_trtmatrix_is_kept_unconfirmed
     config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
     trtmatrix("run", "-c", str(config))
     out = tmp_path / "tiny-repro"
+    # issue 41, sweep 3 #13: a repro killed outright (kill -9) leaves its staging folder; the next
+    # repro removes those whose process is gone, and leaves a live one's alone.
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead, live = tmp_path / f".tiny-repro.partial-{ended.pid}", tmp_path / f".tiny-repro.partial-{os.getpid()}"
+    for staged in (dead, live):
+        staged.mkdir()
+        (staged / "model.onnx").write_bytes(b"half")
     result = trtmatrix("repro", "tiny/nan/ort-1.20", "-c", str(config), "-o", str(out))
     assert result.returncode == 1 and "not reproduced as expected" in result.stderr
+    assert not dead.exists() and live.is_dir()
     assert not out.exists() and (tmp_path / "tiny-repro-unconfirmed" / "repro.py").is_file()
     issue = (tmp_path / "tiny-repro-unconfirmed" / "ISSUE.md").read_text()
     assert "exit status 0 (RIGHT: max_abs" in issue and "NOT as expected" in issue

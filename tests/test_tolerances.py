@@ -50,6 +50,15 @@ def test_a_suggestion_from_trusted_versions_keeps_the_wrong_one_red(tmp_path, ca
     entry = tomllib.loads(suggested.read_text())["cases"]["mha_transformer_block"]["tolerances"]["fp16"]
     trusted = before[before["env"].isin(TRUSTED) & (before["profile"] == "fp16")]
     assert entry["atol"] >= 2 * trusted["atol_needed"].max() and entry["rtol"] == 1e-3
+    # issue 41, sweep 3 part 1 #22: --factor 1e308 wrote atol = 3e+307, which report --tolerances then
+    # refused as a tolerance that cannot fail; suggest refuses the factor instead, writing nothing
+    big = tmp_path / "big.toml"
+    huge = cli("tolerances", "suggest", "-c", str(config), "--trusted", TRUSTED[0], "--factor", "1e308", "-o", str(big))
+    assert huge.returncode == 2 and not big.exists(), huge.stderr
+    assert huge.stderr.startswith("error: --factor 1e+308: mha_transformer_block/fp32 would get a suggestion the "
+                                  "matrix file refuses (") and huge.stderr.count("\n") == 1, huge.stderr
+    assert huge.stderr.rstrip().endswith("cannot fail: a tolerance this large (float32's largest value, 3.4e+38, or "
+                                         "more) passes any output; give one below it): give a smaller factor")
 
     judged = cli("report", run_dir.name, "-c", str(config), "--tolerances", str(suggested))
     assert judged.returncode == 0, judged.stderr

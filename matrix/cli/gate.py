@@ -25,33 +25,34 @@ def _baseline(path: Path | None):
 
 def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bool:
     """Whether the run exits 1: a regression against `baseline` ((run folder, results); else the
-    previous whole run in the reports folder) or, `strict`, any failure no known issue covers
-    (both listed on stderr); or a cell not judged for want of a trustworthy reference (said above)."""
+    previous whole run in the reports folder) or, `strict`, any failure no known issue covers or a
+    cell that was good before and was skipped now (each listed on stderr); or a cell not judged for
+    want of a trustworthy reference (said above)."""
     from ..report.console import console, escape, uncovered_lines
     from ..statuses import UNJUDGED
+    from ..store import list_runs, previous_results
 
     if baseline is not None:
         console.print(escape(f"compared with the baseline run {baseline[0]}"), soft_wrap=True)
-    newly = _newly_failing(reports_dir, run_dir, frame, baseline)
-    uncovered = uncovered_lines(frame) if strict else []
-    for line in uncovered:
-        console.print(line, soft_wrap=True)
-    return newly or bool(uncovered) or bool(frame["status"].isin(UNJUDGED).any())
-
-
-def _newly_failing(reports_dir: Path, run_dir: Path, frame, before=None) -> bool:
-    """Whether a cell of `frame` newly fails against `before` ((run folder, results)), by default
-    each cell's newest earlier result in the reports folder (a regression: exit 1); each such cell
-    listed on stderr."""
-    from ..report.console import console, escape
-    from ..report.error_text import worst_error
-    from ..report.upgrade import regressions
-    from ..store import list_runs, previous_results
-
-    earlier = [before] if before else previous_results(reports_dir, run_dir, frame["cell_id"])
+    earlier = [baseline] if baseline else previous_results(reports_dir, run_dir, frame["cell_id"])
     if not earlier and any(p.name != run_dir.name for p in list_runs(reports_dir)):
         console.print(escape("warning: no earlier run holds any of this run's cells: nothing to compare with "
                              "(another matrix, or a run of other --env/--case)"), soft_wrap=True)
+    newly = _newly_failing(earlier, frame)
+    not_run = _not_run_now(earlier, frame)
+    uncovered = uncovered_lines(frame) if strict else []
+    for line in uncovered:
+        console.print(line, soft_wrap=True)
+    return newly or bool(uncovered) or (strict and not_run) or bool(frame["status"].isin(UNJUDGED).any())
+
+
+def _newly_failing(earlier, frame) -> bool:
+    """Whether a cell of `frame` newly fails against its result in `earlier` ([(run folder,
+    results)], newest first): a regression, exit 1; each such cell listed on stderr."""
+    from ..report.console import console, escape
+    from ..report.error_text import worst_error
+    from ..report.upgrade import regressions
+
     newly = 0
     for run, rows in earlier:
         found = regressions(rows, frame)
@@ -65,3 +66,25 @@ def _newly_failing(reports_dir: Path, run_dir: Path, frame, before=None) -> bool
             console.print(escape(f"  {r['cell_id']}: {r['status_before']} → {r['status_now']}"
                                  + (f" ({worst})" if worst else "")), soft_wrap=True)
     return bool(newly)
+
+
+def _not_run_now(earlier, frame) -> bool:
+    """Whether a cell that was good in `earlier` was skipped now: nothing it tested was tested (a
+    GPU, an image or Docker gone overnight). Said in one line per earlier run; --strict exits 1."""
+    from ..report.causes import cause
+    from ..report.console import console, escape
+    from ..report.upgrade import no_longer_run
+
+    said = False
+    for run, rows in earlier:
+        found = no_longer_run(rows, frame)
+        if not len(found):
+            continue
+        said = True
+        ids = list(found["cell_id"])
+        reasons = "; ".join(dict.fromkeys(cause("skipped", error) for error in found["error"]))
+        verb = "passed" if set(found["status_before"]) <= {"pass", "xpass"} else "passed or built"
+        console.print(escape(f"{len(ids)} cell{'s' * (len(ids) != 1)} {verb} in run {run.name} and did not run now: "
+                             + ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+                             + f" (skipped: {reasons})"), soft_wrap=True)
+    return said

@@ -287,6 +287,9 @@ def history(config: RunsConfigOpt = None,
     from ..report.console import print_history
     from ..store import DamagedRun, left_out, list_runs, read_run
 
+    if cell is not None and not cell.strip():
+        _fail(f"--cell {cell!r}: an empty pattern matches no cell; give a glob of cell ids (case/profile/env, * and ?) "
+              "or leave --cell out")
     runs = list_runs(_reports_dir(config), warn=True)[-last:][::-1]
     if not runs:
         _fail(f"no runs under {_reports_dir(config)}")

@@ -19,6 +19,7 @@ from docker.errors import DockerException
 from docker.types import DeviceRequest, Ulimit
 
 from ..store.cache import artifacts_folder, jobs_folder, results_folder, timing_folder
+from ..stops import alive
 from ..store.records import HOST
 from ..worker.files import WATCH_STDIN
 from .backend import EnvironmentUnavailable
@@ -155,7 +156,7 @@ def remove_dead_runs_containers(client, stopped_run: str | None = None) -> list[
     removed = []
     for container in client.containers.list(all=True, filters={"label": [f"{LABEL}=worker", f"{LABEL}.host={HOST}"]}):
         pid = int(container.labels.get(f"{LABEL}.host-pid", "0") or 0)
-        if pid and _alive(pid) and container.labels.get(f"{LABEL}.run") != stopped_run:
+        if pid and alive(pid) and container.labels.get(f"{LABEL}.run") != stopped_run:
             continue
         try:
             container.remove(force=True)
@@ -163,18 +164,3 @@ def remove_dead_runs_containers(client, stopped_run: str | None = None) -> list[
         except DockerException:
             pass  # removed meanwhile by someone else
     return removed
-
-
-def _alive(pid: int) -> bool:
-    """A zombie is dead: a Ray worker killed by its raylet stays one until it is reaped."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True

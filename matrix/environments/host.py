@@ -43,8 +43,10 @@ def _python(python: str, code: str, what: str, timeout_s: float = FACTS_TIMEOUT_
     try:
         return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout_s,
                               env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    except FileNotFoundError:  # the definition names what is not there: its fault, not the host's
+        raise SetupFailed(f"{python}: not found") from None
     except OSError as exc:
-        raise EnvironmentUnavailable(f"cannot run the interpreter {python}: {exc.strerror}") from None
+        raise SetupFailed(f"{python}: cannot be run ({exc.strerror})") from None
     except subprocess.TimeoutExpired:  # it is there and hangs: the definition names no working Python
         raise SetupFailed(f"{python} did not {what} within {timeout_s:g} s: not a working Python interpreter") from None
 
@@ -59,18 +61,24 @@ def _imported_facts(python: str, engine: str) -> dict:
 
 def _installation(python: str, engine: str) -> list | None:
     """The interpreter and the file its engine would be imported from (path, mtime, size, inode):
-    a reinstall or upgrade changes it. None where that cannot be told (the import check says why)."""
+    a reinstall or upgrade changes it. None where the engine is not there (the import check says
+    why); SetupFailed where `python` is no working Python."""
     done = _python(python, _SIGNATURE.format(engine), "start", START_TIMEOUT_S)
-    if done.returncode != 0:
-        return None
-    found = json.loads(done.stdout.splitlines()[-1])
+    try:
+        found = json.loads(done.stdout.splitlines()[-1]) if done.returncode == 0 else None
+    except (IndexError, ValueError):
+        found = None
+    if found is None:  # the standard library alone did not run: no Python at all, or a broken one
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SetupFailed(f"{python}: not a working Python interpreter (exit status {done.returncode}: {said})")
     return [os.path.realpath(python), *found] if found[1] else None
 
 
 @cache
 def interpreter_facts(python: str, engine: str, cache_dir: Path | None = None) -> dict:
-    """{engine_version, python_version} as the interpreter sees them; EnvironmentUnavailable with
-    the reason when it does not run or cannot import the engine. Importing the engine is the check
+    """{engine_version, python_version} as the interpreter sees them; SetupFailed when it is not
+    there or no working Python, EnvironmentUnavailable when it cannot import the engine (another
+    host may have it). Importing the engine is the check
     (torch: seconds on a GPU host, paid before every run's first cell); with `cache_dir` its answer
     is kept under the installation it checked and reused while that is unchanged."""
     installation = _installation(python, engine)  # first: an interpreter that hangs is found in seconds
@@ -86,10 +94,20 @@ def interpreter_facts(python: str, engine: str, cache_dir: Path | None = None) -
     return facts
 
 
+def definition_facts(envdef: EnvDef, cache_dir: Path | None = None) -> dict:
+    """interpreter_facts of the definition's interpreter; a `python` that is no working Python is
+    the definition's error, named with its file."""
+    try:
+        return interpreter_facts(host_python(envdef), envdef.module, cache_dir)
+    except SetupFailed as exc:
+        if not envdef.python:
+            raise
+        raise SetupFailed(f"{envdef.name}: {exc}: fix `python` in {envdef.path}") from None
+
+
 def host_fingerprint(envdef: EnvDef, cache_dir: Path | None = None) -> str:
-    python = host_python(envdef)
-    facts = interpreter_facts(python, envdef.module, cache_dir)
-    return with_host_gpus(envdef, hash_json([os.path.realpath(python), facts]))
+    facts = definition_facts(envdef, cache_dir)
+    return with_host_gpus(envdef, hash_json([os.path.realpath(host_python(envdef)), facts]))
 
 
 class HostBackend:
@@ -100,7 +118,7 @@ class HostBackend:
         self.python = host_python(envdef)
 
     def prepare(self) -> None:
-        interpreter_facts(self.python, self.envdef.module, self.cache_dir)
+        definition_facts(self.envdef, self.cache_dir)
 
     def fingerprint(self) -> str:
         return host_fingerprint(self.envdef, self.cache_dir)

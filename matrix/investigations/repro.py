@@ -20,6 +20,7 @@ filled in), verified before it is written.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -37,6 +38,7 @@ from ..plan import Cell, Plan, plan_of_trials
 from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, copy_facts, model_for_profile
 from ..reference.float64_graph import float64_values
 from ..run import MatrixRun
+from ..stops import alive
 from ..store.locks import cache_lock
 from ..worker.files import PROGRAM, PROGRAM_META, save_arrays
 from .blame import Blame, whose_fault
@@ -48,7 +50,8 @@ from .trial_files import TrialFiles
 from .trigger import trigger_texts
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
-OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "worker exited", "uv ")
+OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "nothing to judge against", "worker exited",
+              "uv ")
 FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
 UNCONFIRMED = "-unconfirmed"
 FLOAT64_PASS = "the ONNX graph evaluated in float64, node by node (onnx.reference)"
@@ -184,6 +187,7 @@ def check_target(folder: Path) -> str | None:
 
 def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
                on_event: Callable[[dict], None] = lambda e: None) -> Repro:
+    remove_dead_staging(folder)
     cell = plan.cell(cell_id)
     envdef = plan.envs[cell.env]
     trial = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event)
@@ -198,7 +202,7 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
     else:
         model = _onnx_model(plan, cell_id, own, on_event)
     facts = IssueFacts.gather(plan, cell, envdef, own, run_dir)
-    staging = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
+    staging = folder.with_name(f"{_staging_prefix(folder)}{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
@@ -220,6 +224,20 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return repro
+
+
+def _staging_prefix(folder: Path) -> str:
+    return f".{folder.name}.partial-"
+
+
+def remove_dead_staging(folder: Path) -> None:
+    """The staging folders `.<name>.partial-<pid>` that earlier repros of `folder` left when they
+    were killed outright (kill -9, the OOM killer): their process is gone, and nothing in them is
+    lost (the next repro makes them again). A live repro's staging folder is left to it."""
+    for staged in folder.parent.glob(glob.escape(_staging_prefix(folder)) + "*"):
+        pid = staged.name.removeprefix(_staging_prefix(folder))
+        if pid.isdigit() and not alive(int(pid)):
+            shutil.rmtree(staged, ignore_errors=True)
 
 
 def _with_subgraphs(nodes: int | None, written: onnx.ModelProto | None) -> int | None:

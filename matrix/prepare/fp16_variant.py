@@ -37,6 +37,7 @@ def _fp16_model(model: onnx.ModelProto, keep_fp32: list[str]) -> onnx.ModelProto
         return model
     for node in model.graph.node:  # value_float(s) Constants, the same values as tensors: the converter
         as_tensor_constant(node)  # relabels the former without converting them
+    _outputs_made_by_nodes(model.graph)
     fp16 = OnnxModel(convert_float_to_float16(model, keep_io_types=True, op_block_list=DEFAULT_OP_BLOCK_LIST,
                                               node_block_list=keep_fp32))
     fp16.enable_shape_infer = False  # the converter's ONNX shape inference has already typed every value
@@ -45,6 +46,23 @@ def _fp16_model(model: onnx.ModelProto, keep_fp32: list[str]) -> onnx.ModelProto
     del fp16.model.graph.node[:]
     fp16.model.graph.node.extend(ordered)
     return fp16.model
+
+
+def _outputs_made_by_nodes(graph: onnx.GraphProto) -> None:
+    """Outputs as the converter can cast them: each listed once (a second listing of one name made
+    two casts for one renamed producer), and an initializer output computed by an Identity of it
+    (no node to rename: its cast read a value nothing made). Both leave every output's name and value."""
+    listed = {output.name: output for output in graph.output}
+    del graph.output[:]
+    graph.output.extend(listed.values())
+    constants = {initializer.name: initializer for initializer in graph.initializer}
+    taken = {name for node in graph.node for name in [*node.input, *node.output]} | set(constants) \
+        | {value.name for value in graph.input}
+    for name in (name for name in listed if name in constants):
+        kept = next(f"{name}_value{n or ''}" for n in range(len(taken) + 1) if f"{name}_value{n or ''}" not in taken)
+        taken.add(kept)
+        constants[name].name = kept
+        graph.node.insert(0, onnx.helper.make_node("Identity", [kept], [name], name=f"{name}_as_output"))
 
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:

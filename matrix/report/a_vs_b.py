@@ -15,7 +15,7 @@ import pandas as pd
 
 from ..compare import compare_runs
 from ..prepare import mask_array
-from ..store import DamagedRun, cell_file, run_inputs
+from ..store import cell_file, run_inputs, stored_arrays
 from ..worker.files import OUTPUTS
 
 
@@ -28,11 +28,7 @@ def _outputs(run_dir: Path, row) -> dict[str, np.ndarray] | None:
     path = _outputs_path(run_dir, row)
     if path is None or not path.is_file():
         return None
-    try:
-        with np.load(path) as data:
-            return {name: data[name] for name in data.files}
-    except Exception as exc:  # noqa: BLE001 - whatever a damaged file raises (zip, numpy's format)
-        raise DamagedRun.of(path, exc) from None
+    return stored_arrays(path)
 
 
 def a_vs_b(run_dir: Path, frame: pd.DataFrame, env_a: str, env_b: str) -> dict[str, dict]:

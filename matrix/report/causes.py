@@ -35,15 +35,17 @@ def _without_signature(text: str) -> str:
     return text
 
 
-def cause(status: str, error) -> str:
+def cause(status: str, error, paths: bool = False) -> str:
+    """`paths`: kept, where the message is one cell's (or many cells' alike), not a group's."""
     if not isinstance(error, str) or not error.strip():
         return f"{status}, no message"
     text = one_line(error)
     if SEPARATOR in text:  # a refusal: one cause for every input type it names (the types stay in look-at.txt)
         return re.sub(r" with \S+ inputs$", "", text.split(SEPARATOR, 1)[0])
     text = _without_signature(re.sub(r"Load model from \S+ failed: ?", "load failed: ", text))
-    text = _PATH.sub("…", _ORT_PREFIX.sub("", text))
-    return text if len(text) <= LONGEST else text[:LONGEST - 1] + "…"
+    text = _ORT_PREFIX.sub("", text) if paths else _PATH.sub("…", _ORT_PREFIX.sub("", text))
+    longest = LONGEST * (2 if paths else 1)
+    return text if len(text) <= longest else text[:longest - 1] + "…"
 
 
 def left_out_kind(why: str) -> str:

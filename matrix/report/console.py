@@ -208,11 +208,14 @@ def _cell_line(r: pd.Series) -> str:
 
 
 def _cause_lines(cells: pd.DataFrame, status: str) -> list[str]:
-    """One line per cause: how many cells, in which environments, a few of their rows."""
+    """One line per cause: how many cells, in which environments, a few of their rows. A cause
+    is said in full (its paths too) where its cells' messages are one and the same."""
     word, style = SHORT[status]
     groups = sorted(cells.groupby(cells["error"].map(lambda error: cause(status, error))), key=lambda g: -len(g[1]))
     lines = [f"{len(cells)} {status} in {len(groups)} cause{'s' * (len(groups) != 1)}:"]
     for text, group in groups[:SHOWN]:
+        if group["error"].nunique() == 1:  # nothing differs from cell to cell: its paths are the news
+            text = cause(status, group["error"].iloc[0], paths=True)
         rows = list(dict.fromkeys(group["row_id"]))
         envs = ", ".join(dict.fromkeys(group["env"]))
         names = ", ".join(rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
@@ -308,7 +311,7 @@ def _side(row: pd.Series, side: str) -> dict:
 
 def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str, str, str, str]]:
     """(change, row, status A, status B, worst A, worst B, Δ max_abs, B against A) in the order a
-    reader wants."""
+    reader wants; each status with the marks the matrix gives it (⇡, ↯, ⚖, ≡)."""
     compared = compared.assign(_order=compared["change"].map(CHANGES.index)).sort_values(["_order", "row_id"])
     rows = []
     for _, r in compared.iterrows():
@@ -317,8 +320,8 @@ def _upgrade_rows(compared: pd.DataFrame) -> list[tuple[str, str, str, str, str,
                  for x in (a, b)]
         delta = f"{r['delta_max_abs']:+.2e}" if pd.notna(r["delta_max_abs"]) else ""
         against = r.get("a_vs_b")  # measured only where both sides kept outputs
-        rows.append((r["change"], r["row_id"], str(r["status_a"]), str(r["status_b"]), *worst, delta,
-                     against if isinstance(against, str) else ""))
+        statuses = [with_marks(x["status"], x) if isinstance(x["status"], str) else str(x["status"]) for x in (a, b)]
+        rows.append((r["change"], r["row_id"], *statuses, *worst, delta, against if isinstance(against, str) else ""))
     return rows
 
 

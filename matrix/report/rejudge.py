@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..compare import compare_files
+from ..compare import compare_files, judging_error
 from ..config import MatrixConfig
-from ..executors.environment_job import error_text
 from ..sources.known_issues import KnownIssue, apply_known_issues
 from ..prepare import mask_array
 from ..store import cell_file, npz_problem, run_inputs, run_reference, stored_digests
@@ -65,7 +64,7 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
                                                 mask_array(inputs, mask))
                 changed.update(judged, verdict=verdict)
             except Exception as exc:  # the stored files are the run's: the matrix file's rule does not apply
-                changed.update(verdict="error", error=f"compare failed: {error_text(exc)[0]}")
+                changed.update(verdict="error", error=judging_error(exc, row.get("reference")))
         if problem:
             problems[problem] = problems.get(problem, 0) + 1
             changed = {"error": f"not re-judged: {problem}; its verdict and tolerance are the run's"}

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from pydantic import ValidationError
 
 from ..compare import compare_runs, load_runs
-from ..config import Acceptance
+from ..config import Acceptance, Tolerance
 from ..prepare import mask_array
 from ..statuses import EXPECTED_CAUSE
 from ..store import DamagedRun, cell_file, run_inputs
@@ -50,6 +51,8 @@ def round_up(value: float) -> float:
     """Up to two significant digits, never below `value`."""
     if value <= 0:
         return 0.0
+    if not math.isfinite(value):
+        return value
     step = 10.0 ** (math.floor(math.log10(value)) - 1)
     rounded = float(f"{math.ceil(value / step) * step:.1e}")
     return rounded if rounded >= value else float(f"{(math.ceil(value / step) + 1) * step:.1e}")
@@ -98,6 +101,18 @@ def _rule(suggestion: Suggestion, frame: pd.DataFrame, measured: pd.DataFrame, a
     suggestion.needed, suggestion.floor, suggestion.floor_from = float(worst["cosine"]), floor, "FP32 vs float64"
     suggestion.worst = worst["worst_slice"] if isinstance(worst.get("worst_slice"), str) else worst["cell_id"]
     suggestion.rule = {**accept.model_dump(exclude_defaults=True), "cosine": float(f"{1 - gap:.15g}")}
+    _accepted(factor, suggestion, lambda: Acceptance(**suggestion.rule))
+
+
+def _accepted(factor: float, suggestion: Suggestion, check) -> None:
+    """What suggest writes, the matrix file (and `report --tolerances`) accepts: a --factor that
+    makes a tolerance or rule that cannot fail (atol 3e+307, cosine -1) is refused, not written."""
+    try:
+        check()
+    except ValidationError as exc:
+        raise ValueError(f"--factor {factor:g}: {suggestion.case}/{suggestion.profile} would get a suggestion the "
+                         f"matrix file refuses ({exc.errors()[0]['msg'].removeprefix('Value error, ')}): give a "
+                         "smaller factor") from None
 
 
 def suggest(run_dir: Path, frame: pd.DataFrame, trusted: list[str], factor: float, cases: list[str] | None = None,
@@ -137,6 +152,7 @@ def suggest(run_dir: Path, frame: pd.DataFrame, trusted: list[str], factor: floa
             suggestion.why = "the runs of a trusted cell differ in NaN/Inf or shape: no tolerance covers that"
             continue
         suggestion.atol = round_up(max(factor * suggestion.needed, suggestion.floor))
+        _accepted(factor, suggestion, lambda: Tolerance(atol=suggestion.atol, rtol=suggestion.rtol))
     return found
 
 

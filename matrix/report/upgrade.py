@@ -107,7 +107,7 @@ def nearest_version(frame: pd.DataFrame, env: str, later: bool) -> str | None:
 def compare(frame: pd.DataFrame, env_a: str, env_b: str) -> pd.DataFrame:
     """One line per row present in either environment, with the metric delta."""
     cols = ["row_id", "status", "max_abs", "nan_count", "inf_count", "nonfinite_found", "drift_max_abs", "drift_run", "atol",
-            "atol_needed", "rtol_needed"]
+            "atol_needed", "rtol_needed", "precision_ran", "rule", "shape_profile"]  # the last three: a status's marks
     a = frame.loc[frame["env"] == env_a, cols].set_index("row_id")
     b = frame.loc[frame["env"] == env_b, cols].set_index("row_id")
     both = a.join(b, how="outer", lsuffix="_a", rsuffix="_b")
@@ -123,6 +123,13 @@ def regressions(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
     joined = previous[["cell_id", "status"]].merge(current[["cell_id", "status", "max_abs", "nan_count", "inf_count"]], on="cell_id",
                                                    suffixes=("_before", "_now"))
     return joined[joined["status_before"].isin(GOOD) & joined["status_now"].isin(REGRESSED)]
+
+
+def no_longer_run(previous: pd.DataFrame, current: pd.DataFrame) -> pd.DataFrame:
+    """Cells that were good in the previous run and were skipped now (same cell id), with why."""
+    joined = previous[["cell_id", "status"]].merge(current[["cell_id", "status", "error"]], on="cell_id",
+                                                   suffixes=("_before", "_now"))
+    return joined[joined["status_before"].isin(GOOD) & (joined["status_now"] == "skipped")]
 
 
 def records_by_row(frame: pd.DataFrame) -> dict[str, list[dict]]:

@@ -6,6 +6,7 @@ becomes a CaseSpec; nothing downstream needs to know which kind it was.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,8 +97,7 @@ def case_specs(config: MatrixConfig, config_path: Path, engines: set[str],
                 for key, path in paths.items():
                     if not path.is_file():
                         raise ConfigError(config_path, f"cases.{name}.{key}", f"{_not_a_file(path)}: {path}")
-            ranks = check_onnx_case(spec.all_onnx_paths(), entry.mask)
-            _check_axes(config_path, name, entry, ranks)
+            _check_rules(config_path, name, entry, check_onnx_case(spec.all_onnx_paths(), entry.mask))
         elif name in found:
             spec = CaseSpec(name, entry, root, found[name])
             _check_params(found[name])
@@ -192,11 +192,31 @@ def _not_a_file(path: Path) -> str:
     return "file not found"
 
 
-def _check_axes(config_path: Path, name: str, entry: CaseEntry, ranks: dict[str, int]) -> None:
-    """A rule's `axis` on an output without it fails at compare time on every cell: said at plan."""
+def _check_rules(config_path: Path, name: str, entry: CaseEntry, shapes: dict[str, list[int | str] | None]) -> None:
+    """What would fail at compare time on every cell, said at plan: a rule's `axis` on an output
+    without it, and a top-k rule (with no cosine) whose `topk` covers every item of every output's
+    rows, so that it cannot fail (acceptance.judge_by_rule)."""
     for profile, rule in entry.accept.items():
-        for output, rank in ranks.items():
-            if rule.axis is not None and rule.axis >= rank:
+        for output, shape in shapes.items():
+            if rule.axis is not None and shape is not None and rule.axis >= len(shape):
                 raise ConfigError(config_path, f"cases.{name}.accept.{profile}.axis",
-                                  f"{rule.axis} is not an axis of output {output!r} (rank {rank}); the rule judges "
+                                  f"{rule.axis} is not an axis of output {output!r} (rank {len(shape)}); the rule judges "
                                   "every output of the case")
+        items = {output: _row_items(shape, rule.axis) for output, shape in shapes.items()}
+        if rule.top1 is not None and rule.cosine is None and all(n is not None and n <= rule.topk for n in items.values()):
+            output, most = next(iter(items.items()))
+            raise ConfigError(config_path, f"cases.{name}.accept.{profile}.topk",
+                              f"{rule.topk} covers every item of output {output!r} (shape {shapes[output]}: {most} per "
+                              "row): the rule cannot fail; give a smaller topk, or a cosine")
+
+
+def _row_items(shape: list[int | str] | None, axis: int | None) -> int | None:
+    """How many items each row top-k ranks holds (acceptance._rows, or a slice along `axis`), where
+    the declared shape fixes it; None where a dimension it depends on is not fixed."""
+    if shape is None:
+        return None
+    if axis is not None:
+        dims = [size for index, size in enumerate(shape) if index != axis]
+    else:
+        dims = shape if not shape or shape[-1] == 1 else shape[-1:]
+    return math.prod(dims) if all(isinstance(size, int) for size in dims) else None

@@ -9,6 +9,7 @@ unknown dimension matches any size).
 
 from __future__ import annotations
 
+import unicodedata
 import zipfile
 from pathlib import Path
 
@@ -18,9 +19,9 @@ import onnx
 from ..config import ConfigError
 
 
-def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) -> dict[str, int]:
+def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) -> dict[str, list[int | str] | None]:
     """`input_sets`: CaseSpec.all_onnx_paths() (each "onnx", "inputs" and optionally "expected"),
-    one per row of the case; all exist. Returns the rank of each output whose shape is declared."""
+    one per row of the case; all exist. Returns each output's declared shape (None: undeclared)."""
     model = _model(input_sets[0]["onnx"])
     graph = model.graph
     for value in graph.output:  # an .npz holds tensors, and so do the references made of one
@@ -45,7 +46,7 @@ def check_onnx_case(input_sets: list[dict[str, Path]], mask: str | None = None) 
                 _compare(paths["expected"], "output", value, expected, dtype=False)
             _no_strangers(paths["expected"], "output", expected, {value.name for value in graph.output})
             _shapes_follow_inputs(model, paths, inputs, expected)
-    return {value.name: len(shape) for value in graph.output if (shape := _declared(value)) is not None}
+    return {value.name: _declared(value) for value in graph.output}
 
 
 def _check_mask(path: Path, mask: str, inputs: dict[str, np.ndarray]) -> None:
@@ -144,6 +145,11 @@ def _declared(value: onnx.ValueInfoProto) -> list[int | str] | None:
 
 def _compare(path: Path, role: str, value: onnx.ValueInfoProto, arrays: dict[str, np.ndarray], dtype: bool) -> None:
     if value.name not in arrays:
+        alike = [name for name in arrays if unicodedata.normalize("NFC", name) == unicodedata.normalize("NFC", value.name)]
+        if alike:  # they print alike: the code points say why
+            raise ConfigError(path, value.name, f"missing: the file's array {ascii(alike[0])} differs from the model's "
+                                                f"{role} {ascii(value.name)} only in Unicode normalisation (NFC, NFD): "
+                                                "save it under the model's own name")
         raise ConfigError(path, value.name, f"missing: the model's {role} {value.name!r} is not among "
                                             f"the arrays of this file {sorted(arrays)}")
     array, shape = arrays[value.name], _declared(value)

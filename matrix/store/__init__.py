@@ -199,18 +199,29 @@ def cell_file(run_dir: Path, content_key: str, name: str) -> Path:
     return legacy if legacy.is_file() and not flat.is_file() else flat
 
 
+def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
+    if not zipfile.is_zipfile(path):  # numpy would take it for a pickle and advise loading it unsafely
+        raise ValueError("not an .npz archive")
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files}
+
+
 def npz_problem(path: Path) -> str | None:
     """Why a stored .npz (a cell's outputs, a reference) cannot be read, or None: every array is
     read, so a file damaged anywhere is found."""
-    if not zipfile.is_zipfile(path):
-        return "not an .npz archive"
     try:
-        with np.load(path) as data:
-            for name in data.files:
-                data[name]
+        _npz_arrays(path)
     except Exception as exc:  # noqa: BLE001 - whatever a damaged file raises (zip, zlib, numpy's format)
         return " ".join(str(exc).split())[:200] or type(exc).__name__
     return None
+
+
+def stored_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of a stored .npz; DamagedRun saying why (as npz_problem) where it cannot be read."""
+    try:
+        return _npz_arrays(path)
+    except Exception:  # noqa: BLE001 - whatever a damaged file raises (zip, zlib, numpy's format)
+        raise DamagedRun(path, "", f"cannot be read, a damaged run? ({npz_problem(path)})") from None
 
 
 def run_reference(run_dir: Path, artifact: str) -> Path:
