@@ -256,7 +256,15 @@ def test_a_profile_whose_precision_nothing_ran_is_not_its_pass(tmp_path, write_m
           [("y", T.FLOAT, [3]), ("y", T.FLOAT, [3])])
     for name in ("initout", "twice"):
         body += case(tmp_path, name, None, {"x": np.array([-1, 0, 1], np.float32)}, profiles=("fp16",))
+    # sweep 3 #20: onnxruntime's CPU has no FP16 EyeLike: the copy was an `error` "cannot load the
+    # FP16 variant", not what the engine lacks
+    model(tmp_path / "eye.onnx", [h.make_node("EyeLike", ["n"], ["e"], dtype=T.FLOAT),
+                                  h.make_node("Add", ["x", "e"], ["y"])], [("x", T.FLOAT, [2, 2]), ("n", T.INT64, [2, 2])],
+          [("y", T.FLOAT, [2, 2])])
+    body += case(tmp_path, "eye", None, {"x": np.ones((2, 2), np.float32), "n": np.zeros((2, 2), np.int64)},
+                 profiles=("fp16",))
     done, cells = run(write_matrix, body)
+    assert cells["eye"]["status"] == "unsupported" and "EyeLike" in cells["eye"]["error"], cells["eye"]["error"]
     for name in ("double", "through"):
         assert cells[name]["status"] == "skipped"
         assert cells[name]["error"].startswith("the FP16 copy holds no FP16 value"), cells[name]["error"]
