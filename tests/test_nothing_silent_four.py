@@ -478,6 +478,27 @@ def test_a_build_that_never_returns_or_crashes_is_the_case_s_error(tmp_path, wri
     assert not list((cache_dir / "artifacts").glob("hostile-*.tmp"))
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a small disk (tmpfs) takes root to mount")
+def test_a_prepare_that_dies_on_a_nearly_full_disk_says_the_disk(tmp_path, write_matrix):
+    """PyTorch's writer aborted ("unexpected pos") as a gigabyte model filled the disk: the cell read
+    "killed by SIGABRT (the case's build or export crashed)", the disk unnamed."""
+    from matrix.config import load_config
+    from matrix.executors.prepare_apart import prepare_apart
+    from matrix.sources import case_specs
+
+    config, _ = hostile_case(tmp_path, write_matrix, body="    import ctypes\n    ctypes.string_at(0)")
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], check=True)
+    try:
+        spec = case_specs(load_config(config), config, set(), only=["hostile"])["hostile"]
+        [made] = prepare_apart(config, spec, [(spec.param_grid()[0], "0" * 24)], small, 120).values()
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
+    assert str(made).startswith("the process preparing it was killed by SIGSEGV"), made
+    assert str(made).endswith(f"; the disk holding {small} has 4 MiB free: full?"), made
+
+
 def test_a_case_file_that_turns_warnings_into_errors_changes_nothing_of_trtmatrix(tmp_path, write_matrix):
     """Issue 41, tracebacks: `warnings.simplefilter("error")` in a case file gave two
     "ResourceWarning: unclosed file" tracebacks (trtmatrix's own worker pipes)."""
@@ -886,7 +907,7 @@ def _cmdline(proc: Path) -> str:
         return ""
 
 
-def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, write_matrix):
+def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, write_matrix, cache_dir):
     """Issue 41, second sweep, finding 29: a case file importing its model from a module beside it
     (`from _model import Net`) kept its artifacts' key when the module changed: the old export was
     judged again and passed, --no-reuse too, though the new model's forward() raised; and the torch
@@ -926,6 +947,10 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     assert "(RandomNormalLike) of the case's ONNX export draws random numbers" in cells.loc["noisy", "error"]
     # third sweep, 12: a nested tuple is three outputs, as the export has them ("the module returned 2")
     assert cells.loc["nested", "status"] == "pass", cells.loc["nested", "error"]
+    kept = json.loads((cache_dir / "artifacts" / cells.loc["helper_case", "artifact"] / "case.json").read_text())
+    # what its code read: the case's own files, not Python's, trtmatrix's or an install's metadata
+    assert str(cases / "scale.npy") in kept["files_read"], kept["files_read"]
+    assert {Path(path).parent for path in kept["files_read"]} <= {cases, cases / "parts"}, kept["files_read"]
     np.save(cases / "scale.npy", -np.ones(8, np.float32))  # read by the case's build: sqrt of negatives
     trtmatrix("run", "-c", str(config), "--case", "helper_case")
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]

@@ -30,6 +30,9 @@ from ..stops import end_with_parent, run_apart
 from ..worker.oom import oom_kills, oom_note
 
 
+LOW_DISK = 2 << 30  # bytes: less left than a large model's artifacts take
+
+
 class PrepareFailed(Exception):
     """The child's own words: its error line and the end of its traceback."""
 
@@ -72,7 +75,7 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     elif ended.returncode < 0:
         killed = signal.Signals(-ended.returncode)
         why = (f"the process preparing it was killed by {killed.name} (the case's build or export crashed)"
-               + (oom_note(oom_before) if killed == signal.SIGKILL else ""))
+               + (oom_note(oom_before) if killed == signal.SIGKILL else "") + _disk_note(cache_dir))
     else:
         why = f"the process preparing it ended (exit {ended.returncode}) without a word"
     made: dict[str, Path | Exception] = {}
@@ -87,6 +90,16 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
         else:
             made[key] = prepared(cache_dir, spec.name, key) or PrepareFailed("its artifacts are not in the cache")
     return made
+
+
+def _disk_note(cache_dir: Path) -> str:
+    """'; the cache's disk has 120 MiB free: full?' where little is left: PyTorch's writer aborts
+    ("unexpected pos") when the disk fills under a gigabyte model, and says nothing of the disk."""
+    try:
+        free = shutil.disk_usage(cache_dir).free
+    except OSError:
+        return ""
+    return f"; the disk holding {cache_dir} has {free >> 20} MiB free: full?" if free < LOW_DISK else ""
 
 
 def _iterates(spec: CaseSpec) -> bool:

@@ -49,13 +49,19 @@ def _environment() -> tuple[str, ...]:
     return tuple(os.path.join(folder, "") for folder in folders)
 
 
+def _metadata(path: str) -> bool:
+    """Bytecode, and installed packages' metadata (importlib.metadata reads an editable install's
+    entry points, which its next install rewrites)."""
+    return any(part == "__pycache__" or part.endswith((".egg-info", ".dist-info")) for part in Path(path).parts)
+
+
 def files_read(skip: Path) -> dict[str, dict]:
     """{path: {"identity", "sha256"}} of the regular files read so far, but those under `skip` (the
     cache) or the environment's."""
     environment = _environment() + (os.path.join(str(skip), ""),)
     kept = {}
     for path in sorted(_read):
-        if path.startswith(environment) or "__pycache__" in path or not os.path.isfile(path):
+        if path.startswith(environment) or _metadata(path) or not os.path.isfile(path):
             continue
         kept[path] = {"identity": file_identity(Path(path)), "sha256": hash_files([Path(path)])}
     return kept
