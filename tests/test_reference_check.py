@@ -311,15 +311,21 @@ def test_the_summary_says_when_no_node_computed_in_the_profiles_precision(tmp_pa
 def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matrix):
     """Issue 41, third sweep, findings 8 and 9: `Cast(Cast(x, FLOAT16), FLOAT)` in a float32 model (what
     an autocast export holds) was dropped from the float64 reference: both engines, exactly right per
-    the spec, failed with Inf at 70000 (FP16's inf), and repro blamed FP32; a BF16 one was disputed."""
+    the spec, failed with Inf at 70000 (FP16's inf), and repro blamed FP32; a BF16 one was disputed.
+    Fourth sweep, 2: a Cast of int64 to FLOAT was exact in the reference: right engines failed."""
     # and a BF16 one (finding 9): the referee could not fetch its intermediate, "cannot run the model"
     model(tmp_path / "island.onnx", [h.make_node("Cast", ["x"], ["half"], to=T.FLOAT16, name="to16"),
                                      h.make_node("Cast", ["half"], ["y"], to=T.FLOAT, name="back"),
                                      h.make_node("Cast", ["x"], ["brain"], to=T.BFLOAT16, name="tobf16"),
-                                     h.make_node("Cast", ["brain"], ["b"], to=T.FLOAT, name="backbf")],
-          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4]), ("b", T.FLOAT, [4])])
+                                     h.make_node("Cast", ["brain"], ["b"], to=T.FLOAT, name="backbf"),
+                                     # fourth sweep, 2: ids past 2**24 through FLOAT are what FLOAT holds
+                                     h.make_node("Cast", ["ids"], ["fids"], to=T.FLOAT, name="idsf"),
+                                     h.make_node("Cast", ["fids"], ["i"], to=T.INT64, name="back64")],
+          [("x", T.FLOAT, [4]), ("ids", T.INT64, [3])],
+          [("y", T.FLOAT, [4]), ("b", T.FLOAT, [4]), ("i", T.INT64, [3])])
     x = np.array([1000.3, 0.1, 3.14159, 70000.0], np.float32)
-    done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x}))
+    ids = np.array([2 ** 24 + 1, 3, -(2 ** 24) - 3], np.int64)
+    done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x, "ids": ids}))
     assert cells["island"]["status"] == "pass" and cells["island"]["max_abs"] == 0.0, cells["island"]
     assert "agrees with onnxruntime" in cells["island"]["reference_check"]
 

@@ -47,14 +47,21 @@ def every_node(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
 NARROW_CASTS = {TensorProto.FLOAT16: np.float16, TensorProto.BFLOAT16: ml_dtypes.bfloat16}
 
 
-def _narrowed(node: onnx.NodeProto, produced: dict[str, np.ndarray], narrow: bool) -> dict[str, np.ndarray]:
+def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict[str, np.ndarray],
+              narrow: bool) -> dict[str, np.ndarray]:
     """A Cast to FP16 or BF16 rounds as the model says, though its value is kept in float64:
-    `Cast(Cast(x, FLOAT16), FLOAT)` is x rounded to FP16 (70000 is inf), not x."""
+    `Cast(Cast(x, FLOAT16), FLOAT)` is x rounded to FP16 (70000 is inf), not x. So does a Cast of
+    integers to FLOAT: 16777217 is 16777216 in the model (ids, positions), whatever follows."""
     to = next((a.i for a in node.attribute if a.name == "to"), None) if narrow and node.op_type == "Cast" else None
-    if to not in NARROW_CASTS:
+    source = given.get(node.input[0]) if node.input else None
+    if to == TensorProto.FLOAT and source is not None and source.dtype.kind in "iub":
+        to_type = np.float32
+    elif to in NARROW_CASTS:
+        to_type = NARROW_CASTS[to]
+    else:
         return produced
     with np.errstate(over="ignore"):
-        return {name: value.astype(NARROW_CASTS[to]).astype(np.float64) for name, value in produced.items()}
+        return {name: value.astype(to_type).astype(np.float64) for name, value in produced.items()}
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:
@@ -248,7 +255,7 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 given = {**given, source: given[source].astype(helper.tensor_dtype_to_np_dtype(string_sources[source]))}
             try:
                 produced = (stored and _in_own_types(node, given, model, types)) or \
-                    _narrowed(node, evaluate_node(float64_node(node), given, model), narrow)
+                    _narrowed(node, given, evaluate_node(float64_node(node), given, model), narrow)
                 with np.errstate(over="ignore"):  # stored: beyond the type's range is its ±inf
                     produced = {k: v.astype(types[k]).astype(np.float64) if k in types and v.dtype == np.float64
                                 else v for k, v in produced.items()}
