@@ -312,7 +312,8 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     """Issue 41, third sweep, findings 8 and 9: `Cast(Cast(x, FLOAT16), FLOAT)` in a float32 model (what
     an autocast export holds) was dropped from the float64 reference: both engines, exactly right per
     the spec, failed with Inf at 70000 (FP16's inf), and repro blamed FP32; a BF16 one was disputed.
-    Fourth sweep, 2: a Cast of int64 to FLOAT was exact in the reference: right engines failed."""
+    Fourth sweep, 2: a Cast of int64 to FLOAT was exact in the reference: right engines failed; 3: an
+    output float32 rounding decides (a bucketiser) failed exact engines."""
     # and a BF16 one (finding 9): the referee could not fetch its intermediate, "cannot run the model"
     model(tmp_path / "island.onnx", [h.make_node("Cast", ["x"], ["half"], to=T.FLOAT16, name="to16"),
                                      h.make_node("Cast", ["half"], ["y"], to=T.FLOAT, name="back"),
@@ -325,7 +326,13 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
           [("y", T.FLOAT, [4]), ("b", T.FLOAT, [4]), ("i", T.INT64, [3])])
     x = np.array([1000.3, 0.1, 3.14159, 70000.0], np.float32)
     ids = np.array([2 ** 24 + 1, 3, -(2 ** 24) - 3], np.int64)
-    done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x, "ids": ids}))
+    # fourth sweep, 3: Floor(x / 0.1) at 0.7 is 6 in float64 and 7 in float32: no reference can say
+    model(tmp_path / "bucket.onnx", [h.make_node("Div", ["x", "tenth"], ["q"]), h.make_node("Floor", ["q"], ["y"])],
+          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], [nh.from_array(np.array(0.1, np.float32), "tenth")])
+    done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x, "ids": ids})
+                      + case(tmp_path, "bucket", None, {"x": np.array([0.3, 0.7, 1.1, 2.5], np.float32)}))
+    assert cells["bucket"]["status"] == "disputed", cells["bucket"]
+    assert "output 'y' is decided by rounding at node Floor#1 (Floor)" in cells["bucket"]["error"]
     assert cells["island"]["status"] == "pass" and cells["island"]["max_abs"] == 0.0, cells["island"]
     assert "agrees with onnxruntime" in cells["island"]["reference_check"]
 

@@ -109,6 +109,13 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     if parting:
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)",
                          _check(DISPUTED, parting.text(theirs.label), parting, checked))
+    if decided := [(name, float64.decided[name]) for name in names if name in float64.decided]:
+        (name, step), = decided[:1]
+        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", _check(
+            DISPUTED, f"output {name!r} is decided by rounding at node {step}: a step whose inputs, held in the "
+                      "types the model declares (float32), give other values than in float64, so no reference "
+                      "says which the model means; give inputs away from the step, or `expected` outputs",
+            None, checked))
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
                f"{_first_missing(float64.missing, model)}")

@@ -203,6 +203,34 @@ class Float64Values:
     values: dict[str, np.ndarray]
     # Node label → why it has no float64 value (no implementation, or an input without one).
     missing: dict[str, str] = field(default_factory=dict)
+    # Graph output → the step node whose result float32 rounding decides (_rounding_decides), upstream.
+    decided: dict[str, str] = field(default_factory=dict)
+
+
+# Ops whose output jumps where their input crosses a value: a rounding of the input can decide it.
+STEP_OPS = {"Floor", "Ceil", "Round", "Sign", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal", "ArgMax",
+            "ArgMin"}
+INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
+                 TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+
+
+def _rounding_decides(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict[str, np.ndarray],
+                      model: onnx.ModelProto, types: dict[str, np.dtype]) -> bool:
+    """Whether a step (Floor, a comparison, a Cast to integers) gives other outputs when its float64
+    inputs are held in the types the model declares for them (float32): `Floor(x / 0.1)` at 0.7 is 6 in
+    float64 and 7 in float32, and no reference can say which a float32 model means."""
+    to = next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
+    held = {name: value.astype(types[name]).astype(np.float64) for name, value in given.items()
+            if name in types and value.dtype.kind == "f"}
+    if not held or not (node.op_type in STEP_OPS or to in INTEGER_TYPES):
+        return False
+    try:
+        with np.errstate(all="ignore"):
+            again = evaluate_node(float64_node(node), {**given, **held}, model)
+    except Exception:  # noqa: BLE001 - it evaluated on the float64 values: nothing else to learn
+        return False
+    return any(name in again and not np.array_equal(again[name], value, equal_nan=value.dtype.kind == "f")
+               for name, value in produced.items())
 
 
 def storage_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
@@ -275,17 +303,27 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
     """Every value (keep=False: the graph's outputs only, intermediates freed after their last use),
     and which nodes have none. `each` sees every node's inputs and outputs as they are made (the
     FP16 forecast reads the same pass); `stored`, `narrow`: see float64_nodes."""
-    outputs = {o.name for o in model.graph.output}
-    wanted = None if keep else outputs
+    graph_outputs = {o.name for o in model.graph.output}
+    wanted = None if keep else graph_outputs
     # A graph input or a weight that is also an output (no node makes it) is its own value.
     result = Float64Values({name: as_float64(array) for name, array in inputs.items() if keep or name in wanted})
     result.values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer
-                          if t.name in outputs and t.name not in inputs})
+                          if t.name in graph_outputs and t.name not in inputs})
+    decided: dict[str, str] = {}  # value → the step node rounding decides it at, upstream
+    types = None  # the declared float types, looked up at the first step
     for order, node, given, outputs in float64_nodes(model, inputs, keep=keep, stored=stored, narrow=narrow):
         if each is not None:
             each(order, node, given, outputs)
         if isinstance(outputs, str):
             result.missing[node_label(node, order)] = outputs
-        else:
-            result.values.update({k: v for k, v in outputs.items() if wanted is None or k in wanted})
+            continue
+        result.values.update({k: v for k, v in outputs.items() if wanted is None or k in wanted})
+        step = next((decided[name] for name in node_inputs(node) if name in decided), None)
+        if step is None and (node.op_type in STEP_OPS or node.op_type == "Cast"):
+            types = storage_types(model) if types is None else types
+            step = f"{node_label(node, order)} ({node.op_type})" if _rounding_decides(node, given, outputs, model,
+                                                                                    types) else None
+        if step is not None:
+            decided.update(dict.fromkeys(node.output, step))
+    result.decided = {name: decided[name] for name in graph_outputs if name in decided}
     return result
