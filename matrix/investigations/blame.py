@@ -7,7 +7,8 @@ agree, the failure is someone else's, and repro says whose in one line instead o
 report: the FP16 conversion (the copy's float64 evaluation already differs from the original's),
 the user's expected file, or the reference trtmatrix made. Nor is it blamed for a tolerance finer
 than its precision holds: where the model computed node by node in its own types (FP16 throughout
-an FP16 copy) fails too and the engine is within ROUNDING_SLACK of that computation's own error, or
+an FP16 copy), or exactly on the values its own Casts hold and rounded once (a kernel that computes
+in float32), fails too and the engine is within ROUNDING_SLACK of that computation's own error, or
 a one-node model is within the reference check's rounding bound, the tolerance is at fault (a
 stranger's atol 1e-5 on an FP16 cell got a "verified" MatMul report for onnxruntime's best FP16).
 repro asks again of its smallest failing subgraph.
@@ -84,25 +85,32 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
         its outputs rounded to the profile's precision) fails it too, and `who` (`gap` off) is within a factor
         ROUNDING_SLACK of that rounding's own error (an FP16 intermediate a Softmax then
         sharpens is rounding, though the outputs' own rounding is far smaller)."""
-        held = _outputs(model, inputs, names, stored=True)
-        if held is None:
-            return None
-        rounded_verdict, rounding_gap = verdict([_rounded(held, profile.precision)], exact)
-        # Far further off than the engine, it breaks where the engine kept float32 (a sum that
-        # overflows FP16): it says nothing of the engine's rounding then.
-        if rounded_verdict != "fail" or not rounding_gap / ROUNDING_SLACK <= gap <= ROUNDING_SLACK * rounding_gap:
-            return None
         kept = profile.precision.upper()
+        # Node by node in its own types (numpy's FP16 arithmetic), or exactly on the values its
+        # own Casts hold (a kernel that computes in float32 and rounds once: onnxruntime's FP16
+        # LayerNormalization), its outputs rounded to the precision.
+        for held, computed in ((_outputs(model, inputs, names, stored=True), f"computed node by node in its own types "
+                                f"({kept})"), (_outputs(model, inputs, names), f"computed exactly on the values its "
+                                               f"Casts hold, its outputs rounded to {kept},")):
+            if held is None:
+                continue
+            rounded_verdict, rounding_gap = verdict([_rounded(held, profile.precision)], exact)
+            # Far further off than the engine, it breaks where the engine kept float32 (a sum that
+            # overflows FP16): it says nothing of the engine's rounding then.
+            if rounded_verdict == "fail" and rounding_gap / ROUNDING_SLACK <= gap <= ROUNDING_SLACK * rounding_gap:
+                break
+        else:
+            return None
         if not any(np.issubdtype(np.asarray(v).dtype, np.floating) for v in exact.values()):  # booleans, indices
-            return Blame("precision", f"{kept} arithmetic decides it, not {record['engine']}'s fault: {which} computed "
-                                      f"node by node in its own types ({kept}) gives these outputs too, and they are "
+            return Blame("precision", f"{kept} arithmetic decides it, not {record['engine']}'s fault: {which} "
+                                      f"{computed} gives these outputs too, and they are "
                                       "compared exactly (no tolerance applies): compare before rounding decides")
         if rounding_gap == np.inf:  # no tolerance passes ±inf: the values do not fit the precision
             return Blame("precision", f"the model's values do not fit {kept}, not {record['engine']}'s fault: "
-                                      f"{which} computed node by node in its own types ({kept}) overflows to ±inf "
+                                      f"{which} {computed} overflows to ±inf "
                                       f"where float64 holds finite values, and {who} is as far off")
-        return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {which} computed node by node "
-                                  f"in its own types ({kept}) is already {rounding_gap:.3g} off, beyond atol "
+        return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {which} {computed} "
+                                  f"is already {rounding_gap:.3g} off, beyond atol "
                                   f"{atol:g} + rtol {rtol:g}; {who} is {gap:.3g} off, what {kept} can hold: loosen the "
                                   "tolerance (docs/judging.md)")
 
