@@ -110,6 +110,9 @@ def write_fp16_variant(model: onnx.ModelProto, keep_fp32: list[str], path: Path)
         onnx.checker.check_model(str(path), full_check=True)
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # its warnings about constant folding are no finding of the copy's
+        # The copy's validity, not onnxruntime's optimiser: a fusion that cannot take the FP16 graph
+        # (LayerNormFusion's mixed types) is that engine's to say, on its own cells.
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
         onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         path.unlink()
