@@ -343,8 +343,24 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     # fourth sweep, 3: Floor(x / 0.1) at 0.7 is 6 in float64 and 7 in float32: no reference can say
     model(tmp_path / "bucket.onnx", [h.make_node("Div", ["x", "tenth"], ["q"]), h.make_node("Floor", ["q"], ["y"])],
           [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], [nh.from_array(np.array(0.1, np.float32), "tenth")])
+    # fourth sweep, 10: a local function (onnxscript's) had no float64 evaluation: onnxruntime's own
+    # float32 output became the reference, and its FP16 copy failed the checker
+    half = h.make_node("Constant", [], ["h"], value=nh.from_array(np.array(0.5, np.float32)))
+    body = h.make_function("custom", "Cube", ["a"], ["b"], [half, h.make_node("Mul", ["a", "a"], ["s"]),
+                                                            h.make_node("Mul", ["s", "h"], ["b"])],
+                           [h.make_opsetid("", 13)])
+    proto = h.make_model(h.make_graph([h.make_node("Cube", ["x"], ["y"], domain="custom")], "g",
+                                      [h.make_tensor_value_info("x", T.FLOAT, [4])],
+                                      [h.make_tensor_value_info("y", T.FLOAT, [4])]),
+                         opset_imports=[h.make_opsetid("", 13), h.make_opsetid("custom", 1)], functions=[body],
+                         ir_version=8)
+    onnx.save(proto, tmp_path / "fn.onnx")
     done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x, "ids": ids})
-                      + case(tmp_path, "bucket", None, {"x": np.array([0.3, 0.7, 1.1, 2.5], np.float32)}))
+                      + case(tmp_path, "bucket", None, {"x": np.array([0.3, 0.7, 1.1, 2.5], np.float32)})
+                      + case(tmp_path, "fn", None, {"x": np.array([1.1, -2.3, 3.7, 0.3], np.float32)},
+                             profiles=("fp16",)))
+    assert cells["fn"]["reference"].startswith("onnx.reference, every floating type made float64"), cells["fn"]
+    assert cells["fn"]["status"] == "pass", cells["fn"]["error"]
     assert cells["bucket"]["status"] == "disputed", cells["bucket"]
     assert "output 'y' is decided by rounding at node Floor#1 (Floor)" in cells["bucket"]["error"]
     assert cells["island"]["status"] == "pass" and cells["island"]["max_abs"] == 0.0, cells["island"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import onnx
 
-from ..reference.float64_graph import as_tensor_constant, node_inputs
+from ..reference.float64_graph import as_tensor_constant, inlined, node_inputs
 
 
 class InvalidVariant(ValueError):
@@ -101,7 +101,7 @@ def write_fp16_variant(model: onnx.ModelProto, keep_fp32: list[str], path: Path)
     import onnxruntime
 
     try:
-        onnx.save(_fp16_model(model, keep_fp32), str(path))
+        onnx.save(_fp16_model(inlined(model), keep_fp32), str(path))
     except InvalidVariant:
         raise
     except Exception as exc:  # noqa: BLE001 - the converter's own failure, in its words

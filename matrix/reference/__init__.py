@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from .agreement import end_to_end_bound, first_parting
-from .float64_graph import RANDOM_OPS, Float64Values, float64_values, node_label
+from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .referee import referee_label, referee_values
 
 AGREED, REFEREE, EXPECTED, DISPUTED = "agreed", "referee", "expected", "disputed"
@@ -89,6 +89,7 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
                    float64: Float64Values | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
     checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
+    model = inlined(model)
     _refuse_random(model)
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:
@@ -144,6 +145,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
                           float64: Float64Values | None = None) -> dict:
     """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
     what float32 rounding explains (the referee's distance from the latter)."""
+    model = inlined(model)
     _refuse_random(model, " of the case's ONNX export")
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:

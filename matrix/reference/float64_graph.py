@@ -17,6 +17,7 @@ from typing import Callable, Iterator
 import ml_dtypes
 import numpy as np
 import onnx
+import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -297,12 +298,19 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 values.pop(name, None)
 
 
+def inlined(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its local functions (onnxscript's, a function-preserving exporter's) written
+    out as their nodes: made float64, made FP16 and checked node by node like any other."""
+    return onnx.inliner.inline_local_functions(model) if model.functions else model
+
+
 def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True,
                    each: Callable[[int, onnx.NodeProto, dict, dict | str], None] | None = None,
                    stored: bool = False, narrow: bool = True) -> Float64Values:
     """Every value (keep=False: the graph's outputs only, intermediates freed after their last use),
     and which nodes have none. `each` sees every node's inputs and outputs as they are made (the
     FP16 forecast reads the same pass); `stored`, `narrow`: see float64_nodes."""
+    model = inlined(model)
     graph_outputs = {o.name for o in model.graph.output}
     wanted = None if keep else graph_outputs
     # A graph input or a weight that is also an output (no node makes it) is its own value.
