@@ -157,16 +157,19 @@ class MatrixRun:
         return record
 
     def _artifacts_for(self, case: str, params, artifact_key: str) -> Path | BaseException:
-        key = (case, params)
+        key, spec = (case, params), self.plan.cases[case]
+        # --no-reuse prepares a case file's cases again: its build may read what no key sees (a
+        # variable, whether a file exists: prepare/files_read.py).
+        fresh = not self.reuse and spec.torch_case is not None
         # Ready: no lock, no progress line (thousands of suite tests on a re-run), its case.json kept.
-        if key not in self._artifacts and (ready := prepared_meta(self.cache, case, artifact_key)):
+        if key not in self._artifacts and not fresh and (ready := prepared_meta(self.cache, case, artifact_key)):
             self._artifacts[key], self._metas[ready[0]] = ready
         if key not in self._artifacts:
-            spec = self.plan.cases[case]
             rows = [(params, artifact_key)]  # a case file's other rows too: imported once for all of them
             if spec.torch_case is not None:
                 rows += [row for row in dict.fromkeys((c.params, c.artifact_key) for c in self.plan.cells if c.case == case)
-                         if row[0] != params and (case, row[0]) not in self._artifacts and not prepared(self.cache, case, row[1])]
+                         if row[0] != params and (case, row[0]) not in self._artifacts
+                         and (fresh or not prepared(self.cache, case, row[1]))]
             for row_params, _ in rows:
                 self.on_event({"event": "prepare", "case": case, "params": dict(row_params)})
             started = time.perf_counter()
@@ -174,7 +177,8 @@ class MatrixRun:
                 for _, row_key in sorted(rows, key=lambda row: row[1]):
                     locks.enter_context(cache_lock(self.cache, f"artifact-{case}-{row_key[:16]}"))
                 try:
-                    made = prepare_apart(self.plan.config_path, spec, rows, self.cache, self.plan.config.run.timeout_s)
+                    made = prepare_apart(self.plan.config_path, spec, rows, self.cache, self.plan.config.run.timeout_s,
+                                         fresh)
                 except Exception as exc:  # a broken case must not stop the others
                     made = {row_key: exc for _, row_key in rows}
             for row_params, row_key in rows:

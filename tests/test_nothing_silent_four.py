@@ -926,7 +926,8 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
         "HERE = os.path.dirname(os.path.abspath(__file__))\n"
         "sys.path.insert(0, HERE)\nfrom _model import Net\n\n\n"
         "@case(seed=0)\ndef helper_case():\n    net = Net()\n"
-        "    net.scale = torch.nn.Parameter(torch.tensor(np.load(os.path.join(HERE, 'scale.npy'))))\n"
+        "    sign = float(os.environ.get('SCALE_SIGN', '1'))\n"
+        "    net.scale = torch.nn.Parameter(sign * torch.tensor(np.load(os.path.join(HERE, 'scale.npy'))))\n"
         "    return net, {'x': torch.rand(2, 8)}\n\n\n"
         "class Noisy(torch.nn.Module):\n    def forward(self, x):\n        return x + torch.randn_like(x)\n\n\n"
         "@case(seed=0)\ndef noisy():\n    return Noisy(), {'x': torch.ones(2, 8)}\n\n\n"
@@ -955,6 +956,10 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     trtmatrix("run", "-c", str(config), "--case", "helper_case")
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
     assert cell["status"] == "error" and "NaN everywhere" in cell["error"] and not cell["reused"], cell["error"]
+    # fourth sweep, 8: what no key sees (a variable) is made again by --no-reuse, not judged stale
+    done = subprocess.run([TRTMATRIX, "run", "-c", str(config), "--case", "helper_case", "--no-reuse"],
+                          capture_output=True, text=True, env={**os.environ, "SCALE_SIGN": "-1"})
+    assert read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]["status"] == "pass", done.stderr
     first = build_plan(config).cells[0].artifact_key
     (cases / "parts" / "__init__.py").write_text("SCALE = 2.0\n")  # imported by the model's module
     assert build_plan(config).cells[0].artifact_key != first

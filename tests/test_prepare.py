@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 import numpy as np
 import onnx
@@ -162,3 +163,30 @@ def test_graph_warnings_and_raw_verdicts_reach_the_records(write_matrix):
         == [True, False, False, False]
     assert list(frame["verdict"]) == list(frame["status"]) == ["pass", "pass"]  # no known issue on onnxruntime
     assert frame["known_issue"].isna().all()
+
+
+def test_the_files_and_folders_a_case_reads_are_kept_and_a_change_is_seen(tmp_path):
+    """Issue 41, fourth sweep, 8: a build that globs its shards kept a stale pass when a shard was
+    added; folders the import system lists (sys.path) are not the case's."""
+    import glob
+    import importlib
+
+    from matrix.prepare.files_read import changed_since, files_read, recording
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    np.save(shards / "a.npy", np.ones(3))
+    (tmp_path / "beside_module.py").write_text("X = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with recording():
+            [np.load(path) for path in sorted(glob.glob(str(shards / "*.npy")))]
+            importlib.import_module("beside_module")
+    finally:
+        sys.path.remove(str(tmp_path))
+    kept = {path: entry for path, entry in files_read(skip=tmp_path / "cache").items() if path.startswith(str(tmp_path))}
+    assert kept[str(shards)] == {"listing": ["a.npy"]} and str(shards / "a.npy") in kept
+    assert str(tmp_path) not in kept  # listed by the import system, not by the case
+    assert changed_since(kept) is None
+    np.save(shards / "b.npy", np.ones(3))
+    assert changed_since(kept) == str(shards)

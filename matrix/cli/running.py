@@ -49,7 +49,8 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
 @app.command()
 def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: EnvsOpt = None, cell: CellsOpt = None,
         reuse: Annotated[bool, typer.Option(help="Reuse stored results of cells whose result key is unchanged; "
-                                                  "--no-reuse runs every cell again.")] = True,
+                                                  "--no-reuse runs every cell again and prepares case files' "
+                                                  "cases again.")] = True,
         junit_xml: Annotated[Optional[Path], typer.Option(
             metavar="FILE", help="Also write the cells as JUnit XML here: a testsuite per environment, a testcase "
                                  "per row.")] = None,

@@ -45,13 +45,14 @@ Row = tuple[Params, str]  # (the row's parameters, its artifact key)
 
 
 def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir: Path,
-                  timeout_s: float) -> dict[str, Path | Exception]:
+                  timeout_s: float, fresh: bool = False) -> dict[str, Path | Exception]:
     """{artifact key: the artifacts, or why they could not be made} of `rows` of one case. A case
     file's rows are prepared in one child process (the file imported once for all of them), with
-    `timeout_s` for each row; other cases' in this process."""
+    `timeout_s` for each row; other cases' in this process. `fresh`: made again though ready."""
     if spec.torch_case is None and not _iterates(spec):
         return {key: _here(spec, params, key, cache_dir) for params, key in rows}
-    job = {"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows], "cache": str(cache_dir)}
+    job = {"config": str(config_path), "case": spec.name, "rows": [[list(p), k] for p, k in rows], "cache": str(cache_dir),
+           "fresh": fresh}
     if spec.is_onnx_file:  # its files say it all: an investigation's trial case is in no matrix file
         job.update(entry=spec.entry.model_dump(mode="json"), root=str(spec.root))
     job = json.dumps(job)
@@ -134,7 +135,7 @@ def main(job: dict) -> int:
             if spec is None:
                 spec = case_specs(load_config(config_path), config_path, set(), only=[job["case"]])[job["case"]]
             prepare(spec, tuple(tuple(pair) for pair in params), key, Path(job["cache"]),
-                    lambda phase: print(json.dumps({"key": key, "phase": phase}), flush=True))
+                    lambda phase: print(json.dumps({"key": key, "phase": phase}), flush=True), job.get("fresh", False))
             print(json.dumps({"key": key}), flush=True)
         except NoReference as exc:  # a status of its own, not a failure of the case's code
             print(json.dumps({"key": key, "no_reference": str(exc)}), flush=True)

@@ -95,10 +95,10 @@ def prepared_meta(cache_dir: Path, case: str, key: str) -> tuple[Path, dict] | N
 
 
 def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path,
-            phase: Callable[[str], None] = lambda _: None) -> Path:
-    """The case's artifacts for `params`, made now where none are ready; `phase` is told what it
-    starts (what never returned, where a deadline ends it: executors/prepare_apart.py)."""
-    if ready := prepared(cache_dir, spec.name, key):
+            phase: Callable[[str], None] = lambda _: None, fresh: bool = False) -> Path:
+    """The case's artifacts for `params`, made now where none are ready (`fresh`: made again); `phase`
+    is told what it starts (what never returned, where a deadline ends it: executors/prepare_apart.py)."""
+    if not fresh and (ready := prepared(cache_dir, spec.name, key)):
         return ready
     target = artifact_dir(cache_dir, spec.name, key)
     with removed_at_end(target.with_name(target.name + ".tmp")) as tmp:  # a failed or stopped prepare leaves none
