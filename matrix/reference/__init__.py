@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from .agreement import end_to_end_bound, first_parting
+from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .referee import referee_label, referee_values
 
@@ -107,6 +107,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
                          _check(DISPUTED, f"not checked: {referee_label()} cannot run the model ({refused}); "
                                           "give the case `expected` outputs"))
     parting, checked = first_parting(model, inputs, theirs.values)
+    if not checked:  # no node's value could be held against the referee's: the outputs are
+        parting = outputs_parting(float64.values, theirs.values, names)
     if parting:
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)",
                          _check(DISPUTED, parting.text(theirs.label), parting, checked))
@@ -121,9 +123,10 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
                f"{_first_missing(float64.missing, model)}")
         return Reference(arrays, reference_text(how, arrays), _check(REFEREE, how, None, checked))
+    said = f"at every node ({checked} held against each other)" if checked else \
+        "at its outputs (no node between could be held against each other: values of types numpy lacks)"
     return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),
-                     _check(AGREED, f"agrees with {theirs.label} at every node ({checked} held against each other)",
-                            None, checked))
+                     _check(AGREED, f"agrees with {theirs.label} {said}", None, checked))
 
 
 def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray],

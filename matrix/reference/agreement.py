@@ -44,7 +44,8 @@ class Parting:
 
     def text(self, referee: str) -> str:
         seen = self.detail or f"|Δ| {self.delta:.3g} where rounding explains {self.bound:.2g}"
-        return f"node {self.node} ({self.op_type}), output {self.output!r}: onnx.reference in float64 and {referee} part ({seen})"
+        where = f"node {self.node} ({self.op_type}), output {self.output!r}" if self.op_type else f"output {self.output!r}"
+        return f"{where}: onnx.reference in float64 and {referee} part ({seen})"
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -166,6 +167,21 @@ def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
             if delta > (bound := _bound(node64, given, name, mine[name], eps, model)):
                 return Parting(node_label(node, order), node.op_type, name, delta, bound), checked
     return None, checked
+
+
+def outputs_parting(float64: dict[str, np.ndarray], theirs: dict[str, np.ndarray], names: list[str]) -> Parting | None:
+    """Where no node could be held against the referee's (its values of types numpy lacks, INT4),
+    the outputs themselves, within a few units of their own rounding."""
+    for name in names:
+        if name not in float64 or name not in theirs:
+            continue
+        delta, why = _differs(float64[name], theirs[name])
+        eps = float(np.finfo(theirs[name].dtype).eps) if theirs[name].dtype.kind == "f" else 0.0
+        if why or delta > UNITS * eps * _finite_max(float64[name]):
+            return Parting("", "", name, delta, UNITS * eps * _finite_max(float64[name]),
+                           why or f"|Δ| {delta:.3g} at the output, where no node between could be held against "
+                                  "each other")
+    return None
 
 
 def end_to_end_bound(float64: np.ndarray, referee: np.ndarray) -> float:
