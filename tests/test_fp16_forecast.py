@@ -12,7 +12,8 @@ from matrix.prepare.fp16_forecast import fp16_forecast
 
 def test_each_kind_of_risk_is_found_with_its_number_and_a_safe_node_is_not():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
-    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("ln", "mm", "tiny", "big", "safe")]
+    far = helper.make_tensor_value_info("far", TensorProto.FLOAT, [2])
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("ln", "mm", "tiny", "big", "safe", "scaled")]
     weights = [numpy_helper.from_array(np.ones(4, np.float32), "scale"), numpy_helper.from_array(np.zeros(4, np.float32), "bias"),
                numpy_helper.from_array(np.full((4, 1), 200, np.float32), "w"),
                numpy_helper.from_array(np.array(1e-7, np.float32), "small"), numpy_helper.from_array(np.array(7e4, np.float32), "shift")]
@@ -20,12 +21,16 @@ def test_each_kind_of_risk_is_found_with_its_number_and_a_safe_node_is_not():
              helper.make_node("MatMul", ["x", "w"], ["mm"], name="matmul"),
              helper.make_node("Mul", ["x", "small"], ["tiny"], name="shrink"),
              helper.make_node("Add", ["x", "shift"], ["big"], name="grow"),
-             helper.make_node("Relu", ["x"], ["safe"], name="relu")]
-    model = helper.make_model(helper.make_graph(nodes, "risks", [x], outs, weights), opset_imports=[helper.make_opsetid("", 17)])
+             helper.make_node("Relu", ["x"], ["safe"], name="relu"),
+             # issue 41, fourth sweep, 1: an input beyond FP16 that a node scales back into range
+             helper.make_node("Div", ["far", "shift"], ["scaled"], name="scale_down")]
+    model = helper.make_model(helper.make_graph(nodes, "risks", [x, far], outs, weights),
+                              opset_imports=[helper.make_opsetid("", 17)])
     values = np.array([[300.0, -300.0, 300.0, -300.0]], np.float32)  # x @ w cancels to 0; |x| @ |w| does not
 
-    found = {r["node"]: r for r in fp16_forecast(model, {"x": values})["risky"]}
-    assert set(found) == {"norm", "matmul", "shrink", "grow"}
+    found = {r["node"]: r for r in fp16_forecast(model, {"x": values, "far": np.array([1e6, 1.0], np.float32)})["risky"]}
+    assert set(found) == {"norm", "matmul", "shrink", "grow", "scale_down"}
+    assert "its input 'far', which no node computes, reaches 1e+06 (FP16 max 65504)" in found["scale_down"]["reasons"]
     assert found["norm"]["internal"] == (values.astype(np.float64) ** 2).sum() == 360000.0
     assert found["matmul"]["max_abs"] == 0.0 and found["matmul"]["internal"] == 4 * 300 * 200
     assert found["shrink"]["subnormal_share"] == 1.0  # 3e-5 < 6.1e-5 everywhere

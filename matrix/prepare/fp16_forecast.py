@@ -9,7 +9,9 @@ falls below FP16's smallest normal value (6.1e-05: subnormal, few significant bi
 0), or when a value it computes inside does: the sum of squares of LayerNormalization's input
 along the normalised axes, the largest partial sum |A|·|B| of a MatMul/Gemm accumulation, the
 squares behind ReduceSumSquare/ReduceL2, exp of Softmax's largest input (engines subtract the
-maximum first, so that one is a note). What this sees is these inputs' values, not every input.
+maximum first, so that one is a note), or when it reads a graph input or weight beyond FP16's range
+(the copy holds it as ±inf or ±65504 before any node computes). What this sees is these inputs'
+values, not every input.
 """
 
 from __future__ import annotations
@@ -84,18 +86,34 @@ def node_risks(node: onnx.NodeProto, inputs: list[np.ndarray], outputs: list[np.
     return {**numbers, "reasons": reasons}
 
 
+def _beyond_fp16(value: np.ndarray) -> float:
+    """The largest finite magnitude of a float value beyond FP16's range (float32's largest, the
+    stand-in for ±inf, aside), or 0."""
+    if not np.issubdtype(value.dtype, np.floating) or not value.size:
+        return 0.0
+    magnitudes = np.abs(value[np.isfinite(value)])
+    return float(magnitudes.max()) if magnitudes.size and not stand_in_only(magnitudes) and \
+        magnitudes.max() > FP16_MAX else 0.0
+
+
 class Forecast:
     """Collects the risky nodes from a float64 pass as it goes (float64_values' `each`)."""
 
     def __init__(self):
         self.risky: list[dict] = []
         self.unknown: list[str] = []
+        self.made: set[str] = set()  # what a node seen so far computed: the rest are inputs and weights
 
     def see(self, order: int, node: onnx.NodeProto, given: dict, outputs: dict | str) -> None:
         if isinstance(outputs, str):
             self.unknown.append(node_label(node, order))
             return
         found = node_risks(node, [given[n] for n in node.input if n in given], list(outputs.values()))
+        # A graph input or weight FP16 cannot hold: the copy makes it ±inf or ±65504 before any node computes.
+        found["reasons"] += [f"its input {name!r}, which no node computes, reaches {peak:.3g} (FP16 max 65504)"
+                             for name in node.input if name in given and name not in self.made
+                             and (peak := _beyond_fp16(given[name]))]
+        self.made.update(outputs)
         if [r for r in found["reasons"] if "a note" not in r]:
             self.risky.append({"node": node_label(node, order), "name": node.name, "op_type": node.op_type,
                                "order": order, **found})
