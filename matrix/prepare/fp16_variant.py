@@ -116,6 +116,11 @@ def write_fp16_variant(model: onnx.ModelProto, keep_fp32: list[str], path: Path)
         onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         path.unlink()
+        try:  # the model's own fault (an output declared of another shape than it computes), not the copy's
+            onnx.checker.check_model(model, full_check=True)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as own:
+            raise InvalidVariant(f"the model itself fails the ONNX checker's full check, which its FP16 copy must "
+                                 f"pass: {_first_line(own)}") from None
         raise InvalidVariant(f"the FP16 variant fails the ONNX checker: {_first_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - onnxruntime's refusal names the node
         if any(words in str(exc) for words in NO_KERNEL):  # a valid copy: the engine says what it lacks
