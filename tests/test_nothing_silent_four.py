@@ -153,6 +153,40 @@ def test_an_exact_zero_output_against_a_tiny_reference_passes_cosine_within_tole
     assert run_cell(tmp_path, far)["status"] == "fail"
 
 
+def test_a_rule_judges_the_floating_outputs_integers_and_booleans_still_match_exactly(tmp_path, write_matrix):
+    """Issue 41, sweep 4 #4: a rule judged boolean and integer outputs by cosine (or top-k). A real
+    onnxruntime 1.20 bug (Cast→INT32→BOOL drops the INT32 cast: keep[7] True for x 0.5) passed
+    `cosine = 0.99` (cosine 0.995); an int64 argmax one off from the expected file passed `top1`.
+    Now both fail, the argmax naming the expected file as the cause."""
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Cast", ["x"], ["i32"], to=TensorProto.INT32), n("Cast", ["i32"], ["keep"], to=TensorProto.BOOL),
+         n("Mul", ["x", "x"], ["emb"]), n("ArgMax", ["x"], ["top"], axis=1)], "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 100])],
+        [helper.make_tensor_value_info("emb", TensorProto.FLOAT, [1, 100]),
+         helper.make_tensor_value_info("keep", TensorProto.BOOL, [1, 100]),
+         helper.make_tensor_value_info("top", TensorProto.INT64, [1, 1])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    x = np.arange(1, 101, dtype=np.float32).reshape(1, 100)
+    save_arrays(tmp_path / "whole.npz", {"x": x})  # no value in (-1, 1): the bug cannot show
+    save_arrays(tmp_path / "wrong_top.npz", {"emb": x * x, "keep": x != 0, "top": np.array([[98]], np.int64)})
+    x[0, 7] = 0.5
+    save_arrays(tmp_path / "half.npz", {"x": x})
+    cases = "".join(f'[cases.{name}]\nonnx = "{tmp_path / "m.onnx"}"\ninputs = "{tmp_path / inputs}"\nprofiles = ["fp32"]\n'
+                    f"{more}[cases.{name}.accept.fp32]\n{rule}\n"
+                    for name, inputs, more, rule in [
+                        ("keepmask", "half.npz", "", "cosine = 0.99"),
+                        ("argmax", "whole.npz", f'expected = "{tmp_path / "wrong_top.npz"}"\n', "top1 = 1.0")])
+    done = trtmatrix("run", "-c", str(write_matrix(PROFILES + cases, environments=("ort-1.20",), cases_dir=tmp_path)))
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case")
+    keep, top = cells.loc["keepmask"], cells.loc["argmax"]
+    assert (keep["status"], keep["worst_slice"]) == ("fail", "keep: 1 of 100 elements differ (compared exactly)")
+    assert keep["rule"] == "cosine ≥ 0.99 (keep, top compared exactly: integers and booleans)"
+    assert top["status"] == "fail" and top["worst_slice"] == "top: 1 of 1 elements differ (compared exactly)"
+    assert top["error"].startswith("the expected file is the cause, not the engine"), top["error"]
+
+
 # --- wrong verdicts 6: tolerances that cannot fail are refused ---------------------------------------
 
 @pytest.mark.parametrize("key", ["atol", "rtol"])
