@@ -826,7 +826,9 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     """Issue 41, second sweep, finding 25: with the shipped registry (cases_dir: trtmatrix's cases/,
     as README says for one's own model), a Pad → MaxPool model's failures against a wrong expected
     file (the engine right) and a NaN (nothing like the fusion's symptom) became `xfail`
-    ort-pad-maxpool-fusion-zero-padding, hidden from --strict."""
+    ort-pad-maxpool-fusion-zero-padding, hidden from --strict. Sweep 4 #5: an entry's `case` is the
+    case file beside the registry: a user's ONNX-file case that only shares its name
+    (`ort_pad_maxpool_fusion`, failing against its expected file) was `xfail` by name."""
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -853,17 +855,19 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
             '[profiles.drift]\nprecision = "fp32"\ninject = "drift"\n'
             f'[cases.padpool]\nonnx = "{model}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32", "nan"]\n'
             f'[cases.branches]\nonnx = "{branches}"\ninputs = "{tmp_path / "both.npz"}"\nprofiles = ["drift"]\n'
-            f'[cases.offfile]\nonnx = "{model}"\ninputs = "{tmp_path / "positive.npz"}"\n'
+            f'[cases.ort_pad_maxpool_fusion]\nonnx = "{model}"\ninputs = "{tmp_path / "positive.npz"}"\n'
             f'expected = "{tmp_path / "off.npz"}"\nprofiles = ["fp32"]\n')
     config = write_matrix(body, environments=("ort-1.20",))  # cases_dir: the repository's cases/, its registry
     done = trtmatrix("run", "-c", str(config), "--strict")
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("row_id")
     assert (cells.loc["padpool/fp32", "status"], cells.loc["padpool/fp32", "known_issue"]) == \
         ("xfail", "ort-pad-maxpool-fusion-zero-padding")  # onnxruntime 1.20.1 fuses the Pad and drops its 0
-    assert cells.loc["padpool/nan", "status"] == "fail" and cells.loc["offfile/fp32", "status"] == "fail"
+    offfile = cells.loc["ort_pad_maxpool_fusion/fp32"]  # named like the shipped case, not it (sweep 4 #5)
+    assert cells.loc["padpool/nan", "status"] == "fail" and offfile["status"] == "fail"
     assert cells.loc["branches/drift", "status"] == "fail", cells.loc["branches/drift", "outputs"]
     assert json.loads(cells.loc["branches/drift", "faults"]) == {"ort-pad-maxpool-fusion-zero-padding": ["y"]}
-    assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "offfile/fp32", "branches/drift"))
+    assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "ort_pad_maxpool_fusion/fp32",
+                                                                        "branches/drift"))
 
 
 def _loop_model(path: Path) -> Path:

@@ -21,6 +21,7 @@ from pydantic import field_validator, model_validator
 
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
 from ..statuses import EXPECTED_CAUSE
+from .case_files import declared_cases
 from .fault_patterns import FaultPattern
 
 REGISTRY = "known_issues.toml"
@@ -213,6 +214,22 @@ def load_registry(path: Path) -> tuple[KnownIssue, ...]:
     if not (path.exists() or path.is_symlink()):  # none; anything else there is read, or refused in one line
         return ()
     return validate(Registry, read_toml(path), path).issue
+
+
+def matrix_registry(config_path: Path, config: MatrixConfig,
+                    issues: tuple[KnownIssue, ...] | None = None) -> tuple[KnownIssue, ...]:
+    """The registry's entries (`issues`, default: read from registry_path) as they apply to this
+    matrix file's rows. An entry's `case` that a case file beside the registry declares is that
+    case file's case: where the matrix's case of that name is its own ONNX file or a suite, it is
+    another model that only shares the name, and the entry names none of its rows (its `fault`
+    still matches a model holding the pattern)."""
+    path = registry_path(config_path, config)
+    issues = load_registry(path) if issues is None else issues
+    named = {issue.case for issue in issues} & {name for name, entry in config.cases.items()
+                                                  if entry.onnx or entry.is_suite}
+    kept = named & set(declared_cases(path.parent)[0]) if named else set()
+    return tuple(issue.model_copy(update={"case": None, "profiles": (), "params": {}}) if issue.case in kept
+                 else issue for issue in issues)
 
 
 def known_status(row, issues: tuple[KnownIssue, ...]) -> tuple[str, KnownIssue | None]:
