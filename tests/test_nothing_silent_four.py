@@ -826,7 +826,8 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     """Issue 41, second sweep, finding 25: with the shipped registry (cases_dir: trtmatrix's cases/,
     as README says for one's own model), a Pad → MaxPool model's failures against a wrong expected
     file (the engine right) and a NaN (nothing like the fusion's symptom) became `xfail`
-    ort-pad-maxpool-fusion-zero-padding, hidden from --strict. Sweep 4 #5: an entry's `case` is the
+    ort-pad-maxpool-fusion-zero-padding, hidden from --strict; sweep 4 #6: also a failing output that
+    depends on the pattern only through Shape (the reach stops at Shape and Size). Sweep 4 #5: an entry's `case` is the
     case file beside the registry: a user's ONNX-file case that only shares its name
     (`ort_pad_maxpool_fusion`, failing against its expected file) was `xfail` by name."""
     from onnx import TensorProto, helper
@@ -839,16 +840,19 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
         [onnx.numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")])
     model = tmp_path / "padpool.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), model)
-    # third sweep, 15: beside the pattern, a branch it does not reach (l = Log(d)), which fails too
-    graph.node.append(helper.make_node("Log", ["d"], ["l"], name="log"))
-    graph.input.append(helper.make_tensor_value_info("d", TensorProto.FLOAT, [3]))
-    graph.output.append(helper.make_tensor_value_info("l", TensorProto.FLOAT, [3]))
+    # third sweep, 15: beside the pattern, a branch it does not reach (l = Log(d)), which fails too;
+    # sweep 4 #6: l takes y's shape (Reshape to Shape(y)), never its values: still not the fault's
+    graph.node.extend([helper.make_node("Log", ["d"], ["logs"], name="log"),
+                       helper.make_node("Shape", ["y"], ["shape"], name="shape"),
+                       helper.make_node("Reshape", ["logs", "shape"], ["l"], name="reshape")])
+    graph.input.append(helper.make_tensor_value_info("d", TensorProto.FLOAT, [9]))
+    graph.output.append(helper.make_tensor_value_info("l", TensorProto.FLOAT, [1, 1, 3, 3]))
     branches = tmp_path / "branches.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), branches)
     x = -np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)  # negative: a border window's max is the pad's 0
     np.savez(tmp_path / "in.npz", x=x)
     np.savez(tmp_path / "positive.npz", x=-x)  # positive: the fusion changes nothing, the engine is right
-    np.savez(tmp_path / "both.npz", x=x, d=np.array([1, 2, 3], np.float32))
+    np.savez(tmp_path / "both.npz", x=x, d=np.arange(1, 10, dtype=np.float32))
     right = np.pad(-x, ((0, 0), (0, 0), (1, 1), (1, 1))).reshape(1, 1, 3, 2, 3, 2).max(axis=(3, 5))
     np.savez(tmp_path / "off.npz", y=right + np.eye(3)[None, None] * 5)  # a user's file off by 5
     body = (PROFILES + '[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'

@@ -174,11 +174,18 @@ def _fault_reach(text) -> dict[str, list[str] | None]:
     return found if isinstance(found, dict) else dict.fromkeys(found)
 
 
+# Ops whose outputs say a tensor's shape (or element count), never its values: a wrong value
+# computed before them (a fault's) cannot change what they give.
+SHAPE_ONLY = {"Shape", "Size"}
+
+
 def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[str]:
-    """The graph outputs computed from any of `nodes`' outputs."""
+    """The graph outputs computed from the values of any of `nodes`' outputs (the reach stops at
+    SHAPE_ONLY ops: an output that depends on the pattern only through a Shape is not its)."""
     tainted = {name for node in nodes for name in node.output}
     for node in model.graph.node:  # in topological order
-        if tainted.intersection(_reads(node)):
+        shape_only = node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx")
+        if not shape_only and tainted.intersection(_reads(node)):
             tainted.update(node.output)
     return [o.name for o in model.graph.output if o.name in tainted]
 
