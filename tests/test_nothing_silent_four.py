@@ -874,6 +874,53 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
                                                                         "branches/drift"))
 
 
+# A user's fault pattern no model can hold, the key it names and why (sweep 4 #19).
+NEVER = [('op = "maxpool"', "op", "'maxpool' is no op of the ONNX domain (did you mean 'MaxPool'?)"),
+         ('op = "NoSuchOp"', "op", "'NoSuchOp' is no op of the ONNX domain"),
+         ('op = "MaxPool", opset = ">=99"', "opset", f"'>=99': MaxPool is in opsets 1 to {onnx.defs.onnx_opset_version()} "
+                                                     f"(onnx {onnx.__version__}): no model holds it there"),
+         ('op = "MaxPool", attributes = { nosuch = 1 }', "attributes.nosuch", "MaxPool has no attribute 'nosuch' (it has "
+                                                                              "auto_pad, ceil_mode, dilations, kernel_shape, pads, storage_order, strides)"),
+         ('op = "MaxPool", attributes = { kernel_shape = "3x3" }', "attributes.kernel_shape",
+          "'3x3' can never be the value of MaxPool's kernel_shape, an attribute of type INTS"),
+         ('op = "MaxPool", absent = ["nosuch_input"]', "absent", "MaxPool has no input 'nosuch_input' (its inputs: X)"),
+         ('op = "Clip", absent = ["input"]', "absent", "'input' is a required input of Clip: it is never absent"),
+         ('op = "MaxPool", after = "pad"', "after", "'pad' is no ONNX op (did you mean 'Pad'?)")]
+
+
+def test_a_fault_pattern_no_model_can_hold_is_refused_when_the_plan_is_built(tmp_path, write_matrix):
+    """Issue 41, sweep 4 #19: a user's registry whose `fault` can never match (`op = "maxpool"`,
+    `dtype = "fp16"`, `opset = ">=99"`, an attribute or input the op lacks) was accepted without a word.
+    One `plan` for the exit and the line; the other entries through the registry's own reader. A
+    domain onnx does not define (onnxruntime's com.microsoft) is not checked; a text attribute matches."""
+    from matrix.config import ConfigError
+    from matrix.sources.fault_patterns import FaultPattern
+    from matrix.sources.known_issues import load_registry
+
+    model, inputs = make_tiny_model(tmp_path)
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    registry = cases / "known_issues.toml"
+    entry = ('[[issue]]\nid = "mine"\ntitle = "t"\nfault = {{ {} }}\nengine = "onnxruntime"\nversions = ">=1.0"\n'
+             'source = "s"\n')
+    registry.write_text(entry.format('op = "MaxPool", dtype = "fp16"'))
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,), cases_dir=cases)
+    assert refused("plan", "-c", str(config)).startswith(
+        f"error: {registry}: issue.0.fault.dtype: 'fp16' is no element type (one of bfloat16, bool, ")
+    for fault, key, why in NEVER:
+        registry.write_text(entry.format(fault))
+        with pytest.raises(ConfigError) as refusal:
+            load_registry(registry)
+        assert str(refusal.value) == f"{registry}: issue.0.fault.{key}: {why}"
+    registry.write_text(entry.format('op = "FusedConv", domain = "com.microsoft"'))
+    assert load_registry(registry)[0].fault.op == "FusedConv"
+    pool = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2])], "g",
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3])])
+    held = helper.make_model(pool, opset_imports=[helper.make_opsetid("", 13)])
+    assert FaultPattern(op="MaxPool", attributes={"auto_pad": "NOTSET"}).nodes_in(held)  # onnx gives b"NOTSET"
+
+
 def _loop_model(path: Path) -> Path:
     """y = x + n (n iterations of +1): its float64 reference iterates as often as the input n says."""
     from onnx import TensorProto, helper
