@@ -82,17 +82,23 @@ def fault_problem(pattern) -> tuple[str, str] | None:
     if not opsets:
         return "opset", (f"{pattern.opset!r}: {pattern.op} is in opsets {first} to {top} (onnx {onnx.__version__}): "
                          "no model holds it there")
-    live = {max((s for s in versions if s.since_version <= v), key=lambda s: s.since_version) for v in opsets}
-    attributes = {name: a.type for s in live for name, a in s.attributes.items()}
+    # the op's versions a model of those opsets runs (each from its since_version to the next's), oldest first
+    ends = [s.since_version for s in versions[1:]] + [top + 1]
+    live = [s for s, end in zip(versions, ends) if any(s.since_version <= v < end for v in opsets)]
+    attributes: dict[str, set] = {}  # {name: its types over the op's versions} (Cast-1's `to` was text)
+    for schema in live:
+        for name, attribute in schema.attributes.items():
+            attributes.setdefault(name, set()).add(attribute.type)
     for key, names in (("attributes", list(pattern.attributes)), ("nonzero", list(pattern.nonzero))):
         for name in names:
             if name not in attributes:
                 return f"{key}.{name}" if key == "attributes" else key, \
                     f"{pattern.op} has no attribute {name!r} (it has {', '.join(sorted(attributes)) or 'none'})"
     for name, value in pattern.attributes.items():
-        if not _value_fits(value, attributes[name]):
+        if not any(_value_fits(value, kind) for kind in attributes[name]):
+            kinds = " or ".join(sorted(kind.name for kind in attributes[name]))
             return f"attributes.{name}", (f"{value!r} can never be the value of {pattern.op}'s {name}, "
-                                          f"an attribute of type {attributes[name].name}")
+                                          f"an attribute of type {kinds}")
     inputs = {}
     for schema in live:
         for formal in schema.inputs:
