@@ -17,6 +17,12 @@ import numpy as np
 from .config import Acceptance
 
 
+def exact_kind(array: np.ndarray) -> bool:
+    """Integers and booleans (indices, counts, masks) are compared exactly: no tolerance and no rule
+    makes an argmax off by one, or a flipped mask element, right."""
+    return np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_
+
+
 def judged_positions(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
     """Where an output of `shape` is judged (True) under the mask, or None: all of it."""
     if mask is None or len(shape) < mask.ndim or tuple(shape[:mask.ndim]) != mask.shape:
@@ -151,17 +157,28 @@ def _slice_cosine(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) ->
     return value, f"cosine {cosine_text(value)}"
 
 
+def _differing(runs: list[dict[str, np.ndarray]], name: str, ref: np.ndarray, kept: np.ndarray | None) -> int:
+    """How many judged elements of an exact (integer or boolean) output differ, in the worst run."""
+    keep = np.ones(ref.shape, bool) if kept is None else kept
+    return max(int((outputs[name] != ref)[keep].sum()) for outputs in runs)
+
+
 def judge_slices(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], mask: np.ndarray | None,
-                 accept: Acceptance, atol: float, rtol: float) -> tuple[Worst, Worst, set[str]]:
-    """(worst cosine, worst top-k agreement) of the rule's measures, each with where it was, and
-    the outputs top-k cannot fail on (not judged by it). Slices the mask leaves empty are not
-    judged; atol/rtol judge the slices that have no direction (_slice_cosine)."""
-    cosines, agreement, vacuous = Worst(), Worst(), set()
+                 accept: Acceptance, atol: float, rtol: float) -> tuple[Worst, Worst, set[str], dict[str, int]]:
+    """(worst cosine, worst top-k agreement) of the rule's measures, each with where it was, the
+    outputs top-k cannot fail on (not judged by it), and {exact output: elements that differ}: the
+    rule judges the floating outputs; integer and boolean ones are compared exactly (exact_kind).
+    Slices the mask leaves empty are not judged; atol/rtol judge the slices that have no direction
+    (_slice_cosine)."""
+    cosines, agreement, vacuous, exact = Worst(), Worst(), set(), {}
     for name, ref in reference.items():
         real_valued(name, ref)
         if accept.axis is not None and accept.axis >= ref.ndim:
             raise ValueError(f"the rule's axis {accept.axis} is not an axis of output {name!r} (shape {ref.shape})")
         kept = judged_positions(mask, ref.shape)
+        if any(exact_kind(outputs[name]) for outputs in runs):
+            exact[name] = _differing(runs, name, ref, kept)
+            continue
         for outputs in runs:
             slices = _slices(real_valued(name, outputs[name]), ref, kept, accept.axis)
             if accept.cosine is not None:
@@ -179,7 +196,7 @@ def judge_slices(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
                 agreement.offer(sum(agree) / len(agree) if agree else 1.0,
                                 f"{_where(accept, wrong, ref, name)}: top{accept.topk} disagrees"
                                 if wrong is not None and accept.axis is not None else None)
-    return cosines, agreement, vacuous
+    return cosines, agreement, vacuous, exact
 
 
 def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndarray], accept: Acceptance,
@@ -187,18 +204,23 @@ def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.nda
     """The verdict of an acceptance rule over every output, run (and slice) and the record fields
     it sets: the rule, the worst cosine and top-k agreement it measured, and where the failing
     (else the worst) measure was."""
-    cosines, agreement, vacuous = judge_slices(runs, reference, mask, accept, atol, rtol)
+    cosines, agreement, vacuous, exact = judge_slices(runs, reference, mask, accept, atol, rtol)
     rule = accept.text()
     if vacuous:  # top-k over k or fewer items: no condition; a rule of nothing else cannot fail
-        if accept.cosine is None and agreement.value is None:
+        if accept.cosine is None and agreement.value is None and not exact:
             raise ValueError(f"topk = {accept.topk} covers every item of output {sorted(vacuous)[0]!r} (at most "
                              f"{accept.topk} per row): the rule cannot fail")
         items = f"{accept.topk} item{'s' * (accept.topk != 1)}"
         rule += f" (top{accept.topk} not applied to {', '.join(sorted(vacuous))}: {items} per row or fewer)"
-    cosine_holds = accept.cosine is None or cosines.value >= accept.cosine  # an undefined (NaN) cosine never holds
+    if exact:
+        rule += f" ({', '.join(exact)} compared exactly: integers and booleans)"
+    differ = [f"{name}: {n} of {reference[name].size} elements differ (compared exactly)"
+              for name, n in exact.items() if n]
+    # An undefined (NaN) cosine never holds; none at all (only exact outputs) leaves it to them.
+    cosine_holds = accept.cosine is None or cosines.value is None or cosines.value >= accept.cosine
     top1_holds = accept.top1 is None or agreement.value is None or agreement.value >= accept.top1
     where = agreement.where if cosine_holds and not top1_holds else cosines.where or agreement.where
-    fields = {"rule": rule, "top1": agreement.value, "worst_slice": where}
-    if accept.cosine is not None:
+    fields = {"rule": rule, "top1": agreement.value, "worst_slice": differ[0] if differ else where}
+    if cosines.value is not None:
         fields["cosine"] = cosines.value
-    return ("pass" if cosine_holds and top1_holds else "fail"), fields
+    return ("pass" if cosine_holds and top1_holds and not differ else "fail"), fields

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .acceptance import cosine, judge_by_rule, judged_positions
+from .acceptance import cosine, exact_kind, judge_by_rule, judged_positions
 from .config import Acceptance
 from .worker.files import REPEATS
 
@@ -104,10 +104,6 @@ def _nonfinite_found(out: np.ndarray, ref: np.ndarray, missed: np.ndarray, dtype
     return "; ".join(parts) or None
 
 
-def _integers(actual: np.ndarray, reference: np.ndarray) -> bool:
-    return all(np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_ for a in (actual, reference))
-
-
 def _compare_integers(name: str, shape: tuple[int, ...], out: np.ndarray, ref: np.ndarray, left_out: int) -> OutputMetrics:
     """Integers (indices, counts, masks) match exactly, as integers: through float64, 2**62 + 1
     and 2**62 would be equal. Differences are taken as Python integers, so none overflows."""
@@ -158,9 +154,9 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
         actual, reference = actual[kept], reference[kept]
     if np.iscomplexobj(actual) or np.iscomplexobj(reference):
         actual, reference = _parts(actual), _parts(reference)
-    if _integers(actual, reference):
+    if exact_kind(actual) and exact_kind(reference):
         return _compare_integers(name, shape, actual.ravel(), reference.ravel(), left_out)
-    if np.issubdtype(actual.dtype, np.integer) or actual.dtype == np.bool_:  # a float file for an integer output:
+    if exact_kind(actual):  # a float file for an integer output:
         atol, rtol = 0.0, 0.0  # the output is still exact (an index off by one is wrong, whatever the tolerance)
     out = actual.astype(np.float64).ravel()
     ref = reference.astype(np.float64).ravel()
@@ -295,7 +291,8 @@ def compare_files(outputs: Path, reference: Path, atol: float, rtol: float, acce
                   repeats: Path | None = None, mask: np.ndarray | None = None) -> tuple[str, dict]:
     """Verdict and record fields (worst metrics, drift, per-output metrics as JSON) from stored
     .npz files: the same judgement after a run and when `trtmatrix report` re-judges a stored one.
-    With an acceptance rule the rule gives the verdict; atol/rtol still give the metrics.
+    With an acceptance rule the rule gives the verdict on the floating outputs, integers and booleans
+    still match exactly (acceptance.judge_slices); atol/rtol still give the metrics.
     `repeats`: the later runs that differed (default: the worker's file beside `outputs`).
     `mask`: the case's mask input, whose zeros are left out of judging."""
     first, later = load_runs(outputs, repeats or outputs.with_name(REPEATS))

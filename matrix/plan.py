@@ -19,7 +19,7 @@ from .prepare.fingerprint import (EXPORT_TOOLS, external_data_files, option_file
                                   tool_versions, variant_key)
 from .sources import CaseSpec, Params, case_specs, check_known_issue_params, check_known_issues
 from .sources.case_files import local_modules
-from .sources.known_issues import KnownIssue, load_registry, registry_path
+from .sources.known_issues import KnownIssue, load_registry, matrix_registry, registry_path
 from .store.cache import cache_folder
 from .store.hashing import hash_files, hash_json
 
@@ -244,5 +244,6 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
     known_issues = load_registry(registry)
     check_known_issues(known_issues, config, config_path)
     check_known_issue_params(known_issues, cases, registry)
+    known_issues = matrix_registry(config_path, config, known_issues)
     used = {cell.env for cell in cells}  # --env, --case, --cell: only what the cells run in
     return Plan(config, config_path, cases, {n: e for n, e in envs.items() if n in used}, cells, known_issues)

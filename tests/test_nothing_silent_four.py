@@ -153,6 +153,40 @@ def test_an_exact_zero_output_against_a_tiny_reference_passes_cosine_within_tole
     assert run_cell(tmp_path, far)["status"] == "fail"
 
 
+def test_a_rule_judges_the_floating_outputs_integers_and_booleans_still_match_exactly(tmp_path, write_matrix):
+    """Issue 41, sweep 4 #4: a rule judged boolean and integer outputs by cosine (or top-k). A real
+    onnxruntime 1.20 bug (Cast→INT32→BOOL drops the INT32 cast: keep[7] True for x 0.5) passed
+    `cosine = 0.99` (cosine 0.995); an int64 argmax one off from the expected file passed `top1`.
+    Now both fail, the argmax naming the expected file as the cause."""
+    n = helper.make_node
+    graph = helper.make_graph(
+        [n("Cast", ["x"], ["i32"], to=TensorProto.INT32), n("Cast", ["i32"], ["keep"], to=TensorProto.BOOL),
+         n("Mul", ["x", "x"], ["emb"]), n("ArgMax", ["x"], ["top"], axis=1)], "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 100])],
+        [helper.make_tensor_value_info("emb", TensorProto.FLOAT, [1, 100]),
+         helper.make_tensor_value_info("keep", TensorProto.BOOL, [1, 100]),
+         helper.make_tensor_value_info("top", TensorProto.INT64, [1, 1])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    x = np.arange(1, 101, dtype=np.float32).reshape(1, 100)
+    save_arrays(tmp_path / "whole.npz", {"x": x})  # no value in (-1, 1): the bug cannot show
+    save_arrays(tmp_path / "wrong_top.npz", {"emb": x * x, "keep": x != 0, "top": np.array([[98]], np.int64)})
+    x[0, 7] = 0.5
+    save_arrays(tmp_path / "half.npz", {"x": x})
+    cases = "".join(f'[cases.{name}]\nonnx = "{tmp_path / "m.onnx"}"\ninputs = "{tmp_path / inputs}"\nprofiles = ["fp32"]\n'
+                    f"{more}[cases.{name}.accept.fp32]\n{rule}\n"
+                    for name, inputs, more, rule in [
+                        ("keepmask", "half.npz", "", "cosine = 0.99"),
+                        ("argmax", "whole.npz", f'expected = "{tmp_path / "wrong_top.npz"}"\n', "top1 = 1.0")])
+    done = trtmatrix("run", "-c", str(write_matrix(PROFILES + cases, environments=("ort-1.20",), cases_dir=tmp_path)))
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case")
+    keep, top = cells.loc["keepmask"], cells.loc["argmax"]
+    assert (keep["status"], keep["worst_slice"]) == ("fail", "keep: 1 of 100 elements differ (compared exactly)")
+    assert keep["rule"] == "cosine ≥ 0.99 (keep, top compared exactly: integers and booleans)"
+    assert top["status"] == "fail" and top["worst_slice"] == "top: 1 of 1 elements differ (compared exactly)"
+    assert top["error"].startswith("the expected file is the cause, not the engine"), top["error"]
+
+
 # --- wrong verdicts 6: tolerances that cannot fail are refused ---------------------------------------
 
 @pytest.mark.parametrize("key", ["atol", "rtol"])
@@ -792,7 +826,10 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     """Issue 41, second sweep, finding 25: with the shipped registry (cases_dir: trtmatrix's cases/,
     as README says for one's own model), a Pad → MaxPool model's failures against a wrong expected
     file (the engine right) and a NaN (nothing like the fusion's symptom) became `xfail`
-    ort-pad-maxpool-fusion-zero-padding, hidden from --strict."""
+    ort-pad-maxpool-fusion-zero-padding, hidden from --strict; sweep 4 #6: also a failing output that
+    depends on the pattern only through Shape (the reach stops at Shape and Size). Sweep 4 #5: an entry's `case` is the
+    case file beside the registry: a user's ONNX-file case that only shares its name
+    (`ort_pad_maxpool_fusion`, failing against its expected file) was `xfail` by name."""
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -803,33 +840,85 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
         [onnx.numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")])
     model = tmp_path / "padpool.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), model)
-    # third sweep, 15: beside the pattern, a branch it does not reach (l = Log(d)), which fails too
-    graph.node.append(helper.make_node("Log", ["d"], ["l"], name="log"))
-    graph.input.append(helper.make_tensor_value_info("d", TensorProto.FLOAT, [3]))
-    graph.output.append(helper.make_tensor_value_info("l", TensorProto.FLOAT, [3]))
+    # third sweep, 15: beside the pattern, a branch it does not reach (l = Log(d)), which fails too;
+    # sweep 4 #6: l takes y's shape (Reshape to Shape(y)), never its values: still not the fault's
+    graph.node.extend([helper.make_node("Log", ["d"], ["logs"], name="log"),
+                       helper.make_node("Shape", ["y"], ["shape"], name="shape"),
+                       helper.make_node("Reshape", ["logs", "shape"], ["l"], name="reshape")])
+    graph.input.append(helper.make_tensor_value_info("d", TensorProto.FLOAT, [9]))
+    graph.output.append(helper.make_tensor_value_info("l", TensorProto.FLOAT, [1, 1, 3, 3]))
     branches = tmp_path / "branches.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), branches)
     x = -np.arange(1, 17, dtype=np.float32).reshape(1, 1, 4, 4)  # negative: a border window's max is the pad's 0
     np.savez(tmp_path / "in.npz", x=x)
     np.savez(tmp_path / "positive.npz", x=-x)  # positive: the fusion changes nothing, the engine is right
-    np.savez(tmp_path / "both.npz", x=x, d=np.array([1, 2, 3], np.float32))
+    np.savez(tmp_path / "both.npz", x=x, d=np.arange(1, 10, dtype=np.float32))
     right = np.pad(-x, ((0, 0), (0, 0), (1, 1), (1, 1))).reshape(1, 1, 3, 2, 3, 2).max(axis=(3, 5))
     np.savez(tmp_path / "off.npz", y=right + np.eye(3)[None, None] * 5)  # a user's file off by 5
     body = (PROFILES + '[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'
             '[profiles.drift]\nprecision = "fp32"\ninject = "drift"\n'
             f'[cases.padpool]\nonnx = "{model}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32", "nan"]\n'
             f'[cases.branches]\nonnx = "{branches}"\ninputs = "{tmp_path / "both.npz"}"\nprofiles = ["drift"]\n'
-            f'[cases.offfile]\nonnx = "{model}"\ninputs = "{tmp_path / "positive.npz"}"\n'
+            f'[cases.ort_pad_maxpool_fusion]\nonnx = "{model}"\ninputs = "{tmp_path / "positive.npz"}"\n'
             f'expected = "{tmp_path / "off.npz"}"\nprofiles = ["fp32"]\n')
     config = write_matrix(body, environments=("ort-1.20",))  # cases_dir: the repository's cases/, its registry
     done = trtmatrix("run", "-c", str(config), "--strict")
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("row_id")
     assert (cells.loc["padpool/fp32", "status"], cells.loc["padpool/fp32", "known_issue"]) == \
         ("xfail", "ort-pad-maxpool-fusion-zero-padding")  # onnxruntime 1.20.1 fuses the Pad and drops its 0
-    assert cells.loc["padpool/nan", "status"] == "fail" and cells.loc["offfile/fp32", "status"] == "fail"
+    offfile = cells.loc["ort_pad_maxpool_fusion/fp32"]  # named like the shipped case, not it (sweep 4 #5)
+    assert cells.loc["padpool/nan", "status"] == "fail" and offfile["status"] == "fail"
     assert cells.loc["branches/drift", "status"] == "fail", cells.loc["branches/drift", "outputs"]
     assert json.loads(cells.loc["branches/drift", "faults"]) == {"ort-pad-maxpool-fusion-zero-padding": ["y"]}
-    assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "offfile/fp32", "branches/drift"))
+    assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "ort_pad_maxpool_fusion/fp32",
+                                                                        "branches/drift"))
+
+
+# A user's fault pattern no model can hold, the key it names and why (sweep 4 #19).
+NEVER = [('op = "maxpool"', "op", "'maxpool' is no op of the ONNX domain (did you mean 'MaxPool'?)"),
+         ('op = "NoSuchOp"', "op", "'NoSuchOp' is no op of the ONNX domain"),
+         ('op = "MaxPool", opset = ">=99"', "opset", f"'>=99': MaxPool is in opsets 1 to {onnx.defs.onnx_opset_version()} "
+                                                     f"(onnx {onnx.__version__}): no model holds it there"),
+         ('op = "MaxPool", attributes = { nosuch = 1 }', "attributes.nosuch", "MaxPool has no attribute 'nosuch' (it has "
+                                                                              "auto_pad, ceil_mode, dilations, kernel_shape, pads, storage_order, strides)"),
+         ('op = "MaxPool", attributes = { kernel_shape = "3x3" }', "attributes.kernel_shape",
+          "'3x3' can never be the value of MaxPool's kernel_shape, an attribute of type INTS"),
+         ('op = "MaxPool", absent = ["nosuch_input"]', "absent", "MaxPool has no input 'nosuch_input' (its inputs: X)"),
+         ('op = "Clip", absent = ["input"]', "absent", "'input' is a required input of Clip: it is never absent"),
+         ('op = "MaxPool", after = "pad"', "after", "'pad' is no ONNX op (did you mean 'Pad'?)")]
+
+
+def test_a_fault_pattern_no_model_can_hold_is_refused_when_the_plan_is_built(tmp_path, write_matrix):
+    """Issue 41, sweep 4 #19: a user's registry whose `fault` can never match (`op = "maxpool"`,
+    `dtype = "fp16"`, `opset = ">=99"`, an attribute or input the op lacks) was accepted without a word.
+    One `plan` for the exit and the line; the other entries through the registry's own reader. A
+    domain onnx does not define (onnxruntime's com.microsoft) is not checked; a text attribute matches."""
+    from matrix.config import ConfigError
+    from matrix.sources.fault_patterns import FaultPattern
+    from matrix.sources.known_issues import load_registry
+
+    model, inputs = make_tiny_model(tmp_path)
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    registry = cases / "known_issues.toml"
+    entry = ('[[issue]]\nid = "mine"\ntitle = "t"\nfault = {{ {} }}\nengine = "onnxruntime"\nversions = ">=1.0"\n'
+             'source = "s"\n')
+    registry.write_text(entry.format('op = "MaxPool", dtype = "fp16"'))
+    config = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,), cases_dir=cases)
+    assert refused("plan", "-c", str(config)).startswith(
+        f"error: {registry}: issue.0.fault.dtype: 'fp16' is no element type (one of bfloat16, bool, ")
+    for fault, key, why in NEVER:
+        registry.write_text(entry.format(fault))
+        with pytest.raises(ConfigError) as refusal:
+            load_registry(registry)
+        assert str(refusal.value) == f"{registry}: issue.0.fault.{key}: {why}"
+    registry.write_text(entry.format('op = "FusedConv", domain = "com.microsoft"'))
+    assert load_registry(registry)[0].fault.op == "FusedConv"
+    pool = helper.make_graph([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2])], "g",
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 3])])
+    held = helper.make_model(pool, opset_imports=[helper.make_opsetid("", 13)])
+    assert FaultPattern(op="MaxPool", attributes={"auto_pad": "NOTSET"}).nodes_in(held)  # onnx gives b"NOTSET"
 
 
 def _loop_model(path: Path) -> Path:

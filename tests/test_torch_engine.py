@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from conftest import BF16, REPO, make_tiny_model, matrix_file
+from matrix.prepare.forward_inputs import bound_by_name
 from matrix.store import list_runs, read_run
 from matrix.store.cache import result_dir
 from matrix.worker.files import RESULT
@@ -125,6 +126,16 @@ def sign_gate():
 @case(export=Export(opset=17))
 def unpicklable():
     return Unpicklable(), {"x": torch.randn(4, 8)}
+
+
+class Sub(nn.Module):
+    def forward(self, a, b):
+        return a - 2 * b
+
+
+@case(export=Export(opset=17))
+def swapped():
+    return Sub(), {"b": torch.ones(3), "a": torch.zeros(3)}
 """
 
 
@@ -133,11 +144,14 @@ def test_the_cell_runs_the_module_itself_where_no_program_can_be_traced(tmp_path
     prepare time (one traced on the CPU failed on CUDA where the module runs). A module torch.export
     refuses (control flow on a value) runs and passes; its class, defined in the case file, is
     imported by path in the worker. A module that cannot be saved for the engine is an error that
-    says why, and its ONNX cells still run."""
+    says why, and its ONNX cells still run. Issue 41, sweep 4 #20: an inputs dict in another order
+    than forward()'s parameters ({"b": ones, "a": zeros} for forward(a, b)) was bound in the dict's
+    order, forward(a=ones, b=zeros) under the names b, a: its names now bind (reference a - 2b = -2)."""
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "own.py").write_text(OWN_CASES)
-    body = '[profiles.fp32]\nprecision = "fp32"\n[cases.sign_gate]\nprofiles = ["fp32"]\n[cases.unpicklable]\nprofiles = ["fp32"]\n'
+    body = ('[profiles.fp32]\nprecision = "fp32"\n[cases.sign_gate]\nprofiles = ["fp32"]\n[cases.unpicklable]\nprofiles = ["fp32"]\n'
+            '[cases.swapped]\nprofiles = ["fp32"]\n')
     config = matrix_file(tmp_path, cache_dir, body, environments=("torch-host-cpu", "ort-host"), cases_dir=cases,
                          images_dir=_images_with_ort_host(tmp_path))
     done = cli("run", "-c", str(config))
@@ -153,6 +167,19 @@ def test_the_cell_runs_the_module_itself_where_no_program_can_be_traced(tmp_path
     assert bad["status"] == "error" and "could not be saved for the torch engine" in bad["error"], bad["error"]
     assert "pickle" in bad["error"]
     assert cells.loc[("unpicklable", "ort-host"), "status"] == "pass"
+    swapped = cells.loc["swapped"]
+    assert list(swapped["status"]) == ["pass", "pass"], list(swapped["error"])
+    artifacts = cache_dir / "artifacts" / swapped["artifact"].iloc[0]
+    with np.load(artifacts / "inputs.npz") as inputs, np.load(artifacts / "reference.npz") as reference:
+        assert list(inputs) == ["a", "b"] and list(inputs["a"]) == [0, 0, 0]
+        assert [list(r) for r in reference.values()] == [[-2, -2, -2]]
+
+    class Sub(torch.nn.Module):
+        def forward(self, a, b):
+            return a - 2 * b
+
+    with pytest.raises(ValueError, match=r"forward\(a, b\) in the dict's order: input 'b' would be forward\(\)'s 'a'"):
+        bound_by_name(Sub(), {"b": 1, "c": 2})  # a parameter's name that would land on another
 
 
 def test_an_onnx_file_case_has_no_module_for_the_torch_engine(tmp_path, cache_dir):

@@ -169,11 +169,11 @@ def _run_dir(config: Path | None, run_ref: str | None) -> Path:
 def _registry(config: Path | None) -> dict:
     """{id: known issue} of the matrix file's registry (none without a matrix file)."""
     from ..config import load_config
-    from ..sources.known_issues import load_registry, registry_path
+    from ..sources.known_issues import matrix_registry
 
     if (config := _matrix_file(config)) is None:
         return {}
-    return {issue.id: issue for issue in load_registry(registry_path(config, load_config(config)))}
+    return {issue.id: issue for issue in matrix_registry(config, load_config(config))}
 
 
 def _relative(path: Path, run_dir: Path) -> str:

@@ -26,7 +26,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     re-applied to the stored outputs, nothing run again. Rewrites its tables and report.html in
     place; run.json and the report's header say when and with which files."""
     from ..config import load_config, with_tolerances
-    from ..sources.known_issues import load_registry, registry_path
+    from ..sources.known_issues import matrix_registry
     from ..report.publish import render_run
     from ..report.rejudge import not_in_matrix, rejudge
     from ..run import utc_now
@@ -43,7 +43,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
             if matrix == own:  # `tolerances suggest` with nothing to suggest wrote such a file
                 typer.echo(f"warning: {tolerances} changes no tolerance of {config}: the run is re-judged with the "
                            "matrix file's own", err=True)
-        issues = load_registry(registry_path(config, matrix))
+        issues = matrix_registry(config, matrix)
     except ConfigError as exc:
         _fail(str(exc))
     stored = read_run(run_dir)

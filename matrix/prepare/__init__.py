@@ -31,6 +31,7 @@ from ..reference import expected_reference, onnx_reference, reference_text, torc
 from ..reference.float64_graph import Float64Values, float64_values
 from ..reference.referee import referee_label
 from .files_read import changed_since, files_read, recording
+from .forward_inputs import bound_by_name
 from .fingerprint import variant_key
 from .fp16_forecast import Forecast
 from .fp16_variant import write_fp16_variant
@@ -150,6 +151,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     finally:  # a case that sets float64 as the default must not make every later case's FP32 cells float64
         torch.set_default_dtype(default)
     module = module.float().eval()
+    inputs = bound_by_name(module, inputs)
     names = list(inputs)
     # The FP32 model's inputs are float32 whatever the case made (a float64 default dtype, say).
     args = tuple(a.float() if a.is_floating_point() else a for a in inputs.values())

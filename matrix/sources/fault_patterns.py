@@ -12,9 +12,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from packaging.specifiers import SpecifierSet
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ..config import Items, Strict
+from ..config import Items, KeyedError, Strict
+from .fault_schema import fault_problem
 
 AttributeValue = int | float | str | list[int] | list[float]
 
@@ -44,11 +45,11 @@ def opset_of(model: onnx.ModelProto, domain: str) -> int:
 
 
 def attribute_value(model: onnx.ModelProto, node: onnx.NodeProto, name: str):
-    """The node's value of an attribute, or its schema's default where the node does not set it."""
+    """The node's value of an attribute, or its schema's default where the node does not set it;
+    text as str (onnx gives bytes, which no registry's "constant" would ever equal)."""
     given = next((a for a in node.attribute if a.name == name), None)
-    if given is not None:
-        return helper.get_attribute_value(given)
-    return schema_default(model, node, name)
+    value = helper.get_attribute_value(given) if given is not None else schema_default(model, node, name)
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def schema_default(model: onnx.ModelProto, node: onnx.NodeProto, name: str):
@@ -81,6 +82,13 @@ class FaultPattern(Strict):
     dtype: str | None = None  # the element type of its first input ("float16")
     after: str | None = None  # the op type producing its first input: a fusion of the two ("Pad")
     optimization: Literal["on", "off"] | None = None  # graph optimisations the cell runs with ("on": a fusion)
+
+    @model_validator(mode="after")
+    def _can_match(self) -> FaultPattern:
+        """A pattern no model can hold (fault_schema) is refused where the registry is read."""
+        if problem := fault_problem(self):
+            raise KeyedError(*problem)
+        return self
 
     def found_in(self, model: onnx.ModelProto, optimization: str) -> bool:
         if self.optimization is not None and self.optimization != optimization:

@@ -21,6 +21,7 @@ from pydantic import field_validator, model_validator
 
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
 from ..statuses import EXPECTED_CAUSE
+from .case_files import declared_cases
 from .fault_patterns import FaultPattern
 
 REGISTRY = "known_issues.toml"
@@ -173,11 +174,18 @@ def _fault_reach(text) -> dict[str, list[str] | None]:
     return found if isinstance(found, dict) else dict.fromkeys(found)
 
 
+# Ops whose outputs say a tensor's shape (or element count), never its values: a wrong value
+# computed before them (a fault's) cannot change what they give.
+SHAPE_ONLY = {"Shape", "Size"}
+
+
 def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[str]:
-    """The graph outputs computed from any of `nodes`' outputs."""
+    """The graph outputs computed from the values of any of `nodes`' outputs (the reach stops at
+    SHAPE_ONLY ops: an output that depends on the pattern only through a Shape is not its)."""
     tainted = {name for node in nodes for name in node.output}
     for node in model.graph.node:  # in topological order
-        if tainted.intersection(_reads(node)):
+        shape_only = node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx")
+        if not shape_only and tainted.intersection(_reads(node)):
             tainted.update(node.output)
     return [o.name for o in model.graph.output if o.name in tainted]
 
@@ -213,6 +221,22 @@ def load_registry(path: Path) -> tuple[KnownIssue, ...]:
     if not (path.exists() or path.is_symlink()):  # none; anything else there is read, or refused in one line
         return ()
     return validate(Registry, read_toml(path), path).issue
+
+
+def matrix_registry(config_path: Path, config: MatrixConfig,
+                    issues: tuple[KnownIssue, ...] | None = None) -> tuple[KnownIssue, ...]:
+    """The registry's entries (`issues`, default: read from registry_path) as they apply to this
+    matrix file's rows. An entry's `case` that a case file beside the registry declares is that
+    case file's case: where the matrix's case of that name is its own ONNX file or a suite, it is
+    another model that only shares the name, and the entry names none of its rows (its `fault`
+    still matches a model holding the pattern)."""
+    path = registry_path(config_path, config)
+    issues = load_registry(path) if issues is None else issues
+    named = {issue.case for issue in issues} & {name for name, entry in config.cases.items()
+                                                  if entry.onnx or entry.is_suite}
+    kept = named & set(declared_cases(path.parent)[0]) if named else set()
+    return tuple(issue.model_copy(update={"case": None, "profiles": (), "params": {}}) if issue.case in kept
+                 else issue for issue in issues)
 
 
 def known_status(row, issues: tuple[KnownIssue, ...]) -> tuple[str, KnownIssue | None]:
