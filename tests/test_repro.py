@@ -490,6 +490,25 @@ def test_a_tolerance_finer_than_fp16_is_blamed_where_the_outputs_own_rounding_hi
     assert not list((tmp_path / "reports").rglob("ISSUE.md"))
 
 
+def test_repro_of_a_cell_judged_by_a_rule_names_whose_fault_it_is(tmp_path, cache_dir):
+    """blame called the rule's judge without the cell's tolerances (a TypeError for every failing
+    cell judged by an acceptance rule); a file off from the right answer is the file's fault."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    x = np.float32([1, -2, 3, 4])
+    np.savez(tmp_path / "in.npz", x=x)
+    np.savez(tmp_path / "off.npz", y=np.float32([4, 3, 2, 1]))  # cosine 0.63 with the right answer
+    body = (f'{FP32}[cases.c]\nonnx = "{tmp_path / "m.onnx"}"\ninputs = "{tmp_path / "in.npz"}"\n'
+            f'expected = "{tmp_path / "off.npz"}"\nprofiles = ["fp32"]\n[cases.c.accept.fp32]\ncosine = 0.99\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    trtmatrix("run", "-c", str(config))
+    result = trtmatrix("repro", "c/fp32/ort-1.20", "-c", str(config))
+    assert result.returncode == 2 and "your expected file off.npz is at fault, not onnxruntime" in result.stderr, \
+        result.stderr
+
+
 def test_an_fp16_kernel_that_rounds_once_is_not_blamed_for_its_inputs_rounding(tmp_path, cache_dir):
     """Issue 41, fourth sweep, 1: onnxruntime's FP16 LayerNormalization is the correctly rounded FP16
     answer on the copy's FP16 inputs; against float64 of the unrounded inputs (x ~ 50 ± 100) it is

@@ -68,7 +68,7 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
     def verdict(runs: list[dict], against: dict) -> tuple[str, float]:
         judged, worst, _ = compare_runs(runs, against, atol, rtol, mask)
         if accept is not None:
-            judged = judge_by_rule(runs, against, accept, mask)[0]
+            judged = judge_by_rule(runs, against, accept, atol, rtol, mask)[0]
         return judged, float(worst["max_abs"])
 
     names = list(reference)
