@@ -11,6 +11,7 @@ depends on it, rather than guessed.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -151,7 +152,10 @@ def one_node_model(node: onnx.NodeProto, given: dict[str, np.ndarray], model: on
 
 def evaluate_node(node: onnx.NodeProto, given: dict[str, np.ndarray], model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """{output: value} of one node on `given` (every name node_inputs lists), in the types given."""
-    with np.errstate(all="ignore"):  # inf/NaN are values here, reported where they matter
+    # inf/NaN are values here, reported where they matter; numpy's words on them ("Mean of empty
+    # slice") are not the user's to read
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         results = ReferenceEvaluator(one_node_model(node, given, model), new_ops=REPLACEMENTS).run(None, given)
     names = [name for name in node.output if name]
     # A sequence (a list) has no float64 tensor: the nodes that read it have no value either.
