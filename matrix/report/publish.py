@@ -23,6 +23,24 @@ from .upgrade import default_pair, natural_key
 
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
+# How a page across runs says trtmatrix wrote it; pages of an earlier trtmatrix say it by their titles.
+GENERATOR = '<meta name="generator" content="trtmatrix">'
+TITLES = {INDEX: "<title>trtmatrix runs</title>", HISTORY: "<title>trtmatrix history</title>"}
+
+
+def foreign_page(reports_dir: Path) -> str | None:
+    """Why index.html or history.html of `reports_dir` must not be written over, or None: a page
+    trtmatrix did not write (`reports_dir = "."`: the project's own index.html) is the user's."""
+    for name, title in TITLES.items():
+        try:
+            with open(reports_dir / name, encoding="utf-8", errors="replace") as page:
+                head = page.read(2000)
+        except OSError:  # none yet; a folder or worse is output_problem's to say
+            continue
+        if GENERATOR not in head and title not in head:
+            return (f"{reports_dir / name} is not a page trtmatrix wrote: not written over; give run.reports_dir a "
+                    "folder of its own (or move the file)")
+    return None
 
 def write_report(run_dir: Path, frame: pd.DataFrame, speed_tests: Path | None = None) -> None:
     """`speed_tests`: as for html.render_report."""
@@ -89,6 +107,9 @@ def render_index(reports_dir: Path) -> None:
                 history.append((run_dir.name, history_cells(run_dir)))
         except DamagedRun as exc:
             left_out(exc)
+    if problem := foreign_page(reports_dir):  # `run` refuses it before it starts; `report` and `merge` say it here
+        print(f"warning: {problem}", file=sys.stderr, flush=True)
+        return
     # Checked as outputs before a run (a link to a web server's folder stays a link).
     write_text_output(reports_dir / INDEX, TEMPLATES.get_template("index.html.j2").render(runs=summaries, statuses=STATUSES))
     write_text_output(reports_dir / HISTORY, TEMPLATES.get_template("history.html.j2").render(**history_table(history)))

@@ -1,0 +1,49 @@
+"""Issue 41, the fourth stranger's sweep (/work/stranger4/FINDINGS.md): folders trtmatrix frees or
+writes over only where they are its own, stored FP16 copies checked like every stored file, empty
+tensors, and case files that wait on stdin. Real `trtmatrix` processes, the session's onnxruntime
+venvs, real files; each test failed on main (2a9a214)."""
+
+from __future__ import annotations
+
+from conftest import PROFILES, make_tiny_model, matrix_file, tiny_case
+from test_bad_values import refused
+from test_nothing_silent_four import trtmatrix
+
+ENV = "ort-1.32"
+
+
+def test_a_folder_trtmatrix_did_not_make_loses_nothing_to_cache_free_or_to_a_run(tmp_path):
+    """Issue 41, sweep 4 #13: with `cache_dir = "."` `cache --free all` deleted the user's own
+    results/ and venvs/; with `reports_dir = "."` a run wrote over the user's index.html and
+    history.html. A cache is freed only where trtmatrix made it (its CACHEDIR.TAG, or the layout an
+    earlier trtmatrix left); a page only where trtmatrix wrote it."""
+    model, inputs = make_tiny_model(tmp_path)
+    project = tmp_path / "project"
+    (project / "results").mkdir(parents=True)
+    (project / "venvs").mkdir()
+    (project / "results" / "mine.csv").write_text("keep")
+    (project / "venvs" / "README").write_text("keep")
+    (project / "index.html").write_text("<h1>my project page</h1>")
+    config = matrix_file(project, project, PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    config.write_text(config.read_text().replace(f'cache_dir = "{project}"', 'cache_dir = "."'))
+    assert refused("cache", "-c", str(config), "--free", "all") == (
+        f"error: {project} is not a cache trtmatrix made (no CACHEDIR.TAG; it holds index.html, matrix.toml): "
+        "nothing freed; give run.cache_dir a folder of its own, or remove what you mean to by hand")
+    assert (project / "results" / "mine.csv").read_text() == (project / "venvs" / "README").read_text() == "keep"
+    assert not (project / "CACHEDIR.TAG").exists()  # a run may keep its parts there, but never tags it
+    config.write_text(config.read_text().replace(f'reports_dir = "{project / "reports"}"', 'reports_dir = "."'))
+    assert refused("run", "-c", str(config)) == (
+        f"error: {config}: run.reports_dir: {project / 'index.html'} is not a page trtmatrix wrote: not written "
+        "over; give run.reports_dir a folder of its own (or move the file)")
+    assert (project / "index.html").read_text() == "<h1>my project page</h1>"
+    # A cache an earlier trtmatrix made (its parts and locks, no tag) is freed, and tagged by the next plan.
+    earlier = tmp_path / "earlier"
+    (earlier / "locks").mkdir(parents=True)
+    (earlier / "locks" / "env-ort-1.32.lock").touch()
+    (earlier / "results" / ENV).mkdir(parents=True)
+    (earlier / "results" / ENV / "outputs.npz").write_bytes(b"\0" * 700)
+    config = matrix_file(tmp_path, earlier, PROFILES + tiny_case(model, inputs), environments=(ENV,))
+    assert trtmatrix("cache", "-c", str(config), "--free", "results").returncode == 0
+    assert not (earlier / "results").exists()
+    assert trtmatrix("plan", "-c", str(config)).returncode == 0
+    assert (earlier / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
