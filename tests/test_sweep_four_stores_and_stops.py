@@ -5,7 +5,13 @@ venvs, real files; each test failed on main (2a9a214)."""
 
 from __future__ import annotations
 
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
 from conftest import PROFILES, make_tiny_model, matrix_file, tiny_case
+from matrix.store import list_runs, read_run
+from matrix.worker.files import save_arrays
 from test_bad_values import refused
 from test_nothing_silent_four import trtmatrix
 
@@ -47,3 +53,25 @@ def test_a_folder_trtmatrix_did_not_make_loses_nothing_to_cache_free_or_to_a_run
     assert not (earlier / "results").exists()
     assert trtmatrix("plan", "-c", str(config)).returncode == 0
     assert (earlier / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+
+
+def test_an_input_of_zero_rows_is_judged_not_a_prepare_error(tmp_path, write_matrix):
+    """Issue 41, sweep 4 #12: an input of zero rows into a MatMul made the row `error` with
+    "prepare failed: ValueError: zero-size array to reduction operation maximum which has no
+    identity" (the FP16 forecast, which runs for the fp32 profile too). Empty outputs of the
+    reference's shape agree (judging.md)."""
+    weight = np.random.default_rng(3).standard_normal((8, 4)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"], name="matmul"),
+         helper.make_node("LayerNormalization", ["h", "scale"], ["n"], name="norm"),
+         helper.make_node("Softmax", ["n"], ["y"], name="softmax")], "boxes",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])],
+        [numpy_helper.from_array(weight, "W"), numpy_helper.from_array(np.ones(4, np.float32), "scale")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "m.onnx")
+    save_arrays(tmp_path / "empty.npz", {"x": np.zeros((0, 8), np.float32)})
+    config = write_matrix(PROFILES + f'[cases.boxes]\nonnx = "{tmp_path / "m.onnx"}"\ninputs = "{tmp_path / "empty.npz"}"\n'
+                          'profiles = ["fp32"]\n', environments=(ENV,))
+    done = trtmatrix("run", "-c", str(config))
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert (done.returncode, cell["status"]) == (0, "pass"), cell["error"]
