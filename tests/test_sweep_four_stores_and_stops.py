@@ -75,3 +75,28 @@ def test_an_input_of_zero_rows_is_judged_not_a_prepare_error(tmp_path, write_mat
     done = trtmatrix("run", "-c", str(config))
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
     assert (done.returncode, cell["status"]) == (0, "pass"), cell["error"]
+
+
+def test_a_damaged_fp16_copy_or_its_float64_evaluation_is_made_again_not_judged(tmp_path, write_matrix, cache_dir):
+    """Issue 41, sweep 4 #9: a cached FP16 copy whose weights were doubled (a valid model) was used as
+    is: `FAIL 5.41`, exit 1 "newly fails", and repro said "loosen the tolerance". The copy and its
+    float64 evaluation are checked against the digests kept when they were written, as model.onnx,
+    inputs.npz and reference.npz are."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = write_matrix(PROFILES + tiny_case(model, inputs, profiles=("fp16",)), environments=(ENV,))
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    artifact = cache_dir / "artifacts" / read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]["artifact"]
+    copy = next(artifact.glob("model.fp16-*.onnx"))
+    float64 = copy.with_suffix(".float64.npz")
+    right = copy.read_bytes(), float64.read_bytes()
+    damaged = onnx.load(str(copy))
+    for tensor in damaged.graph.initializer:
+        tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * 2, tensor.name))
+    copy.unlink()
+    onnx.save(damaged, str(copy))
+    float64.unlink()
+    float64.write_bytes(b"PK\3\4 not what it was")
+    done = trtmatrix("run", "-c", str(config), "--no-reuse")
+    cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+    assert (done.returncode, cell["status"]) == (0, "pass"), cell["error"]
+    assert (copy.read_bytes(), float64.read_bytes()) == right  # made again from the model
