@@ -181,8 +181,9 @@ def run_apart(module: str, args: list[str], timeout_s: float, grace_s: float = 5
 
     path = os.pathsep.join(filter(None, [str(Path(matrix.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        child = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=err, text=True,
-                                 env={**os.environ, "PYTHONPATH": path, APART_PARENT: str(os.getpid())},
+        # No stdin: a case file's input() fails at once (EOFError) instead of waiting out the deadline.
+        child = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=err, text=True, env={**os.environ, "PYTHONPATH": path, APART_PARENT: str(os.getpid())},
                                  start_new_session=True)
         finished = True
         try:

@@ -5,6 +5,8 @@ venvs, real files; each test failed on main (2a9a214)."""
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -12,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import PROFILES, make_tiny_model, matrix_file, tiny_case
 from matrix.store import list_runs, read_run
 from matrix.worker.files import save_arrays
-from test_bad_values import refused
+from test_bad_values import TRTMATRIX, refused
 from test_nothing_silent_four import trtmatrix
 
 ENV = "ort-1.32"
@@ -100,3 +102,25 @@ def test_a_damaged_fp16_copy_or_its_float64_evaluation_is_made_again_not_judged(
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
     assert (done.returncode, cell["status"]) == (0, "pass"), cell["error"]
     assert (copy.read_bytes(), float64.read_bytes()) == right  # made again from the model
+
+
+def test_a_case_file_that_asks_on_stdin_fails_at_once_with_stdin_open(tmp_path, write_matrix):
+    """Issue 41, sweep 4 #15: a case file calling input() at import blocked `plan` and `run` for 120 s
+    without a word whenever stdin was open (a terminal, a pipe), then said "still importing after
+    120 s". The child that imports it (and the one that prepares it) gets no stdin: EOFError at once."""
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "ask.py").write_text('from matrix.case import case\n\nANSWER = input("which checkpoint? ")\n\n\n'
+                                               '@case()\ndef ask():\n    """Asks at import."""\n')
+    config = write_matrix('[profiles.fp32]\nprecision = "fp32"\n[cases.ask]\nprofiles = ["fp32"]\n',
+                          cases_dir=tmp_path / "cases", environments=(ENV,))
+    with (tmp_path / "err").open("w+") as err, subprocess.Popen(  # stdin: a pipe nobody writes to, kept open
+            [TRTMATRIX, "plan", "-c", str(config)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err) as plan:
+        try:
+            plan.wait(timeout=60)  # not communicate(): it would close stdin
+        finally:
+            plan.kill()
+        err.seek(0)
+        stderr = err.read()
+    assert plan.returncode == 2, stderr
+    assert stderr.strip() == (f"error: {tmp_path / 'cases' / 'ask.py'}: line 3: EOFError: EOF when reading a line; it "
+                              "printed: which checkpoint?")
