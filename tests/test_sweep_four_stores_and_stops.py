@@ -5,7 +5,10 @@ venvs, real files; each test failed on main (2a9a214)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -15,7 +18,8 @@ from conftest import PROFILES, make_tiny_model, matrix_file, tiny_case
 from matrix.store import list_runs, read_run
 from matrix.worker.files import save_arrays
 from test_bad_values import TRTMATRIX, refused
-from test_nothing_silent_four import trtmatrix
+from test_nothing_silent_four import hostile_case, trtmatrix
+from test_nothing_silent_three import start, wait_for
 
 ENV = "ort-1.32"
 
@@ -124,3 +128,44 @@ def test_a_case_file_that_asks_on_stdin_fails_at_once_with_stdin_open(tmp_path, 
     assert plan.returncode == 2, stderr
     assert stderr.strip() == (f"error: {tmp_path / 'cases' / 'ask.py'}: line 3: EOFError: EOF when reading a line; it "
                               "printed: which checkpoint?")
+
+
+HELPER = """
+    helper = subprocess.Popen(["sleep", "311"], start_new_session=True)  # a helper server, detached as daemons are
+    open({pid_file!r}, "w").write(str(helper.pid))
+    time.sleep(600)"""
+
+
+def _gone(pid: int) -> bool:
+    """Ended (a zombie its parent has not reaped yet counts as ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_a_helper_a_build_started_in_its_own_session_does_not_outlive_a_killed_run(tmp_path, write_matrix):
+    """Issue 41, sweep 4 #14: a process a case's build started with start_new_session=True survived
+    `kill -9` of `trtmatrix run`, and the next run did not end it. The prepare process ends every
+    process below it once its trtmatrix is gone (`kill -9` of trtmatrix alone: checked by hand, see
+    the commit); what outlives the prepare process too (here both killed at once, as the OOM killer
+    or a container's end may) carries the dead run's mark in its environment, and the next run ends it."""
+    pid_file = tmp_path / "helper.pid"
+    config, _ = hostile_case(tmp_path, write_matrix, top="import subprocess", body=HELPER.format(pid_file=str(pid_file)))
+    model, inputs = make_tiny_model(tmp_path)
+    other = write_matrix(PROFILES + tiny_case(model, inputs), environments=(ENV,), name="other.toml")
+    run = start("run", "-c", str(config))
+    helper = 0
+    try:
+        assert wait_for(lambda: pid_file.exists() and pid_file.read_text(), 120)
+        helper = int(pid_file.read_text())
+        preparing = int(Path(f"/proc/{helper}/stat").read_text().rpartition(")")[2].split()[1])
+        for pid in (run.pid, preparing):
+            os.kill(pid, signal.SIGKILL)
+        run.communicate(timeout=60)
+        # Left behind: nothing of the killed run is there to end it (a run of anyone's on this host may).
+        assert trtmatrix("run", "-c", str(other)).returncode == 0
+        assert wait_for(lambda: _gone(helper), 15)
+    finally:
+        if helper and not _gone(helper):
+            os.kill(helper, signal.SIGKILL)
