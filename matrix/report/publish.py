@@ -32,10 +32,12 @@ def foreign_page(reports_dir: Path) -> str | None:
     """Why index.html or history.html of `reports_dir` must not be written over, or None: a page
     trtmatrix did not write (`reports_dir = "."`: the project's own index.html) is the user's."""
     for name, title in TITLES.items():
+        if not (reports_dir / name).is_file():  # none yet; a FIFO is written into, a folder refused (output_problem)
+            continue
         try:
             with open(reports_dir / name, encoding="utf-8", errors="replace") as page:
                 head = page.read(2000)
-        except OSError:  # none yet; a folder or worse is output_problem's to say
+        except OSError:  # unreadable: output_problem's to say
             continue
         if GENERATOR not in head and title not in head:
             return (f"{reports_dir / name} is not a page trtmatrix wrote: not written over; give run.reports_dir a "
