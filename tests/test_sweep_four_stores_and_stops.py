@@ -24,7 +24,7 @@ from test_nothing_silent_three import start, wait_for
 ENV = "ort-1.32"
 
 
-def test_a_folder_trtmatrix_did_not_make_loses_nothing_to_cache_free_or_to_a_run(tmp_path):
+def test_a_folder_trtmatrix_did_not_make_loses_nothing_to_cache_free_or_to_a_run(tmp_path, capsys):
     """Issue 41, sweep 4 #13: with `cache_dir = "."` `cache --free all` deleted the user's own
     results/ and venvs/; with `reports_dir = "."` a run wrote over the user's index.html and
     history.html. A cache is freed only where trtmatrix made it (its CACHEDIR.TAG, or the layout an
@@ -47,6 +47,12 @@ def test_a_folder_trtmatrix_did_not_make_loses_nothing_to_cache_free_or_to_a_run
     assert refused("run", "-c", str(config)) == (
         f"error: {config}: run.reports_dir: {project / 'index.html'} is not a page trtmatrix wrote: not written "
         "over; give run.reports_dir a folder of its own (or move the file)")
+    assert (project / "index.html").read_text() == "<h1>my project page</h1>"
+    from matrix.report.publish import render_index  # what `report` and `merge` write after their run
+
+    render_index(project)
+    assert capsys.readouterr().err == f"warning: {project / 'index.html'} is not a page trtmatrix wrote: not written " \
+                                      "over; give run.reports_dir a folder of its own (or move the file)\n"
     assert (project / "index.html").read_text() == "<h1>my project page</h1>"
     # A cache an earlier trtmatrix made (its parts and locks, no tag) is freed, and tagged by the next plan.
     earlier = tmp_path / "earlier"

@@ -44,6 +44,7 @@ def foreign_page(reports_dir: Path) -> str | None:
                     "folder of its own (or move the file)")
     return None
 
+
 def write_report(run_dir: Path, frame: pd.DataFrame, speed_tests: Path | None = None) -> None:
     """`speed_tests`: as for html.render_report."""
     pair = default_pair(frame)
@@ -101,6 +102,9 @@ def render_run(run_dir: Path, frame: pd.DataFrame | None = None) -> None:
 def render_index(reports_dir: Path) -> None:
     """index.html (a line per run) and history.html (the last HISTORY_RUNS runs), from each run's
     summaries (run_summaries.py): a new run costs its own summaries, not a re-read of every run."""
+    if problem := foreign_page(reports_dir):  # `run` refuses it before it starts; `report` and `merge` say it here
+        print(f"warning: {problem}", file=sys.stderr, flush=True)
+        return
     summaries, history = [], []
     for run_dir in reversed(list_runs(reports_dir, warn=True)):
         try:
@@ -109,9 +113,6 @@ def render_index(reports_dir: Path) -> None:
                 history.append((run_dir.name, history_cells(run_dir)))
         except DamagedRun as exc:
             left_out(exc)
-    if problem := foreign_page(reports_dir):  # `run` refuses it before it starts; `report` and `merge` say it here
-        print(f"warning: {problem}", file=sys.stderr, flush=True)
-        return
     # Checked as outputs before a run (a link to a web server's folder stays a link).
     write_text_output(reports_dir / INDEX, TEMPLATES.get_template("index.html.j2").render(runs=summaries, statuses=STATUSES))
     write_text_output(reports_dir / HISTORY, TEMPLATES.get_template("history.html.j2").render(**history_table(history)))
