@@ -44,7 +44,7 @@ def _strangers(cache: Path) -> list[str]:
     foreign = [name for name in names if name not in OWN_ENTRIES]
     locks = cache / "locks"
     if not foreign and not (locks.is_dir() and all(path.suffix == ".lock" for path in locks.iterdir())):
-        foreign.append("no locks/ of trtmatrix's lock files")
+        foreign.append("trtmatrix's part names, but no locks/ of its lock files")
     return foreign
 
 
