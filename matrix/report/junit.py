@@ -43,7 +43,7 @@ def _message(row: pd.Series) -> str:
     parts = [f"{row['status']}"]
     worst = worst_error(row, 3)
     if worst:
-        finite = pd.notna(row["max_abs"]) and math.isfinite(row["max_abs"])
+        finite = pd.notna(row.get("max_abs")) and math.isfinite(row["max_abs"])
         shown = f"max_abs {worst}" if finite else f"{worst} in the outputs (max_abs inf)"
         parts.append(f"{shown} (atol {_tolerance(row, 'atol')}, rtol {_tolerance(row, 'rtol')})")
     if drift_text(row):
