@@ -156,19 +156,35 @@ class Apart:
 
 
 APART_PARENT = "TRTMATRIX_APART_PARENT"  # run_apart's child: the pid of the trtmatrix that started it
+# In the environment of a worker, of a run_apart child and of what they start: "<pid>:<start time>"
+# of the trtmatrix that started them, so that a later run finds what one that died left, a process
+# in a session of its own included (environments/venv.py remove_dead_workers).
+ORCHESTRATOR = "TRTMATRIX_ORCHESTRATOR"
+
+
+def process_mark(pid: int) -> str | None:
+    """"<pid>:<start time>" of a live process (its start time tells it from a later one of the same
+    pid), or None where it is gone or there is no /proc (not Linux)."""
+    try:
+        return f"{pid}:{Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()[19]}"
+    except (OSError, IndexError):
+        return None
 
 
 def end_with_parent() -> None:
     """In a run_apart child: once the trtmatrix that started it is gone (kill -9 leaves it no time to
-    end its children), this process group ends too, rather than run on, orphaned, at full CPU."""
+    end its children), this process group and every process below it end too, rather than run on,
+    orphaned, at full CPU. What it left after it ended is the next run's (ORCHESTRATOR)."""
     parent = int(os.environ.get(APART_PARENT) or 0)
 
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(1)
+        end_descendants()  # what the case's code started in a session of its own (a helper server)
         os.killpg(0, signal.SIGKILL)  # the group: what the case's code started, too
 
     if parent:
+        adopt_orphans()  # a daemon's double fork stays below this process, for end_descendants
         threading.Thread(target=watch, daemon=True).start()
 
 
@@ -181,9 +197,11 @@ def run_apart(module: str, args: list[str], timeout_s: float, grace_s: float = 5
 
     path = os.pathsep.join(filter(None, [str(Path(matrix.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH")]))
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        child = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=err, text=True,
-                                 env={**os.environ, "PYTHONPATH": path, APART_PARENT: str(os.getpid())},
-                                 start_new_session=True)
+        # No stdin: a case file's input() fails at once (EOFError) instead of waiting out the deadline.
+        child = subprocess.Popen([sys.executable, "-m", module, *args], stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=err, text=True, start_new_session=True,
+                                 env={**os.environ, "PYTHONPATH": path, APART_PARENT: str(os.getpid()),
+                                      ORCHESTRATOR: process_mark(os.getpid()) or ""})
         finished = True
         try:
             child.wait(timeout=timeout_s)

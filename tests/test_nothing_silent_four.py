@@ -1021,13 +1021,16 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
         "class Noisy(torch.nn.Module):\n    def forward(self, x):\n        return x + torch.randn_like(x)\n\n\n"
         "@case(seed=0)\ndef noisy():\n    return Noisy(), {'x': torch.ones(2, 8)}\n\n\n"
         "class Nested(torch.nn.Module):\n    def forward(self, x):\n        return x * 2, (x + 1, x - 1)\n\n\n"
-        "@case(seed=0)\ndef nested():\n    return Nested(), {'x': torch.ones(2, 8)}\n")
+        "@case(seed=0)\ndef nested():\n    return Nested(), {'x': torch.ones(2, 8)}\n\n\n"
+        "class Baked(torch.nn.Module):\n    def forward(self, x):\n"
+        "        return x + torch.from_numpy(np.random.rand(2, 8)).to(x.dtype)\n\n\n"
+        "@case(seed=0)\ndef baked():\n    return Baked(), {'x': torch.ones(2, 8)}\n")
     (cases / "_model.py").write_text("import torch\nfrom parts import SCALE\n\n\nclass Net(torch.nn.Module):\n"
                                      "    def forward(self, x):\n        return torch.sqrt(x * self.scale)\n")
     (cases / "parts" / "__init__.py").write_text("SCALE = 1.0\n")
     (cases / "unrelated.py").write_text("X = 1\n")
     config = write_matrix(PROFILES + "".join(f'[cases.{name}]\nprofiles = ["fp32"]\n' for name in
-                                             ("helper_case", "noisy", "nested")),
+                                             ("helper_case", "noisy", "nested", "baked")),
                           environments=("torch-host-cpu",), cases_dir=cases)
     # the torch engine unpickles the module: it imports _model (and what _model imports) as the case file did
     done = trtmatrix("run", "-c", str(config))
@@ -1035,6 +1038,12 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     assert done.returncode == 1 and cells.loc["helper_case", "status"] == "pass", done.stderr
     assert cells.loc["noisy", "status"] == "no_reference", cells.loc["noisy", "error"]
     assert "(RandomNormalLike) of the case's ONNX export draws random numbers" in cells.loc["noisy", "error"]
+    # fourth sweep, 18: a case file takes no `expected` outputs, and was told to give some (a draw of
+    # numpy's in forward() is baked into the export as a constant: PyTorch and the export part)
+    assert cells.loc["baked", "status"] == "disputed", cells.loc["baked", "error"]
+    assert "give the case `expected` outputs" not in done.stderr, done.stderr
+    assert "judge that export as an ONNX-file case with `expected` outputs" in cells.loc["noisy", "error"]
+    assert "a case file takes no `expected` outputs: judge its ONNX export" in done.stderr
     # third sweep, 12: a nested tuple is three outputs, as the export has them ("the module returned 2")
     assert cells.loc["nested", "status"] == "pass", cells.loc["nested", "error"]
     kept = json.loads((cache_dir / "artifacts" / cells.loc["helper_case", "artifact"] / "case.json").read_text())

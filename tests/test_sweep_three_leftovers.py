@@ -5,6 +5,8 @@ running. Real `trtmatrix` processes, the session's onnxruntime, real files; each
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 import numpy as np
 import onnx
 
@@ -76,7 +78,26 @@ def test_models_with_nothing_to_judge_say_so_in_trtmatrix_s_words_alone(tmp_path
     _, reshape_case = save("reshape", [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")],
                            [("x", TensorProto.FLOAT, [4]), ("shape", TensorProto.INT64, [1])], ["n"])
     np.savez(tmp_path / "reshape.npz", x=np.ones(4, np.float32), shape=np.array([5]))
-    done = trtmatrix("run", "-c", str(write_matrix(PROFILES + root_case + reshape_case, environments=("ort-1.20",))))
+    # Issue 41, sweep 4 #16: a model that cannot run on its inputs (here a Reshape to a size its input
+    # does not have, and an integer division by zero) was "no float64 evaluation for Reshape … give the
+    # case `expected` outputs", or "not checked … give the case `expected` outputs": no file helps.
+    onnx.save(helper.make_model(helper.make_graph(
+        [helper.make_node("Div", ["a", "b"], ["y"], name="div")], "g",
+        [helper.make_tensor_value_info(name, TensorProto.INT32, [2]) for name in "ab"],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [2])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "divzero.onnx")
+    np.savez(tmp_path / "divzero.npz", a=np.int32([1, 2]), b=np.int32([1, 0]))
+    divzero_case = reshape_case.replace("reshape", "divzero")
+    # Issue 41, sweep 4 #11: `--junit-xml` with a no_reference cell (no log, no numbers) beside a cell
+    # that ran: the frame's empty columns hold NaN there, and junit.py wrote a NaN as XML text: exit 3,
+    # no JUnit file, no run path.
+    junit = tmp_path / "junit.xml"
+    done = trtmatrix("run", "-c", str(write_matrix(PROFILES + root_case + reshape_case + divzero_case,
+                                                   environments=("ort-1.20",))), "--junit-xml", str(junit))
+    assert done.returncode == 1 and done.stdout.strip() == str(list_runs(tmp_path / "reports")[-1]), done.stderr
+    errors = {case.get("name"): case.find("error") for case in ET.parse(junit).iter("testcase")}
+    assert errors["reshape/fp32"].get("type") == "no_reference" and errors["reshape/fp32"].text is None
+    assert errors["root/fp32"].get("message").startswith("error; nothing to judge against")
     assert "Warning" not in done.stderr and "compare failed" not in done.stderr, done.stderr
     assert "\x1b[" not in done.stderr and "[E:onnxruntime" not in done.stderr, done.stderr
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case")
@@ -84,3 +105,10 @@ def test_models_with_nothing_to_judge_say_so_in_trtmatrix_s_words_alone(tmp_path
         "error", f"nothing to judge against: its reference ({cells.loc['root', 'reference']}) is NaN everywhere in "
                  "output 'y'"), done.stderr
     assert cells.loc["reshape", "status"] == "no_reference" and "NOREF ×1 no reference can be made" in done.stderr
+    assert cells.loc["reshape", "error"].startswith("no reference can be made: the model cannot run on these inputs "
+                                                    "(onnxruntime ")
+    assert cells.loc["divzero", "status"] == "disputed"
+    assert cells.loc["divzero", "error"].startswith("reference disputed: not checked: the model cannot run on these "
+                                                    "inputs (onnxruntime ")
+    assert "Integer division by zero): fix the inputs" in cells.loc["divzero", "error"]
+    assert "`expected`" not in done.stderr, done.stderr

@@ -24,6 +24,7 @@ def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
     from ..config import load_config
     from ..report.console import escape, out
     from ..store.cache import cache_folder
+    from ..store.cache_tag import not_a_cache
     from ..store.cache_usage import PARTS, free as free_parts, size_text, usage
     from ..store.locks import held_cache_locks
 
@@ -31,6 +32,8 @@ def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
         _fail(f"{config}: no matrix file (its cache_dir, or the user's cache without one, is the cache)")
     cache = cache_folder(config.resolve().parent, load_config(config).run.cache_dir)
     if free:
+        if problem := not_a_cache(cache):  # `cache_dir = "."`: the project's own results/ and venvs/
+            _fail(problem)
         if held := held_cache_locks(cache):
             _fail(f"{cache} is in use: a run or an investigation holds {', '.join(held[:3])}; free it when none is "
                   "going (its cells would be lost to the next run)")

@@ -125,7 +125,7 @@ def _warn_several_issues(frame, issues) -> None:
 def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     """Every place a run writes, checked before anything runs: a bad one must never cost a run,
     nor turn a regression's exit 1 into an exit 3 after it."""
-    from ..report.publish import HISTORY, INDEX
+    from ..report.publish import HISTORY, INDEX, foreign_page
     from ..store import RUNS, folder_problem
     from ..store.cache import artifacts_folder, results_folder, user_cache_origin
     from ..store.outputs import output_problem
@@ -141,7 +141,8 @@ def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:
     for folder in (cache, artifacts_folder(cache), *(results_folder(cache, env) for env in the_plan.envs)):
         if problem := folder_problem(folder):
             _fail(f"{cache_said}: {problem}")
-    problem = folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)
+    problem = (folder_problem(reports / RUNS) or output_problem(reports / INDEX) or output_problem(reports / HISTORY)
+               or foreign_page(reports))
     if problem:
         _fail(f"{the_plan.config_path}: run.reports_dir: {problem}")
 

@@ -18,6 +18,7 @@ from typing import Iterator
 
 from uv import find_uv_bin
 
+from ..stops import ORCHESTRATOR, process_mark
 from ..store.hashing import hash_json
 from .definitions import EnvDef
 from ..worker.files import WATCH_STDIN
@@ -27,9 +28,6 @@ from .resolve import resolve_env
 from .venv_check import venv_damage
 
 DONE_MARK = ".trtmatrix-complete"
-# In a worker's environment: "<pid>:<start time>" of the trtmatrix that started it, so that a later
-# run finds the workers of one that died (remove_dead_workers).
-ORCHESTRATOR = "TRTMATRIX_ORCHESTRATOR"
 ATTEMPTS, RETRY_S = 3, 5
 LOCK = "requirements.lock"
 STOP_GRACE_S = 5
@@ -106,7 +104,7 @@ def start_process(python: Path | str, worker_home: Path, args: list[str], log_pa
     search = [str(worker_home)] + ([] if isolated else [os.environ.get("PYTHONPATH", "")])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, search)), WATCH_STDIN: "1",
            **({"PYTHONNOUSERSITE": "1"} if isolated else {}),
-           "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu), ORCHESTRATOR: _process_mark(os.getpid()) or "",
+           "CUDA_VISIBLE_DEVICES": "" if gpu is None else str(gpu), ORCHESTRATOR: process_mark(os.getpid()) or "",
            **envdef.worker_environment()}
     if env.pop("PYTHONDONTWRITEBYTECODE", None):
         # No bytecode beside the packages, as asked; trtmatrix's own folder keeps the worker's, so
@@ -123,19 +121,11 @@ def start_process(python: Path | str, worker_home: Path, args: list[str], log_pa
     return ProcessWorker(process)
 
 
-def _process_mark(pid: int) -> str | None:
-    """"<pid>:<start time>" of a live process (its start time tells it from a later one of the same
-    pid), or None where it is gone or there is no /proc (not Linux)."""
-    try:
-        return f"{pid}:{Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()[19]}"
-    except (OSError, IndexError):
-        return None
-
-
 def remove_dead_workers() -> list[int]:
-    """Kill the worker processes (supervisors and their cells) whose trtmatrix died without stopping
-    them: a supervisor stopped (SIGSTOP) when its trtmatrix was killed cannot read the closed pipe
-    that would end it, and would stay for good. Each one's process group is killed, by SIGKILL (which
+    """Kill the worker processes (supervisors and their cells), and what a case's build started
+    (stops.run_apart marks its children too: a helper server in a session of its own), whose
+    trtmatrix died without stopping them: a supervisor stopped (SIGSTOP) when its trtmatrix was
+    killed cannot read the closed pipe that would end it, and would stay for good. Each one's process group is killed, by SIGKILL (which
     a stopped process does not hold off). Returns the pids found; nothing where there is no /proc."""
     found = []
     try:
@@ -150,7 +140,7 @@ def remove_dead_workers() -> list[int]:
         except OSError:  # gone, or another user's
             continue
         mark = next((item.split(b"=", 1)[1].decode() for item in environ if item.startswith(ORCHESTRATOR.encode() + b"=")), "")
-        if not mark or _process_mark(int(mark.split(":")[0])) == mark:
+        if not mark or process_mark(int(mark.split(":")[0])) == mark:
             continue
         try:
             os.killpg(os.getpgid(int(proc.name)), signal.SIGKILL)

@@ -24,7 +24,7 @@ from ..sources.onnx_suites import suite_label, typed_tensors
 from ..store.cache import artifacts_folder, digest_memo
 from ..store.hashing import hash_files, remembered_digests
 from ..stops import removed_at_end
-from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, save_arrays
+from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, file_digest, save_arrays
 from ..worker.values import save_values
 from ..reference.conversion import changed_constants, copy_float64, reduced_values
 from ..reference import expected_reference, onnx_reference, reference_text, torch_reference_check
@@ -293,17 +293,31 @@ def model_for_profile(artifacts: Path, profile: Profile, fp16_copy: bool) -> Pat
     """`fp16_copy`: the engine runs FP16 profiles as an FP16 copy of the model (onnxruntime, strongly
     typed TensorRT; checked before any cell uses it, see fp16_variant); weakly typed TensorRT takes
     the FP32 model and builder flags. A copy is named by its variant key, so another converter
-    version makes a new one. Beside it, what the conversion alone did (copy_facts)."""
+    version makes a new one. Beside it, what the conversion alone did (copy_facts), and the digests
+    of the copy and its float64 evaluation: a damaged one is made again, never judged against."""
     target = copy_path(artifacts, profile, fp16_copy)
     if target is None:
         return artifacts / MODEL
-    if not target.is_file():
+    if not _copy_intact(target):
         model = onnx.load(str(artifacts / MODEL))
         tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
         write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp)
-        _write_copy_facts(model, onnx.load(str(tmp)), artifacts, target)
+        _write_copy_facts(model, tmp, artifacts, target)
         tmp.replace(target)
     return target
+
+
+def _copy_intact(copy: Path) -> bool:
+    """Whether the copy and its float64 evaluation are the files written with it (a copy of an
+    earlier trtmatrix, without digests, is made again once)."""
+    float64, facts = copy_facts(copy)
+    try:
+        kept = json.loads(facts.read_text())["digests"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    memo = digest_memo(copy.parent.parent.parent, copy.parent).with_suffix(f".{copy.stem}.json")
+    found = remembered_digests([path for path in (copy, float64) if path.is_file()], memo)
+    return kept == {name: both["file"] for name, both in found.items()}
 
 
 def copy_path(artifacts: Path, profile: Profile, fp16_copy: bool) -> Path | None:
@@ -318,12 +332,14 @@ def copy_facts(copy: Path) -> tuple[Path, Path]:
     return copy.with_suffix(".float64.npz"), copy.with_suffix(".conversion.json")
 
 
-def _write_copy_facts(original: onnx.ModelProto, copy: onnx.ModelProto, artifacts: Path, target: Path) -> None:
+def _write_copy_facts(original: onnx.ModelProto, written: Path, artifacts: Path, target: Path) -> None:
+    """`written`: the copy, still under its temporary name (`target` once these are written)."""
     outputs, changes = copy_facts(target)
-    inputs = typed_tensors(artifacts / INPUTS)
+    inputs, copy = typed_tensors(artifacts / INPUTS), onnx.load(str(written))
     try:
         save_arrays(outputs, copy_float64(copy, inputs))
     except Exception:  # noqa: BLE001 - no float64 evaluation of the copy: the cell is judged, not split
         outputs.unlink(missing_ok=True)
-    changes.write_text(json.dumps({"changes": changed_constants(original, copy), "reduced_values": reduced_values(copy)},
-                                  indent=1))
+    digests = {target.name: file_digest(written), **({outputs.name: file_digest(outputs)} if outputs.is_file() else {})}
+    changes.write_text(json.dumps({"changes": changed_constants(original, copy), "reduced_values": reduced_values(copy),
+                                   "digests": digests}, indent=1))

@@ -34,25 +34,31 @@ def _attribute(node: onnx.NodeProto, name: str, default):
     return default
 
 
+def _largest(values) -> float:
+    """The largest of `values`, -inf for none: an empty tensor (an input of zero rows) computes
+    nothing FP16 could not hold."""
+    return float(np.max(values, initial=-np.inf))
+
+
 def _internal(node: onnx.NodeProto, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> tuple[float, str] | None:
     """(the largest value the op computes inside, what it is) for ops that square or sum."""
     op = node.op_type
     if op == "LayerNormalization" and inputs:
         x = inputs[0]
         axis = _attribute(node, "axis", -1) % x.ndim
-        return float(np.max(np.sum(x ** 2, axis=tuple(range(axis, x.ndim))))), "sum of squares of its input"
+        return _largest(np.sum(x ** 2, axis=tuple(range(axis, x.ndim)))), "sum of squares of its input"
     if op in ("MatMul", "Gemm") and len(inputs) >= 2:
         a, b = np.abs(inputs[0]), np.abs(inputs[1])
         if op == "Gemm":
             a = a.T if _attribute(node, "transA", 0) else a
             b = b.T if _attribute(node, "transB", 0) else b
-        return float(np.max(np.matmul(a, b))), "largest partial sum of its accumulation"
+        return _largest(np.matmul(a, b)), "largest partial sum of its accumulation"
     if op == "ReduceSumSquare" and outputs:
-        return float(np.max(np.abs(outputs[0]))), "sum of squares"
+        return _largest(np.abs(outputs[0])), "sum of squares"
     if op == "ReduceL2" and outputs:
-        return float(np.max(outputs[0] ** 2)), "sum of squares"
+        return _largest(outputs[0] ** 2), "sum of squares"
     if op == "Softmax" and inputs:
-        return float(np.exp(min(np.max(inputs[0]), 709.0))), "exp of its largest input (before the max is subtracted)"
+        return float(np.exp(min(_largest(inputs[0]), 709.0))), "exp of its largest input (before the max is subtracted)"
     return None
 
 

@@ -78,11 +78,20 @@ def _refuse_random(model: onnx.ModelProto, where: str = "") -> None:
     """A model that draws random numbers has no reference: no two evaluations share a draw."""
     drawn = next((node_label(node, order) + f" ({node.op_type})" for order, node in enumerate(model.graph.node)
                   if node.op_type in RANDOM_OPS or _drops_at_random(node, model)), None)
-    if drawn:
+    if drawn:  # a case file takes no `expected` outputs; its export, made an ONNX-file case, does
         raise NoReference(f"no reference can be made: node {drawn}{where} draws random numbers, which no two "
                           "evaluations share (an engine's own draw differs from any reference's); judge what "
-                          "follows it in a model of its own, or give `expected` outputs made by the same engine "
-                          "and seed")
+                          "follows it in a model of its own, or " + ("judge that export as an ONNX-file case with "
+                                                                      if where else "give ") +
+                          "`expected` outputs made by the same engine and seed")
+
+
+def _cannot_run(refused: str) -> str | None:
+    """What to say where onnxruntime failed inside a kernel, on these values (an index out of range,
+    an integer division by zero): no reference and no `expected` file helps, other inputs do."""
+    if "Non-zero status code returned while running" not in refused:
+        return None
+    return f"the model cannot run on these inputs ({referee_label()}: {refused}): fix the inputs"
 
 
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
@@ -98,14 +107,16 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
         theirs, refused = None, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"[:300]
     lacking = [name for name in names if name not in float64.values]
     if lacking and (theirs is None or any(name not in theirs.values for name in lacking)):
+        if theirs is None and (said := _cannot_run(refused)):
+            raise NoReference(f"no reference can be made: {said}")
         raise NoReference(f"no reference can be made: no float64 evaluation for {_first_missing(float64.missing, model)}"
                           f" and {referee_label()} cannot run the model ({refused if theirs is None else 'no output'}); "
                           "give the case `expected` outputs")
     arrays = {name: float64.values[name] if name in float64.values else theirs.values[name] for name in names}
     if theirs is None:
+        said = _cannot_run(refused) or f"{referee_label()} cannot run the model ({refused}); give the case `expected` outputs"
         return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),
-                         _check(DISPUTED, f"not checked: {referee_label()} cannot run the model ({refused}); "
-                                          "give the case `expected` outputs"))
+                         _check(DISPUTED, f"not checked: {said}"))
     parting, checked = first_parting(model, inputs, theirs.values)
     if not checked:  # no node's value could be held against the referee's: the outputs are
         parting = outputs_parting(float64.values, theirs.values, names)

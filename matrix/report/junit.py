@@ -27,16 +27,28 @@ def _xml_text(text: str) -> str:
     return NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
 
 
+def _text(row: pd.Series, column: str) -> str:
+    """The column's text, or "" where the cell has none: a column no cell of a group filled is NaN
+    (or None, or pd.NA) in a frame, and NaN is true, so `row.get(column) or ""` lets it through."""
+    value = row.get(column)
+    return value if isinstance(value, str) else ""
+
+
+def _tolerance(row: pd.Series, column: str) -> str:
+    value = pd.to_numeric(row.get(column), errors="coerce")
+    return "none" if pd.isna(value) else f"{value:g}"
+
+
 def _message(row: pd.Series) -> str:
     parts = [f"{row['status']}"]
     worst = worst_error(row, 3)
     if worst:
-        finite = pd.notna(row["max_abs"]) and math.isfinite(row["max_abs"])
+        finite = pd.notna(row.get("max_abs")) and math.isfinite(row["max_abs"])
         shown = f"max_abs {worst}" if finite else f"{worst} in the outputs (max_abs inf)"
-        parts.append(f"{shown} (atol {row['atol']:g}, rtol {row['rtol']:g})")
+        parts.append(f"{shown} (atol {_tolerance(row, 'atol')}, rtol {_tolerance(row, 'rtol')})")
     if drift_text(row):
         parts.append(drift_text(row))
-    if isinstance(row.get("error"), str) and row["error"]:  # a missing one is NaN in a frame, and NaN is true
+    if _text(row, "error"):
         parts.append(row["error"])
     if isinstance(row.get("rule"), str):  # judged by a rule: what it measured, where the worst was
         parts.append(rule_text(row))
@@ -51,20 +63,20 @@ def write_junit(frame: pd.DataFrame, path: Path, run_id: str) -> None:
                               errors=str(int(group["status"].isin(ERRORED).sum())),
                               skipped=str(int(group["status"].isin(SKIPPED).sum())))
         for _, row in group.iterrows():
-            seconds = row["build_s"] if pd.notna(row["build_s"]) else 0.0
-            case = ET.SubElement(suite, "testcase", classname=f"trtmatrix.{env}", name=row["row_id"],
-                                 time=f"{seconds:.3f}")
+            seconds = pd.to_numeric(row.get("build_s"), errors="coerce")
+            case = ET.SubElement(suite, "testcase", classname=f"trtmatrix.{env}", name=str(row["row_id"]),
+                                 time=f"{0.0 if pd.isna(seconds) else seconds:.3f}")
             status = row["status"]
             if status in FAILED:
-                ET.SubElement(case, "failure", message=_message(row), type=status).text = row.get("log_tail") or ""
+                ET.SubElement(case, "failure", message=_message(row), type=status).text = _text(row, "log_tail")
             elif status in ERRORED:
-                ET.SubElement(case, "error", message=_message(row), type=status).text = row.get("log_tail") or ""
+                ET.SubElement(case, "error", message=_message(row), type=status).text = _text(row, "log_tail")
             elif status == "skipped":
-                ET.SubElement(case, "skipped", message=str(row.get("error") or "skipped"))
+                ET.SubElement(case, "skipped", message=_text(row, "error") or "skipped")
             elif status in NOT_RUN:
-                ET.SubElement(case, "skipped", message=f"{NOT_RUN[status]}: {row.get('error') or ''}")
+                ET.SubElement(case, "skipped", message=f"{NOT_RUN[status]}: {_text(row, 'error')}")
             elif status == "xfail":
-                ET.SubElement(case, "skipped", message=f"known issue {row['known_issue']}: {_message(row)}")
+                ET.SubElement(case, "skipped", message=f"known issue {_text(row, 'known_issue')}: {_message(row)}")
     for element in suites.iter():
         element.text = _xml_text(element.text) if element.text else element.text
         for name, value in element.attrib.items():

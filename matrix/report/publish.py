@@ -23,6 +23,27 @@ from .upgrade import default_pair, natural_key
 
 INDEX, HISTORY = "index.html", "history.html"
 HISTORY_RUNS = 30
+# How a page across runs says trtmatrix wrote it; pages of an earlier trtmatrix say it by their titles.
+GENERATOR = '<meta name="generator" content="trtmatrix">'
+TITLES = {INDEX: "<title>trtmatrix runs</title>", HISTORY: "<title>trtmatrix history</title>"}
+
+
+def foreign_page(reports_dir: Path) -> str | None:
+    """Why index.html or history.html of `reports_dir` must not be written over, or None: a page
+    trtmatrix did not write (`reports_dir = "."`: the project's own index.html) is the user's."""
+    for name, title in TITLES.items():
+        if not (reports_dir / name).is_file():  # none yet; a FIFO is written into, a folder refused (output_problem)
+            continue
+        try:
+            with open(reports_dir / name, encoding="utf-8", errors="replace") as page:
+                head = page.read(2000)
+        except OSError:  # unreadable: output_problem's to say
+            continue
+        if GENERATOR not in head and title not in head:
+            return (f"{reports_dir / name} is not a page trtmatrix wrote: not written over; give run.reports_dir a "
+                    "folder of its own (or move the file)")
+    return None
+
 
 def write_report(run_dir: Path, frame: pd.DataFrame, speed_tests: Path | None = None) -> None:
     """`speed_tests`: as for html.render_report."""
@@ -81,6 +102,9 @@ def render_run(run_dir: Path, frame: pd.DataFrame | None = None) -> None:
 def render_index(reports_dir: Path) -> None:
     """index.html (a line per run) and history.html (the last HISTORY_RUNS runs), from each run's
     summaries (run_summaries.py): a new run costs its own summaries, not a re-read of every run."""
+    if problem := foreign_page(reports_dir):  # `run` refuses it before it starts; `report` and `merge` say it here
+        print(f"warning: {problem}", file=sys.stderr, flush=True)
+        return
     summaries, history = [], []
     for run_dir in reversed(list_runs(reports_dir, warn=True)):
         try:

@@ -10,6 +10,9 @@ from ..statuses import EXPECTED_CAUSE
 from ..statuses import UNJUDGED
 
 TO_DO = "give the case `expected` outputs (docs/judging.md)"
+# A case file takes no `expected` outputs; its ONNX export, made an ONNX-file case, does.
+CASE_FILE_TO_DO = ("a case file takes no `expected` outputs: judge its ONNX export (model.onnx in <cache>/artifacts/"
+                   "<the cell's artifact>/) as an ONNX-file case with `expected` outputs (docs/judging.md)")
 
 
 def _first(cells: pd.DataFrame, column: str) -> str:
@@ -37,8 +40,10 @@ def reference_lines(frame: pd.DataFrame) -> list[str]:
         if len(unjudged):
             why = _first(unjudged, "error").removeprefix("reference disputed: ")
             word = "no reference" if (unjudged["status"] == "no_reference").all() else "reference disputed"
+            to_do = CASE_FILE_TO_DO if _first(cells, "reference").startswith("PyTorch") else TO_DO
+            said = "expected" in why or "fix the inputs" in why  # what to do is in the cause already
             lines.append(f"{len(unjudged)} cell{'s' * (len(unjudged) != 1)} of case {case} not judged, {word}: {why}"
-                         + ("" if "expected" in why else f"; {TO_DO}"))
+                         + ("" if said else f"; {to_do}"))
         blamed = cells[cells["error"].fillna("").astype(str).str.startswith(EXPECTED_CAUSE)] if "error" in cells \
             else cells.iloc[:0]
         if len(blamed):
