@@ -21,7 +21,6 @@ from .sources import CaseSpec, Params, case_specs, check_known_issue_params, che
 from .sources.case_files import local_modules
 from .sources.known_issues import KnownIssue, load_registry, matrix_registry, registry_path
 from .store.cache import cache_folder
-from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json
 
 
@@ -223,7 +222,6 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
                 raise ConfigError(config_path, flag, f"{name!r} is not in the matrix")
     envs = {e.name: e for e in load_envdefs(config_path.parent / config.run.images_dir,
                                             config.run.environments, config_path)}
-    tag_cache(cache_folder(config_path.parent, config.run.cache_dir))  # before case_specs writes there
     cases = case_specs(config, config_path, {e.engine for e in envs.values()}, only_cases)
     code = worker_hash()
     cells = []

@@ -48,6 +48,7 @@ from .sources.onnx_suites import suite_label
 from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.cache import faults_memo, speed_tests
+from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import cache_lock, run_lock
@@ -430,7 +431,9 @@ class MatrixRun:
         with removed_at_end(Path(lock.lock_file)), lock:
             remove_dead_partials(reports_dir)
             remove_left_behind(list(self.plan.envs.values()))
-            return self._store(reports_dir, self.judge())
+            judged = self.judge()
+            tag_cache(self.cache)  # laid out as trtmatrix's by now, unless it holds the user's own files
+            return self._store(reports_dir, judged)
 
     def judge(self) -> pd.DataFrame:
         """Run every cell (stored results reused) and return the judged records, known issues

@@ -32,6 +32,7 @@ def test_plan_leaves_the_cache_byte_for_byte_unchanged(tmp_path, tiny_model):
     assert "docker environments (ort-1.32-docker): result keys include the image id" in before.stderr
 
     assert cli("run", "-c", str(config), "--env", "ort-1.32").returncode == 0
+    assert (cache / "CACHEDIR.TAG").is_file()  # the run tags the cache it made (cache --free frees only such)
     files = snapshot(cache)
     after = cli("plan", "-c", str(config))
     assert after.returncode == 0, after.stderr

@@ -5,7 +5,7 @@ lose the user's own `results/` or `venvs/` to it.
 A cache trtmatrix makes carries a CACHEDIR.TAG (the cache directory tagging convention, which
 backup tools also read). A cache an earlier trtmatrix made has none: it is recognised by its
 layout, every entry one of trtmatrix's parts and a `locks/` of trtmatrix's lock files alone (every
-run takes some), and tagged at the next plan.
+run takes some), and tagged at the end of the next run.
 """
 
 from __future__ import annotations
@@ -49,12 +49,11 @@ def _strangers(cache: Path) -> list[str]:
 
 
 def tag_cache(cache: Path) -> None:
-    """Tag a cache trtmatrix makes now (the folder absent or empty) or an earlier trtmatrix made (its
-    layout); leave any other folder untagged (a run may still keep its parts there)."""
-    if _tagged(cache) or cache.exists() and (not cache.is_dir() or _strangers(cache)):
+    """Tag a cache folder that is empty or laid out as trtmatrix's (an earlier trtmatrix's, or the
+    one a run has just made); leave any other folder untagged (a run may still keep its parts there)."""
+    if _tagged(cache) or not cache.is_dir() or _strangers(cache):
         return  # a file is refused where the run checks its folders
     try:
-        cache.mkdir(parents=True, exist_ok=True)
         write_text_atomically(cache / TAG, TAG_TEXT)
     except OSError:  # an unwritable place: said where the run first writes there
         return
