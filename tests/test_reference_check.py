@@ -368,6 +368,8 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
                                        [h.make_tensor_value_info("y", T.FLOAT, [3])]),
                           opset_imports=[h.make_opsetid("", 21)], ir_version=10)
     onnx.save(island, tmp_path / "int4.onnx")
+    model(tmp_path / "tie.onnx", [h.make_node("Add", ["a", "b"], ["s"]), h.make_node("Hardmax", ["s"], ["y"])],
+          [("a", T.FLOAT, [1, 2]), ("b", T.FLOAT, [1, 2])], [("y", T.FLOAT, [1, 2])])
     model(tmp_path / "emptymean.onnx", [h.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=0)],
           [("x", T.FLOAT, [2, 0])], [("y", T.FLOAT, [2])])
     done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x, "ids": ids})
@@ -375,7 +377,10 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
                       + case(tmp_path, "fn", None, {"x": np.array([1.1, -2.3, 3.7, 0.3], np.float32)},
                              profiles=("fp16",))
                       + case(tmp_path, "int4", None, {"x": np.array([0.3, 1.7, -2.9], np.float32)})
-                      + case(tmp_path, "emptymean", None, {"x": np.zeros((2, 0), np.float32)}))
+                      + case(tmp_path, "emptymean", None, {"x": np.zeros((2, 0), np.float32)})
+                      + case(tmp_path, "tie", None, {"a": np.float32([[1, 1]]), "b": np.float32([[0, 2 ** -26]])}))
+    # fifth sweep, 1: a tie float32 rounding makes (1 + 2**-26 is 1 in float32) decides Hardmax
+    assert cells["tie"]["status"] == "disputed" and "(Hardmax)" in cells["tie"]["error"], cells["tie"]
     # fourth sweep, 22: a mean over nothing (NaN in float64, 0 in onnxruntime: the spec leaves it
     # undefined) printed numpy's "RuntimeWarning: Mean of empty slice" on the terminal
     assert cells["emptymean"]["status"] == "disputed" and "RuntimeWarning" not in done.stderr, done.stderr

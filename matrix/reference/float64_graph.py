@@ -214,7 +214,10 @@ class Float64Values:
 
 # Ops whose output jumps where their input crosses a value: a rounding of the input can decide it.
 STEP_OPS = {"Floor", "Ceil", "Round", "Sign", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal", "ArgMax",
-            "ArgMin"}
+            "ArgMin", "Hardmax", "TopK", "QuantizeLinear"}
+# Those whose float outputs are whole numbers (a step's levels): held exactly. Other float outputs
+# (TopK's values) move with their inputs' rounding, as any value does: not a step's.
+WHOLE_FLOAT_OUTPUTS = {"Floor", "Ceil", "Round", "Sign", "Hardmax"}
 INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
                  TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
 
@@ -235,7 +238,8 @@ def _rounding_decides(node: onnx.NodeProto, given: dict[str, np.ndarray], produc
     except Exception:  # noqa: BLE001 - it evaluated on the float64 values: nothing else to learn
         return False
     return any(name in again and not np.array_equal(again[name], value, equal_nan=value.dtype.kind == "f")
-               for name, value in produced.items())
+               for name, value in produced.items()
+               if value.dtype.kind != "f" or node.op_type in WHOLE_FLOAT_OUTPUTS)
 
 
 def storage_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
