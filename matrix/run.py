@@ -112,9 +112,11 @@ def _matches_the_model(directory: Path, artifacts: Path, rules) -> tuple[dict, s
 
 
 class MatrixRun:
-    def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None):
-        """`executor`: where environments run (executors.open_executor); default this host."""
-        self.plan, self.reuse = plan, reuse
+    def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None,
+                 reprepare: bool = False):
+        """`executor`: where environments run (executors.open_executor); default this host.
+        `reprepare`: case files' cases prepared again, though prepared."""
+        self.plan, self.reuse, self.reprepare = plan, reuse, reprepare
         # Once a stop begins, nothing more is reported: cells its stop broke are no finding.
         self.on_event = lambda event: None if STOPPING.is_set() else on_event(event)
         self.cache = plan.path("cache_dir")
@@ -159,9 +161,9 @@ class MatrixRun:
 
     def _artifacts_for(self, case: str, params, artifact_key: str) -> Path | BaseException:
         key, spec = (case, params), self.plan.cases[case]
-        # --no-reuse prepares a case file's cases again: its build may read what no key sees (a
-        # variable, whether a file exists: prepare/files_read.py).
-        fresh = not self.reuse and spec.torch_case is not None
+        # --reprepare: a case file's build may read what no key sees (a variable, whether a file
+        # exists: prepare/files_read.py).
+        fresh = self.reprepare and spec.torch_case is not None
         # Ready: no lock, no progress line (thousands of suite tests on a re-run), its case.json kept.
         if key not in self._artifacts and not fresh and (ready := prepared_meta(self.cache, case, artifact_key)):
             self._artifacts[key], self._metas[ready[0]] = ready

@@ -1054,8 +1054,8 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     trtmatrix("run", "-c", str(config), "--case", "helper_case")
     cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
     assert cell["status"] == "error" and "NaN everywhere" in cell["error"] and not cell["reused"], cell["error"]
-    # fourth sweep, 8: what no key sees (a variable) is made again by --no-reuse, not judged stale
-    done = subprocess.run([TRTMATRIX, "run", "-c", str(config), "--case", "helper_case", "--no-reuse"],
+    # fourth sweep, 8: what no key sees (a variable) is made again by --reprepare, not judged stale
+    done = subprocess.run([TRTMATRIX, "run", "-c", str(config), "--case", "helper_case", "--reprepare"],
                           capture_output=True, text=True, env={**os.environ, "SCALE_SIGN": "-1"})
     assert read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]["status"] == "pass", done.stderr
     first = build_plan(config).cells[0].artifact_key

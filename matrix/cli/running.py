@@ -49,8 +49,11 @@ def plan(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: En
 @app.command()
 def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: EnvsOpt = None, cell: CellsOpt = None,
         reuse: Annotated[bool, typer.Option(help="Reuse stored results of cells whose result key is unchanged; "
-                                                  "--no-reuse runs every cell again and prepares case files' "
-                                                  "cases again.")] = True,
+                                                  "--no-reuse runs every cell again.")] = True,
+        reprepare: Annotated[bool, typer.Option(
+            "--reprepare", help="Prepare case files' cases again, though prepared: for what their build reads that "
+                                "no key sees (a variable, whether a file exists); cells whose artifacts changed run "
+                                "again.")] = False,
         junit_xml: Annotated[Optional[Path], typer.Option(
             metavar="FILE", help="Also write the cells as JUnit XML here: a testsuite per environment, a testcase "
                                  "per row.")] = None,
@@ -84,7 +87,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     baseline_run = _baseline(baseline)
     executor = _executor(the_plan, ray)
     with RunProgress(len(the_plan.cells)) as progress:  # a stop: main() ends it
-        run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress, executor=executor).execute()
+        run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress, executor=executor, reprepare=reprepare).execute()
     frame = read_run(run_dir)
     print_results(frame, full_list=run_dir / LOOK_AT)
     if dropped := left_out_line(read_run_meta(run_dir).get("left_out", {}), run_dir / RUN_META):

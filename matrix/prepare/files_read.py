@@ -2,7 +2,7 @@
 beside it, a tokenizer's JSON), and the folders it lists (a glob over shards): kept with its
 artifacts, each file with its digest and each folder with its names, so that one that changed since
 prepares the case again instead of judging the old export (issue 41, third sweep, 21; fourth, 8).
-What it asks of the environment (a variable, whether a file exists) is not seen: `run --no-reuse`
+What it asks of the environment (a variable, whether a file exists) is not seen: `run --reprepare`
 prepares a case file's cases again. The case file and the modules beside it are in the artifacts' key already
 (sources/case_files.local_modules); files of Python's installation are the environment's, and
 what native code opens by itself (safetensors' reader) is not seen here.
