@@ -222,15 +222,20 @@ INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorP
                  TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
 
 
+def _is_step(node: onnx.NodeProto) -> bool:
+    """One of STEP_OPS, or a Cast to integers (a Cast between floats is no step)."""
+    return node.op_type in STEP_OPS or node.op_type == "Cast" and \
+        next((a.i for a in node.attribute if a.name == "to"), None) in INTEGER_TYPES
+
+
 def _rounding_decides(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict[str, np.ndarray],
                       model: onnx.ModelProto, types: dict[str, np.dtype]) -> bool:
     """Whether a step (Floor, a comparison, a Cast to integers) gives other outputs when its float64
     inputs are held in the types the model declares for them (float32): `Floor(x / 0.1)` at 0.7 is 6 in
     float64 and 7 in float32, and no reference can say which a float32 model means."""
-    to = next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
     held = {name: value.astype(types[name]).astype(np.float64) for name, value in given.items()
             if name in types and value.dtype.kind == "f"}
-    if not held or not (node.op_type in STEP_OPS or to in INTEGER_TYPES):
+    if not held:
         return False
     try:
         with np.errstate(all="ignore"):
@@ -335,8 +340,8 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
             continue
         result.values.update({k: v for k, v in outputs.items() if wanted is None or k in wanted})
         step = next((decided[name] for name in node_inputs(node) if name in decided), None)
-        if step is None and (node.op_type in STEP_OPS or node.op_type == "Cast"):
-            types = storage_types(model) if types is None else types
+        if step is None and _is_step(node) and any(value.dtype.kind == "f" for value in given.values()):
+            types = storage_types(model) if types is None else types  # shape inference: once, and only here
             step = f"{node_label(node, order)} ({node.op_type})" if _rounding_decides(node, given, outputs, model,
                                                                                     types) else None
         if step is not None:
