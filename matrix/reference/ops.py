@@ -7,7 +7,10 @@ has a test that fails once onnx's own op is right, so that the replacement can g
 from __future__ import annotations
 
 import numpy as np
+from onnx import helper
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTranspose
+from onnx.reference.ops.op_quantize_linear import QuantizeLinear_25 as OnnxQuantizeLinear
 
 
 class GatherElements(OpRun):
@@ -47,4 +50,67 @@ class BatchNormalization(OpRun):
         return (y.astype(x.dtype),)
 
 
-REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization]
+def _along(value: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int | None) -> np.ndarray:
+    """A scale or zero point as it meets x: one value, one per entry of `axis`, or one per block of
+    `block_size` entries along it."""
+    if value.size == 1:
+        return value.reshape(())
+    axis %= len(shape)
+    if block_size:
+        return np.repeat(value, block_size, axis=axis).take(range(shape[axis]), axis=axis)
+    return value.reshape([-1 if i == axis else 1 for i in range(len(shape))])
+
+
+class DequantizeLinear(OpRun):
+    """onnx's has no version before opset 19 (opset 10 and 13 QDQ models, as quantisation tools write
+    them, had no float64 value), and it makes x float32 before subtracting the zero point (an int32
+    bias above 2**24 loses digits). The spec: y = (x - x_zero_point) * x_scale, exactly."""
+
+    op_domain = ""
+
+    def _run(self, x, x_scale, x_zero_point=None, axis=None, block_size=None, output_dtype=None, **_):
+        axis = 1 if axis is None else axis
+        shifted = x.astype(np.float64)
+        if x_zero_point is not None:
+            shifted = shifted - _along(x_zero_point.astype(np.float64), x.shape, axis, block_size)
+        y = shifted * _along(x_scale, x.shape, axis, block_size)
+        return (y.astype(helper.tensor_dtype_to_np_dtype(output_dtype) if output_dtype else x_scale.dtype),)
+
+
+class QuantizeLinear(OnnxQuantizeLinear):
+    """onnx's makes round(x / scale) an int32 before it saturates: beyond 2**31 (an inf, a large value
+    over a small scale) it wraps, and 127's place gets -128. The spec saturates; so does this, to
+    integer targets (other targets, float8 and the like, are onnx's)."""
+
+    op_domain = ""
+
+    def _run(self, x, y_scale, zero_point=None, axis=None, saturate=None, block_size=None, output_dtype=None,
+             precision=None, **_):
+        axis = 1 if axis is None else axis
+        target = helper.tensor_dtype_to_np_dtype(output_dtype) if output_dtype else \
+            zero_point.dtype if zero_point is not None else np.dtype(np.uint8)
+        if not np.issubdtype(target, np.integer):
+            return super()._run(x, y_scale, zero_point, axis=axis, saturate=1 if saturate is None else saturate,
+                                block_size=block_size or 0, output_dtype=output_dtype, precision=precision or 0)
+        q = np.rint(x.astype(np.float64) / _along(y_scale, x.shape, axis, block_size))
+        if zero_point is not None:
+            q = q + _along(zero_point.astype(np.float64), x.shape, axis, block_size)
+        return (np.clip(q, np.iinfo(target).min, np.iinfo(target).max).astype(target),)
+
+
+class ConvTranspose(OnnxConvTranspose):
+    """onnx's fails for any group above 1 ("cannot reshape array"): a grouped or depthwise transposed
+    convolution (a decoder's upsampler) had no float64 value. Its groups are group-1 transposed
+    convolutions of their own channels, side by side, which onnx's computes."""
+
+    op_domain = ""
+
+    def _run(self, X, W, B=None, group=None, **attributes):
+        if not group or group == 1:
+            return super()._run(X, W, B, group=1, **attributes)
+        biases = np.split(B, group) if B is not None else [None] * group
+        return (np.concatenate([super(ConvTranspose, self)._run(x, w, b, group=1, **attributes)[0]
+                                for x, w, b in zip(np.split(X, group, axis=1), np.split(W, group), biases)], axis=1),)
+
+
+REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose]
