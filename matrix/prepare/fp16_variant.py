@@ -21,7 +21,7 @@ from pathlib import Path
 
 import onnx
 
-from ..reference.float64_graph import as_tensor_constant, inlined, node_inputs
+from ..reference.float64_graph import as_tensor_constant, every_node, inlined, node_inputs
 
 
 class InvalidVariant(ValueError):
@@ -37,32 +37,61 @@ def _fp16_model(model: onnx.ModelProto, keep_fp32: list[str]) -> onnx.ModelProto
         return model
     for node in model.graph.node:  # value_float(s) Constants, the same values as tensors: the converter
         as_tensor_constant(node)  # relabels the former without converting them
-    _outputs_made_by_nodes(model.graph)
-    fp16 = OnnxModel(convert_float_to_float16(model, keep_io_types=True, op_block_list=DEFAULT_OP_BLOCK_LIST,
+    order = [output.name for output in model.graph.output]
+    passed = _outputs_made_by_nodes(model.graph)
+    fp16 = OnnxModel(convert_float_to_float16(model, keep_io_types=True,
+                                              op_block_list=[*DEFAULT_OP_BLOCK_LIST, *_float32_only(model)],
                                               node_block_list=keep_fp32))
     fp16.enable_shape_infer = False  # the converter's ONNX shape inference has already typed every value
     fp16.remove_useless_cast_nodes()
     ordered = topological_order(fp16.model.graph)
     del fp16.model.graph.node[:]
     fp16.model.graph.node.extend(ordered)
+    outputs = {output.name: output for output in [*fp16.model.graph.output, *passed]}
+    del fp16.model.graph.output[:]
+    fp16.model.graph.output.extend(outputs[name] for name in dict.fromkeys(order))
     return fp16.model
 
 
-def _outputs_made_by_nodes(graph: onnx.GraphProto) -> None:
+def _float32_only(model: onnx.ModelProto) -> list[str]:
+    """The model's ops whose schema, at its opset, types some input or output float32 and none FP16
+    (QuantizeLinear's and DequantizeLinear's scales below opset 19, Celu): converted, they fail the
+    checker; kept FP32 between casts, the copy is valid and the rest of it is FP16."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    kept = []
+    for op_type in sorted({node.op_type for node in every_node(model.graph) if node.domain in ("", "ai.onnx")}):
+        try:
+            schema = onnx.defs.get_schema(op_type, opset, "")
+        except onnx.defs.SchemaError:  # an op the installed onnx does not know: the checker will say so
+            continue
+        constraints = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+        allowed = [constraints.get(p.type_str, {p.type_str}) for p in [*schema.inputs, *schema.outputs]]
+        if any("tensor(float)" in types for types in allowed) and \
+                not any("tensor(float16)" in types for types in allowed):
+            kept.append(op_type)
+    return kept
+
+
+def _outputs_made_by_nodes(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
     """Outputs as the converter can cast them: each listed once (a second listing of one name made
-    two casts for one renamed producer), and an initializer output computed by an Identity of it
-    (no node to rename: its cast read a value nothing made). Both leave every output's name and value."""
+    two casts for one renamed producer), and an initializer output computed by an Identity of it (no
+    node to rename: its cast read a value nothing made). A graph input passed through as an output
+    (a mask handed back) is taken out and returned, to be listed again after the conversion: the
+    converter renamed the input itself, which its readers then lacked, and the copy's inputs stay
+    FP32 (an Identity cannot make it: its output would need the input's own name)."""
     listed = {output.name: output for output in graph.output}
+    inputs = {value.name for value in graph.input}
+    passed = [output for name, output in listed.items() if name in inputs]
     del graph.output[:]
-    graph.output.extend(listed.values())
+    graph.output.extend(output for name, output in listed.items() if name not in inputs)
     constants = {initializer.name: initializer for initializer in graph.initializer}
-    taken = {name for node in graph.node for name in [*node.input, *node.output]} | set(constants) \
-        | {value.name for value in graph.input}
+    taken = {name for node in graph.node for name in [*node.input, *node.output]} | set(constants) | inputs
     for name in (name for name in listed if name in constants):
         kept = next(f"{name}_value{n or ''}" for n in range(len(taken) + 1) if f"{name}_value{n or ''}" not in taken)
         taken.add(kept)
         constants[name].name = kept
         graph.node.insert(0, onnx.helper.make_node("Identity", [kept], [name], name=f"{name}_as_output"))
+    return passed
 
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
