@@ -374,6 +374,9 @@ class MatrixRun:
         copy = copy_path(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))
         if copy is not None and copy_facts(copy)[0].is_file():
             judged = self._split_blame(directory, artifacts, copy, verdict, judged, (tol, accept, mask))
+        elif verdict == "fail" and not judged.get("error") and \
+                (unsplit := (self._copy_facts(cell, artifacts) or {}).get("unsplit")):
+            judged = {**judged, "error": f"{unsplit}: how much of this error the conversion makes is not known"}
         store_judgement(directory, key, verdict, judged)
         return verdict, judged
 

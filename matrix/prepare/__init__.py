@@ -328,7 +328,8 @@ def copy_path(artifacts: Path, profile: Profile, fp16_copy: bool) -> Path | None
 
 def copy_facts(copy: Path) -> tuple[Path, Path]:
     """(the copy's outputs in float64, what its conversion did as JSON: {"changes": the constants it
-    clamped or flushed, "reduced_values": how many FP16/BF16 tensors the copy holds})."""
+    clamped or flushed, "reduced_values": how many FP16/BF16 tensors the copy holds, "unsplit": why the
+    copy has no float64 evaluation, or null})."""
     return copy.with_suffix(".float64.npz"), copy.with_suffix(".conversion.json")
 
 
@@ -336,10 +337,13 @@ def _write_copy_facts(original: onnx.ModelProto, written: Path, artifacts: Path,
     """`written`: the copy, still under its temporary name (`target` once these are written)."""
     outputs, changes = copy_facts(target)
     inputs, copy = typed_tensors(artifacts / INPUTS), onnx.load(str(written))
+    unsplit = None
     try:
         save_arrays(outputs, copy_float64(copy, inputs))
-    except Exception:  # noqa: BLE001 - no float64 evaluation of the copy: the cell is judged, not split
+    except Exception as exc:  # noqa: BLE001 - no float64 evaluation of the copy: the cell is judged, not split
         outputs.unlink(missing_ok=True)
+        unsplit = str(exc) if isinstance(exc, ValueError) else f"trtmatrix cannot evaluate the FP16 copy in " \
+                                                                 f"float64: {type(exc).__name__}: {exc}"[:400]
     digests = {target.name: file_digest(written), **({outputs.name: file_digest(outputs)} if outputs.is_file() else {})}
     changes.write_text(json.dumps({"changes": changed_constants(original, copy), "reduced_values": reduced_values(copy),
-                                   "digests": digests}, indent=1))
+                                   "unsplit": unsplit, "digests": digests}, indent=1))

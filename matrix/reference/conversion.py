@@ -66,10 +66,16 @@ def reduced_values(copy: onnx.ModelProto) -> int:
 
 
 def copy_float64(copy: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The copy's graph outputs evaluated in float64 (those that have a float64 evaluation), its
-    casts to FP16 not rounding: the conversion's error is its constants', the engine's its arithmetic."""
-    values = float64_values(copy, inputs, narrow=False).values
-    return {o.name: values[o.name] for o in copy.graph.output if o.name in values}
+    """The copy's graph outputs evaluated in float64, its casts to FP16 not rounding: the conversion's
+    error is its constants', the engine's its arithmetic. Raises ValueError, saying why, where an
+    output has no float64 evaluation."""
+    evaluated = float64_values(copy, inputs, narrow=False)
+    lacking = [o.name for o in copy.graph.output if o.name not in evaluated.values]
+    if lacking:  # a part of the outputs would read, held against the reference, as outputs the engine lacks
+        why = next(iter(evaluated.missing.items()), ("", "a sequence, not a tensor"))
+        raise ValueError(f"trtmatrix has no float64 evaluation of the FP16 copy for {', '.join(map(repr, lacking))} "
+                         f"({f'node {why[0]}: ' if why[0] else ''}{why[1]})")
+    return {name: evaluated.values[name] for name in (o.name for o in copy.graph.output)}
 
 
 def cause(changes: list[dict], conversion: float, engine: float, label: str = "FP16 copy") -> str:
