@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from onnx import TensorProto as T, helper as h
 from onnx.reference import ReferenceEvaluator
 
@@ -13,7 +14,8 @@ from matrix.reference.ops import REPLACEMENTS
 
 
 def one_node(node, inputs: dict[str, np.ndarray], opset: int):
-    graph = h.make_graph([node], "g", [h.make_tensor_value_info(n, T.DOUBLE, v.shape) for n, v in inputs.items()],
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info(n, h.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                                       for n, v in inputs.items()],
                          [h.make_value_info(o, h.make_empty_tensor_value_info(o).type) for o in node.output])
     return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
 
@@ -75,3 +77,66 @@ def test_gather_elements_takes_along_an_axis_longer_than_64():
     got = ReferenceEvaluator(h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]),
                              new_ops=REPLACEMENTS).run(None, {"d": data, "i": indices})[0]
     assert np.array_equal(got, np.take_along_axis(data, indices % 100, axis=1))
+
+
+# Issue 41, sweep 5 #4: QDQ models (opset 10 to 18) and grouped transposed convolutions had no float64 value.
+
+def _dequantize(opset: int):
+    x = np.array([[2**24 + 1, -7, 127], [2**30, 0, -2**31]], np.int32)  # an int32 bias beyond float32's 2**24
+    zero, scale = np.array([3, -2], np.int32), np.array([0.5, 2.0 ** -20])
+    node = h.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=0)
+    return node, {"x": x, "s": scale, "z": zero}, (x.astype(np.int64) - zero[:, None]) * scale[:, None]
+
+
+@pytest.mark.parametrize("opset", [13, 17, 21])
+def test_dequantize_linear_is_exact_at_every_opset(opset):
+    node, inputs, spec = _dequantize(opset)
+    got = evaluate(node, inputs, opset, True)
+    assert got.dtype == np.float64 and np.array_equal(got, spec)
+
+
+def test_onnx_dequantize_linear_still_lacks_opsets_below_19():
+    """When this fails, onnx's DequantizeLinear exists below opset 19: check that it is exact on int32
+    (test above, replaced=False) and remove ops.DequantizeLinear."""
+    node, inputs, _ = _dequantize(13)
+    with pytest.raises(RuntimeError, match="No implementation for operator 'DequantizeLinear'"):
+        evaluate(node, inputs, 13, False)
+
+
+def _quantize():
+    x = np.array([np.inf, 1e12, -1e12, 2.5, 3.5, -2.5, 0.0])
+    return h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"]), {"x": x, "s": np.array(1.0), "z": np.int8(0)}, \
+        np.array([127, 127, -128, 2, 4, -2, 0], np.int8)  # saturated; halves to even
+
+
+def test_quantize_linear_saturates_and_rounds_half_to_even():
+    node, inputs, spec = _quantize()
+    assert np.array_equal(evaluate(node, inputs, 13, True), spec)
+
+
+def test_onnx_quantize_linear_still_wraps_beyond_int32():
+    """When this fails, onnx's QuantizeLinear saturates: remove ops.QuantizeLinear."""
+    node, inputs, spec = _quantize()
+    with np.errstate(invalid="ignore"):
+        assert not np.array_equal(evaluate(node, inputs, 13, False), spec)
+
+
+def _conv_transpose():
+    x, w, b = RNG.standard_normal((1, 4, 5, 5)), RNG.standard_normal((4, 3, 3, 3)), RNG.standard_normal(6)
+    node = h.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], group=2, pads=[1, 1, 1, 1],
+                       output_padding=[1, 1])
+    spec = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=2, padding=1,
+                                                output_padding=1, groups=2).numpy()
+    return node, {"x": x, "w": w, "b": b}, spec
+
+
+def test_a_grouped_conv_transpose_is_pytorchs_in_float64():
+    node, inputs, spec = _conv_transpose()
+    assert np.allclose(evaluate(node, inputs, 17, True), spec, rtol=1e-12, atol=1e-12)
+
+
+def test_onnx_conv_transpose_still_fails_for_groups():
+    """When this fails, onnx's ConvTranspose takes groups: remove ops.ConvTranspose."""
+    node, inputs, _ = _conv_transpose()
+    with pytest.raises(ValueError, match="cannot reshape"):
+        evaluate(node, inputs, 17, False)
