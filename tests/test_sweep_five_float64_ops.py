@@ -70,10 +70,12 @@ def _convT(folder: Path) -> tuple[str, np.ndarray]:
 
 
 def _passed_through(folder: Path) -> str:
-    """Outputs: the graph input itself (a mask handed back) and Relu of it."""
-    return _save(folder, "through", [h.make_node("Relu", ["x"], ["r"])], [("x", T.FLOAT, [4])],
-                 [("x", T.FLOAT, [4]), ("r", T.FLOAT, [4])], {}, {"x": np.float32([-1, 0.5, 2, 3])},
-                 profiles=("fp16",))
+    """Outputs: the graph input itself (a mask handed back), Relu of it, and a Constant FP16 cannot
+    hold (the stranger's case, sweep 5 cases/26)."""
+    constant = numpy_helper.from_array(np.float32([1.1, 70000.0]))
+    return _save(folder, "through", [h.make_node("Relu", ["x"], ["r"]), h.make_node("Constant", [], ["c"], value=constant)],
+                 [("x", T.FLOAT, [2])], [("x", T.FLOAT, [2]), ("r", T.FLOAT, [2]), ("c", T.FLOAT, [2])], {},
+                 {"x": np.float32([1e-3, 70000.0])}, profiles=("fp16",))
 
 
 def _unevaluated_copy(folder: Path) -> str:
@@ -133,9 +135,13 @@ def test_the_fp16_copies_of_qdq_and_grouped_conv_transpose_are_judged(swept, cas
 def test_a_graph_input_passed_through_as_an_output_has_a_valid_fp16_copy(swept):
     """Issue 41, sweep 5 #12: the copy failed the checker ("input 'graph_output_cast_0' of node Relu
     is not output of any previous nodes"); the pass-through output is now listed again after the
-    conversion, FP32 as the copy's inputs are."""
+    conversion, FP32 as the copy's inputs are. The cell fails for the copy's own doing, said: its
+    constant output 70000 is 65504 in FP16 (the cause named no constant: the copy renames a constant
+    output), and the engine adds nothing."""
     cell = swept[1][("through", "fp16")]
-    assert cell["status"] == "pass" and cell["max_abs"] == 0.0, cell["error"]
+    assert cell["status"] == "fail", cell["error"]
+    assert cell["error"].startswith("FP16 copy clamps constant 'c' (7e+04 → 65504) at node Constant#1"), cell["error"]
+    assert cell["conversion_max_abs"] == 70000 - 65504 and cell["copy_max_abs"] == 0.0
 
 
 def test_a_copy_without_float64_evaluation_is_judged_and_says_so(swept):

@@ -28,7 +28,12 @@ def _constants(model: onnx.ModelProto) -> dict[str, tuple[np.ndarray, str]]:
         if node.op_type == "Constant":
             for attribute in node.attribute:
                 if attribute.name == "value":
-                    found[node.output[0]] = (numpy_helper.to_array(attribute.t), readers.get(node.output[0], "?"))
+                    found[node.output[0]] = (numpy_helper.to_array(attribute.t),
+                                             readers.get(node.output[0], node.name or f"Constant#{order}"))
+    # A constant that is a graph output: the copy renames it and casts it back to the output's name.
+    for node in model.graph.node:
+        if node.op_type == "Cast" and node.input and node.input[0] in found and node.output[0] not in found:
+            found[node.output[0]] = found[node.input[0]]
     return found
 
 
