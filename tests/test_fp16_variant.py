@@ -63,7 +63,8 @@ def test_fp16_variants_run_on_onnxruntime_1_17_without_graph_optimisations(write
 def untyped_case(directory) -> str:
     """An ONNX-file case valid in FP32 whose FP16 copy (Gelu kept FP32) is not: the converter cannot
     type a com.microsoft op's output (Gelu's, here undeclared), casts nothing after it, and onnxruntime
-    refuses the copy's Mul of float by float16. (An opset-13 DequantizeLinear was this example until its scale stayed FP32.)"""
+    refuses the copy's Mul of float by float16. (An opset-13 DequantizeLinear was this example until
+    its scale stayed FP32.)"""
     graph = helper.make_graph(
         [helper.make_node("Gelu", ["x"], ["g"], name="gelu", domain="com.microsoft"),
          helper.make_node("Mul", ["g", "k"], ["y"], name="scale")],
@@ -82,8 +83,8 @@ def untyped_case(directory) -> str:
 
 
 def test_an_invalid_variant_is_never_written_and_its_cells_say_why(write_matrix, tmp_path):
-    plan = build_plan(write_matrix('[profiles.fp16]\nprecision = "fp16"\nkeep_fp32 = ["gelu"]\n' + untyped_case(tmp_path),
-                                   environments=("ort-1.32",)))
+    profile = '[profiles.fp16]\nprecision = "fp16"\nkeep_fp32 = ["gelu"]\n'
+    plan = build_plan(write_matrix(profile + untyped_case(tmp_path), environments=("ort-1.32",)))
     cell = plan.cells[0]
     directory = prepare(plan.cases["tiny"], cell.params, cell.artifact_key, plan.path("cache_dir"))
     with pytest.raises(InvalidVariant, match="cannot load the FP16 variant.*Mul"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from onnx import TensorProto as T, helper as h
+from onnx import TensorProto as T, helper as h, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from matrix.reference.ops import REPLACEMENTS
@@ -93,6 +93,18 @@ def test_dequantize_linear_is_exact_at_every_opset(opset):
     node, inputs, spec = _dequantize(opset)
     got = evaluate(node, inputs, opset, True)
     assert got.dtype == np.float64 and np.array_equal(got, spec)
+
+
+def test_dequantize_linear_asked_for_float32_is_float64_in_the_float64_pass():
+    """Opset 23's `output_dtype = FLOAT` made the float64 evaluation's value float32 (0.1 * 3 rounded)."""
+    from matrix.reference.float64_graph import float64_values
+
+    node = h.make_node("DequantizeLinear", ["x", "s"], ["y"], output_dtype=T.FLOAT)
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.INT8, [3])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [3])], [numpy_helper.from_array(np.float32(0.1), "s")])
+    x = np.int8([3, -7, 100])
+    got = float64_values(h.make_model(graph, opset_imports=[h.make_opsetid("", 23)]), {"x": x}).values["y"]
+    assert got.dtype == np.float64 and np.array_equal(got, x * np.float64(np.float32(0.1)))
 
 
 def test_onnx_dequantize_linear_still_lacks_opsets_below_19():

@@ -146,8 +146,8 @@ def test_a_graph_input_passed_through_as_an_output_has_a_valid_fp16_copy(swept):
 
 def test_a_copy_without_float64_evaluation_is_judged_and_says_so(swept):
     """Issue 41, sweep 5 #13, in general: where trtmatrix cannot evaluate the FP16 copy in float64,
-    the cell is judged against the reference as any cell is (here it fails: its constant clamped), its cause says that trtmatrix lacks the copy's evaluation, never that the engine
-    returned nothing."""
+    the cell is judged against the reference as any cell is (here it fails: its constant clamped), its
+    cause says that trtmatrix lacks the copy's evaluation, never that the engine returned nothing."""
     cell = swept[1][("gelu", "fp16-gelu-fp32")]
     assert cell["status"] == "fail", cell["error"]
     assert "trtmatrix has no float64 evaluation of the FP16 copy for 'y' (node gelu" in cell["error"], cell["error"]

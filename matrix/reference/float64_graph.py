@@ -27,8 +27,9 @@ from .ops import REPLACEMENTS
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 # Ops whose output is a random draw, not a function of their inputs: no two evaluations share it.
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
-# Attributes that name an output element type (Cast's `to`, RandomNormal's `dtype`, ...).
-TYPE_ATTRIBUTES = {"to", "dtype"}
+# Attributes that name an output element type (Cast's `to`, RandomNormal's `dtype`, DequantizeLinear's
+# `output_dtype`, ...).
+TYPE_ATTRIBUTES = {"to", "dtype", "output_dtype"}
 
 
 def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
