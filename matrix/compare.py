@@ -106,7 +106,8 @@ def _nonfinite_found(out: np.ndarray, ref: np.ndarray, missed: np.ndarray, dtype
 
 def _compare_integers(name: str, shape: tuple[int, ...], out: np.ndarray, ref: np.ndarray, left_out: int) -> OutputMetrics:
     """Integers (indices, counts, masks) match exactly, as integers: through float64, 2**62 + 1
-    and 2**62 would be equal. Differences are taken as Python integers, so none overflows."""
+    and 2**62 would be equal. Differences are taken as Python integers, so none overflows. No
+    tolerance passes one that differs: atol_needed is infinite, as for strings."""
     bad = out != ref
     diffs = [abs(int(a) - int(r)) for a, r in zip(out[bad], ref[bad])]
     size = max(out.size, 1)
@@ -116,7 +117,7 @@ def _compare_integers(name: str, shape: tuple[int, ...], out: np.ndarray, ref: n
                          rmse=math.sqrt(sum(float(d) ** 2 for d in diffs) / size),
                          cosine=cosine(out.astype(np.float64), ref.astype(np.float64)),
                          mismatch_frac=float(bad.mean()) if bad.size else 0.0, nan_count=0, inf_count=0,
-                         atol_needed=worst, rtol_needed=INF if diffs else 0.0, left_out=left_out)
+                         atol_needed=INF if diffs else 0.0, rtol_needed=INF if diffs else 0.0, left_out=left_out)
 
 
 def _compare_strings(name: str, actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
@@ -180,6 +181,8 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
     with np.errstate(divide="ignore", over="ignore"):  # an error on an exact (or subnormal) 0: no rtol covers it
         rtol_needed = float(((over_atol - atol) / np.abs(ref[diff > atol])).max()) if over_atol.size else 0.0
         atol_needed = float(np.maximum(diff - rtol * np.abs(ref), 0).max()) if diff.size else 0.0
+    if exact_kind(actual) and bad.any():  # an integer output: no tolerance passes it
+        atol_needed = rtol_needed = INF
     return OutputMetrics(
         name=name,
         shape=shape,

@@ -200,6 +200,10 @@ def test_an_integer_output_against_a_float_file_is_exact_whatever_the_tolerance(
     assert off.mismatch_frac == pytest.approx(1 / 3) and off.max_abs == 1.0
     same = compare_output("argmax", indices, np.array([3.0, 1.0, 4.0]), atol=1.0, rtol=0.5)
     assert same.mismatch_frac == 0.0
+    # issue 41, sweep 5 #1: an index one off "needed atol 1" (suggest wrote atol = 2.0): none passes it
+    exact = compare_output("argmax", indices, np.array([3, 1, 5], np.int64), atol=1.0, rtol=0.5)
+    assert math.isinf(off.atol_needed) and math.isinf(exact.atol_needed) and exact.max_abs == 1.0
+    assert same.atol_needed == 0.0
 
 
 def test_strings_match_exactly_whatever_the_tolerance():

@@ -83,12 +83,26 @@ def test_nan_in_a_trusted_cell_gives_no_suggestion_and_bad_input_is_one_line(tmp
     with np.load(inputs) as data:
         np.savez(tmp_path / "off.npz", y=np.tanh(data["x"].astype(np.float64) @ weights["W"] + weights["b"]) + 10)
     off = tiny_case(model, inputs).replace("[cases.tiny]", "[cases.off]") + f'expected = "{tmp_path / "off.npz"}"\n'
-    body = PROFILES + '[profiles.nan]\ninject = "nan"\n' + tiny_case(model, inputs, ("fp32", "nan")) + off
+    # issue 41, sweep 5 #1: an int64 bucket index one off (a float32 Floor(x / 0.1) at 0.7 against the float64
+    # answer in the user's file) got `atol = 2.0`, for an output compared exactly
+    graph = helper.make_graph([helper.make_node("Div", ["x", "tenth"], ["q"]), helper.make_node("Floor", ["q"], ["f"]),
+                               helper.make_node("Cast", ["f"], ["y"], to=TensorProto.INT64)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [2])],
+                              [numpy_helper.from_array(np.float32(0.1), "tenth")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "b.onnx")
+    np.savez(tmp_path / "b-in.npz", x=np.float32([0.7, 0.3]))
+    np.savez(tmp_path / "b-exp.npz", y=np.int64([6, 2]))
+    bucket = tiny_case(tmp_path / "b.onnx", tmp_path / "b-in.npz").replace("[cases.tiny]", "[cases.bucket]") + \
+        f'expected = "{tmp_path / "b-exp.npz"}"\n'
+    body = PROFILES + '[profiles.nan]\ninject = "nan"\n' + tiny_case(model, inputs, ("fp32", "nan")) + off + bucket
     config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
     assert cli("run", "-c", str(config)).returncode == 0
     shown = cli("tolerances", "suggest", "-c", str(config), "--trusted", "ort-1.32")
     assert shown.returncode == 0, shown.stderr
     assert "# tiny / nan: no suggestion: NaN/Inf in a trusted cell (tiny/nan/ort-1.32" in shown.stdout
+    assert "# bucket / fp32: no suggestion: an output compared exactly (integers, booleans, strings) differs in a " \
+           "trusted cell (bucket/fp32/ort-1.32, output y)" in shown.stdout, shown.stdout
     assert "[cases.tiny.tolerances.fp32]" in shown.stdout
     assert "# off / fp32: no suggestion: its expected file is the cause" in shown.stdout
     assert "[cases.off.tolerances.fp32]" not in shown.stdout

@@ -25,6 +25,7 @@ import onnx
 from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .referee import referee_label, referee_values
+from .rounding import decided_by_rounding
 
 AGREED, REFEREE, EXPECTED, DISPUTED = "agreed", "referee", "expected", "disputed"
 
@@ -94,6 +95,18 @@ def _cannot_run(refused: str) -> str | None:
     return f"the model cannot run on these inputs ({referee_label()}: {refused}): fix the inputs"
 
 
+def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str) -> dict | None:
+    """The disputed check naming the outputs of `names` float32 rounding decides (rounding.py), or None."""
+    first, *more = [name for name in names if name in decided] or [None]
+    if first is None:
+        return None
+    also = f" (and {', '.join(f'{name!r} at node {decided[name]}' for name in more)})" if more else ""
+    return _check(DISPUTED, f"output {first!r} is decided by rounding at node {decided[first]}{also}: a step whose "
+                            "inputs in float32 (held in the types the model declares, or as onnxruntime computes them) "
+                            f"give other values than in float64, so no reference says which the model means; {fix}",
+                  None, checked)
+
+
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
                    float64: Float64Values | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
@@ -123,13 +136,9 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     if parting:
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)",
                          _check(DISPUTED, parting.text(theirs.label), parting, checked))
-    if decided := [(name, float64.decided[name]) for name in names if name in float64.decided]:
-        (name, step), = decided[:1]
-        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", _check(
-            DISPUTED, f"output {name!r} is decided by rounding at node {step}: a step whose inputs, held in the "
-                      "types the model declares (float32), give other values than in float64, so no reference "
-                      "says which the model means; give inputs away from the step, or `expected` outputs",
-            None, checked))
+    if decided := _decided(decided_by_rounding(model, inputs, float64, theirs.values), names, checked,
+                           "give inputs away from the step, or `expected` outputs"):
+        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided)
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
                f"{_first_missing(float64.missing, model)}")
@@ -179,6 +188,12 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
             where = f"; {parting.text(referee_label())}" if parting else ""
             return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: |Δ| "
                                     f"{delta:.3g} where float32 rounding explains {bound:.2g}{where}", parting, count)
+    decided = decided_by_rounding(model, inputs, float64, theirs)
+    if decided.keys() - float64.decided.keys() and first_parting(model, inputs, theirs)[0]:
+        decided = float64.decided  # the referee parts from float64 at a node: its flipped step is no rounding
+    if decided := _decided(decided, list(torch64), 0, "give inputs away from the step, or judge its ONNX export "
+                                                      "as an ONNX-file case with `expected` outputs"):
+        return decided
     unchecked = [name for name in torch64 if name not in checked]
     return _check(AGREED, f"agrees with the ONNX export evaluated in float64 ({len(checked)} output"
                           f"{'s' * (len(checked) != 1)})" + (f"; not checked: {', '.join(unchecked)}" if unchecked else ""))

@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from .float64_graph import (as_float64, casts_to_string, evaluate_node, every_node, float64_node, node_inputs, node_label,
                             subgraphs)
+from .ops import ignored_by_onnx_reference
 
 # A few units of rounding: an op's kernel (exp, erf, tanh) may be off by more than half a unit.
 UNITS = 8.0
@@ -41,11 +42,12 @@ class Parting:
     delta: float  # the largest |float64 − referee| there (inf: shapes or NaN places differ)
     bound: float  # what rounding explains there
     detail: str = ""
+    known: str = ""  # what onnx.reference is known to leave out of this node (ops.ignored_by_onnx_reference)
 
     def text(self, referee: str) -> str:
         seen = self.detail or f"|Δ| {self.delta:.3g} where rounding explains {self.bound:.2g}"
         where = f"node {self.node} ({self.op_type}), output {self.output!r}" if self.op_type else f"output {self.output!r}"
-        return f"{where}: onnx.reference in float64 and {referee} part ({seen})"
+        return f"{where}: onnx.reference in float64 and {referee} part ({seen})" + (f"; {self.known}" if self.known else "")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -160,12 +162,14 @@ def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
                 continue
             delta, why = _differs(mine[name], theirs[name])  # exact for integers, booleans and strings
             if why:
-                return Parting(node_label(node, order), node.op_type, name, delta, 0.0, why), checked
+                return Parting(node_label(node, order), node.op_type, name, delta, 0.0, why,
+                               ignored_by_onnx_reference(node, given) or ""), checked
             eps = max(float(np.finfo(theirs[name].dtype).eps), narrowest_eps(node)) if theirs[name].dtype.kind == "f" else 0.0
             if not eps or delta <= UNITS * eps * _finite_max(mine[name]):  # within rounding of the result itself: no need to ask more
                 continue
             if delta > (bound := _bound(node64, given, name, mine[name], eps, model)):
-                return Parting(node_label(node, order), node.op_type, name, delta, bound), checked
+                return Parting(node_label(node, order), node.op_type, name, delta, bound,
+                               known=ignored_by_onnx_reference(node, given) or ""), checked
     return None, checked
 
 

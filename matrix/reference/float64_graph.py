@@ -23,6 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from .ops import REPLACEMENTS
+from .steps import is_step, jumped
 
 FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 # Ops whose output is a random draw, not a function of their inputs: no two evaluations share it.
@@ -209,43 +210,31 @@ class Float64Values:
     values: dict[str, np.ndarray]
     # Node label → why it has no float64 value (no implementation, or an input without one).
     missing: dict[str, str] = field(default_factory=dict)
-    # Graph output → the step node whose result float32 rounding decides (_rounding_decides), upstream.
+    # Graph output → the step node whose result float32 rounding decides (_jumps_in_own_types), upstream.
     decided: dict[str, str] = field(default_factory=dict)
+    # The steps that their own inputs held in float32 do not decide, {order: their float64 outputs},
+    # and each graph output's such steps upstream: what a float32 evaluation computed before the step
+    # may still decide it (`Sign(Sub(a + 2**-26, a))`), which the referee's values tell (rounding.py).
+    steps: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    upstream: dict[str, frozenset[int]] = field(default_factory=dict)
 
 
-# Ops whose output jumps where their input crosses a value: a rounding of the input can decide it.
-STEP_OPS = {"Floor", "Ceil", "Round", "Sign", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal", "ArgMax",
-            "ArgMin", "Hardmax", "TopK", "QuantizeLinear"}
-# Those whose float outputs are whole numbers (a step's levels): held exactly. Other float outputs
-# (TopK's values) move with their inputs' rounding, as any value does: not a step's.
-WHOLE_FLOAT_OUTPUTS = {"Floor", "Ceil", "Round", "Sign", "Hardmax"}
-INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
-                 TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
-
-
-def _is_step(node: onnx.NodeProto) -> bool:
-    """One of STEP_OPS, or a Cast to integers (a Cast between floats is no step)."""
-    return node.op_type in STEP_OPS or node.op_type == "Cast" and \
-        next((a.i for a in node.attribute if a.name == "to"), None) in INTEGER_TYPES
-
-
-def _rounding_decides(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict[str, np.ndarray],
-                      model: onnx.ModelProto, types: dict[str, np.dtype]) -> bool:
-    """Whether a step (Floor, a comparison, a Cast to integers) gives other outputs when its float64
-    inputs are held in the types the model declares for them (float32): `Floor(x / 0.1)` at 0.7 is 6 in
-    float64 and 7 in float32, and no reference can say which a float32 model means."""
+def _jumps_in_own_types(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict[str, np.ndarray],
+                        model: onnx.ModelProto, types: dict[str, np.dtype]) -> list[str]:
+    """The outputs of a step (Floor, a comparison, a Cast to integers) that jump when its float64
+    inputs are held in the types the model declares for them (float32): `Floor(x / 0.1)` at 0.7 is 6
+    in float64 and 7 in float32, and no reference can say which a float32 model means."""
     held = {name: value.astype(types[name]).astype(np.float64) for name, value in given.items()
             if name in types and value.dtype.kind == "f"}
     if not held:
-        return False
+        return []
     try:
         with np.errstate(all="ignore"):
             again = evaluate_node(float64_node(node), {**given, **held}, model)
     except Exception:  # noqa: BLE001 - it evaluated on the float64 values: nothing else to learn
-        return False
-    return any(name in again and not np.array_equal(again[name], value, equal_nan=value.dtype.kind == "f")
-               for name, value in produced.items()
-               if value.dtype.kind != "f" or node.op_type in WHOLE_FLOAT_OUTPUTS)
+        return []
+    divisor = given.get(node.input[1]) if len(node.input) > 1 else None
+    return [name for name, value in produced.items() if name in again and jumped(node, value, again[name], divisor)]
 
 
 def storage_types(model: onnx.ModelProto) -> dict[str, np.dtype]:
@@ -332,6 +321,7 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
     result.values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer
                           if t.name in graph_outputs and t.name not in inputs})
     decided: dict[str, str] = {}  # value → the step node rounding decides it at, upstream
+    steps_before: dict[str, frozenset[int]] = {}  # value → the steps in result.steps upstream of it
     types = None  # the declared float types, looked up at the first step
     for order, node, given, outputs in float64_nodes(model, inputs, keep=keep, stored=stored, narrow=narrow):
         if each is not None:
@@ -340,12 +330,19 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
             result.missing[node_label(node, order)] = outputs
             continue
         result.values.update({k: v for k, v in outputs.items() if wanted is None or k in wanted})
-        step = next((decided[name] for name in node_inputs(node) if name in decided), None)
-        if step is None and _is_step(node) and any(value.dtype.kind == "f" for value in given.values()):
-            types = storage_types(model) if types is None else types  # shape inference: once, and only here
-            step = f"{node_label(node, order)} ({node.op_type})" if _rounding_decides(node, given, outputs, model,
-                                                                                    types) else None
-        if step is not None:
+        reads = node_inputs(node)
+        before = frozenset().union(*(steps_before.get(name, ()) for name in reads))
+        if step := next((decided[name] for name in reads if name in decided), None):
             decided.update(dict.fromkeys(node.output, step))
+        elif is_step(node) and any(value.dtype.kind == "f" for value in given.values()):
+            types = storage_types(model) if types is None else types  # shape inference: once, and only here
+            if jumps := _jumps_in_own_types(node, given, outputs, model, types):
+                decided.update(dict.fromkeys(jumps, f"{node_label(node, order)} ({node.op_type})"))
+            else:
+                result.steps[order] = outputs
+                before |= {order}
+        if before:
+            steps_before.update(dict.fromkeys(node.output, before))
     result.decided = {name: decided[name] for name in graph_outputs if name in decided}
+    result.upstream = {name: steps_before[name] for name in graph_outputs if name in steps_before}
     return result

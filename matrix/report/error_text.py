@@ -67,7 +67,7 @@ def needed_text(row) -> str | None:
         return None
     if atol is None or rtol is None or (atol <= (_number(row.get("atol")) or 0) and not _count(row.get("nan_count"))):
         return None
-    if math.isinf(atol):  # NaN/Inf: worst_error already says so, and no tolerance would pass it
+    if math.isinf(atol):  # NaN/Inf, or an integer that differs: no tolerance would pass it
         return None
     rtol_text = "no rtol suffices (an error where the reference is 0)" if math.isinf(rtol) else f"rtol ≥ {rtol:.1e}"
     return f"needs atol ≥ {atol:.1e} or {rtol_text}"

@@ -145,7 +145,10 @@ def suggest(run_dir: Path, frame: pd.DataFrame, trusted: list[str], factor: floa
         output = max(json.loads(worst["outputs"]), key=lambda o: o["atol_needed"])["name"]
         suggestion.needed, suggestion.worst = float(worst["atol_needed"]), f"{worst['cell_id']}, output {output}"
         if math.isinf(suggestion.needed):
-            suggestion.why = f"NaN/Inf in a trusted cell ({suggestion.worst}): no tolerance passes it"
+            exact = not any(o["nan_count"] or o["inf_count"] or o.get("ref_nonfinite")
+                            for o in json.loads(worst["outputs"]) if o["name"] == output)
+            what = "an output compared exactly (integers, booleans, strings) differs" if exact else "NaN/Inf"
+            suggestion.why = f"{what} in a trusted cell ({suggestion.worst}): no tolerance passes it"
             continue
         suggestion.floor, suggestion.floor_from = _noise_floor(run_dir, mine, measured, case, suggestion.rtol)
         if math.isinf(suggestion.floor):
