@@ -10,7 +10,7 @@ import typer
 
 from .common import (BaselineOpt, CasesOpt, CellsOpt, ConfigOpt, EXIT_REGRESSION, EXIT_USAGE, EnvsOpt, MAX_SHARDS,
                      ShardOpt, StrictOpt, _check_output, _fail, _plan, app)
-from .gate import _baseline, _gate
+from .gate import _baseline, _baseline_holds, _gate
 
 
 @app.command()
@@ -85,6 +85,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
             return
     _check_outputs(the_plan, junit_xml)
     baseline_run = _baseline(baseline)
+    _baseline_holds(baseline_run, [c.cell_id for c in the_plan.cells])
     executor = _executor(the_plan, ray)
     with RunProgress(len(the_plan.cells)) as progress:  # a stop: main() ends it
         run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress, executor=executor, reprepare=reprepare).execute()
