@@ -86,9 +86,11 @@ def test_a_mask_of_zeros_everywhere_judges_nothing_and_says_so(tmp_path, write_m
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     config = write_matrix(identity_case(tmp_path, x, expected=x + 1e6, mask=np.zeros((2, 3), np.int64), extra=rule),
                           environments=(ENV,))
-    cell = run_cell(tmp_path, config)
-    assert cell["status"] == "error"
-    assert "the mask input (shape (2, 3)) is 0 everywhere: it leaves out every element of every output" in cell["error"]
+    # issue 41, sweep 5 #15: known when the plan is built: one line, exit 2, nothing run
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 2 and not (tmp_path / "reports").exists(), done.stderr
+    assert "ident_in.npz: m: the mask is 0 everywhere (shape [2, 3]): it leaves out every element of every output, " \
+           "nothing would be judged" in done.stderr
 
 
 def test_a_mask_that_applies_to_no_output_is_said(tmp_path, write_matrix):

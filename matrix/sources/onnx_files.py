@@ -56,6 +56,9 @@ def _check_mask(path: Path, mask: str, inputs: dict[str, np.ndarray]) -> None:
     if not (np.issubdtype(inputs[mask].dtype, np.integer) or inputs[mask].dtype == np.bool_):
         raise ConfigError(path, mask, f"a mask holds 0 where positions are left out and 1 elsewhere: integers "
                                       f"or booleans, not {inputs[mask].dtype}")
+    if not inputs[mask].any():  # sweep 5 #15: known before anything runs, not a compare error in every cell
+        raise ConfigError(path, mask, f"the mask is 0 everywhere (shape {list(inputs[mask].shape)}): it leaves out "
+                                      "every element of every output, nothing would be judged")
 
 
 def _shapes_follow_inputs(model: onnx.ModelProto, paths: dict[str, Path], inputs: dict[str, np.ndarray],
