@@ -61,14 +61,28 @@ def _floor_step(folder) -> str:
         + 'profiles = ["fp32"]\n'
 
 
+def _bf16_cast(folder, x) -> str:
+    """y = Cast(x, FLOAT) * 3 with x a BFLOAT16 graph input, given as `x` (an array of any form)."""
+    return _save(folder, "bf16_cast", [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+                                       helper.make_node("Mul", ["xf", "k"], ["y"])],
+                 [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [4])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], {"x": x},
+                 [onnx.numpy_helper.from_array(np.array(3.0, np.float32), "k")]) + 'profiles = ["fp32"]\n'
+
+
+BF16_VALUES = np.array([1.0, 1.5, 100.25, -7.0], np.float32)  # each a bfloat16 value
+BF16_BITS = (BF16_VALUES.view(np.uint32) >> 16).astype(np.uint16)
+
+
 def test_refusals_and_keep_fp32_say_what_is_true(tmp_path, write_matrix):
     """Issue 41, sweep 5 #14: Conv (auto_pad SAME_LOWER, dilations) was `disputed` "the model cannot run on
     these inputs ... fix the inputs" on every cell: now onnxruntime's cell is `unsupported` in its own
     words and the reference, made without the referee, says so. Sweep 5 #9: keep_fp32 = ["Mul"] where the
     only Mul is in a Loop body said "matches no layer": now it says why and what to keep instead.
-    Sweep 5 #15: `bisect` of a disputed row said it "did not run"; it was not judged."""
+    Sweep 5 #15: `bisect` of a disputed row said it "did not run"; it was not judged. Sweep 5 #10: a
+    BFLOAT16 graph input could be given in no .npz form; its bit patterns as uint16 are taken."""
     body = PROFILES + '[profiles.keepmul]\nprecision = "fp16"\nkeep_fp32 = ["Mul"]\n' \
-        + _conv_same(tmp_path) + _loop_mul(tmp_path) + _floor_step(tmp_path)
+        + _conv_same(tmp_path) + _loop_mul(tmp_path) + _floor_step(tmp_path) + _bf16_cast(tmp_path, BF16_BITS)
     config = write_matrix(body, environments=("ort-1.32",))
     done = trtmatrix("run", "-c", str(config))
     assert "Traceback" not in done.stderr, done.stderr
@@ -88,8 +102,20 @@ def test_refusals_and_keep_fp32_say_what_is_true(tmp_path, write_matrix):
             "If/Loop/Scan bodies, which cannot be kept in FP32 on their own; keep the node that holds them "
             "instead (Loop 'loop')") in loop["error"]
 
+    bf16 = cells.loc["bf16_cast/fp32"]  # the float64 reference made and checked on the bfloat16 values
+    assert bf16["reference_check"].startswith("agrees with onnxruntime 1.32.0 CPU"), bf16["reference_check"]
+    assert bf16["status"] == "skipped" and "cannot take a bfloat16 tensor" in bf16["error"]
+
     assert cells.loc["floor_step/fp32", "status"] == "disputed"
     bisect = trtmatrix("bisect", "-c", str(config), "floor_step/fp32", "--good", "1.32.0", "--bad", "1.17.3")
     last = bisect.stderr.strip().splitlines()[-1]
     assert bisect.returncode == 2 and "floor_step/fp32 was not judged on onnxruntime 1.32.0 (disputed): " \
                                       "reference disputed: " in last and "did not run" not in last, bisect.stderr
+
+
+def test_a_bfloat16_input_in_another_form_is_refused_naming_the_form_taken(tmp_path, write_matrix):
+    """Issue 41, sweep 5 #10: every form was refused without saying which one would do."""
+    config = write_matrix(PROFILES + _bf16_cast(tmp_path, BF16_VALUES), environments=("ort-1.32",))
+    plan = trtmatrix("plan", "-c", str(config))
+    assert plan.returncode == 2 and "bf16_cast_in.npz: x: dtype float32, the model's input is bfloat16, which numpy " \
+                                    "has no type for: store its bit patterns as uint16" in plan.stderr, plan.stderr
