@@ -166,7 +166,7 @@ def _as_a_fault_fails(row) -> bool:
 def _within_reach(row, fault: str) -> bool:
     """Whether every output that failed is computed from a node holding the fault, and from nothing
     beside it: a failure of an output the pattern does not reach is another fault's, and one of an
-    output that also reads a computation beside the pattern (see _beside) is no evidence of it (a
+    output that also reads a node beside the pattern (SHAPE_ONLY's note) is no evidence of it (a
     record without the reach: yes)."""
     failed = _failed(row)
     reach, beside = _fault_reach(row.get("faults")).get(fault, (None, {}))
@@ -199,37 +199,39 @@ def _fault_reach(text) -> dict[str, tuple[list[str] | None, dict[str, str]]]:
 
 # Ops whose outputs say a tensor's shape (or element count), never its values: a wrong value
 # computed before them (a fault's) cannot change what they give.
+#
+# A node *beside* a pattern is one an output is computed from that the pattern's nodes neither read
+# nor come before, and that computes from the values of the graph's inputs: in `y = Resize(x) +
+# Cast(Cast(Cast(m)))` the Resize beside the Cast chain. A failing output that reads one may be that
+# node's fault: nothing the cell measured says the pattern's own output was wrong.
 SHAPE_ONLY = {"Shape", "Size"}
 
 
 def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> dict:
     """{"reaches": the graph outputs computed from the values of any of `nodes`' outputs (the reach
     stops at SHAPE_ONLY ops: an output that depends on the pattern only through a Shape is not its),
-    "beside": {such an output: a node it also reads that is beside the pattern}}."""
+    "beside": {such an output: a node beside the pattern it also reads (SHAPE_ONLY's note)}}."""
     tainted = {name for node in nodes for name in node.output}
+    valued = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
     for node in model.graph.node:  # in topological order
         shape_only = node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx")
         if not shape_only and tainted.intersection(_reads(node)):
             tainted.update(node.output)
+        if not shape_only and valued.intersection(_reads(node)):
+            valued.update(node.output)
     reaches = [o.name for o in model.graph.output if o.name in tainted]
-    beside = {name: label for name in reaches if (label := _beside(model, nodes, tainted, name))}
-    return {"reaches": reaches, "beside": beside}
-
-
-def _beside(model: onnx.ModelProto, pattern: list[onnx.NodeProto], after: set[str], output: str) -> str | None:
-    """A node `output` is computed from that the pattern's nodes neither read nor come before (`after`:
-    the tensors computed from the pattern), and that reads a graph input: in `y = Resize(x) +
-    Cast(Cast(Cast(m)))` the Resize beside the Cast chain. A failing `output` may then be that node's
-    fault: nothing the cell measured says the pattern's own output was wrong. Its label, or None."""
     producers = {name: (order, node) for order, node in enumerate(model.graph.node) for name in node.output if name}
-    before = {id(node) for _, node in _upstream(producers, [n for node in pattern for n in _reads(node)])}
-    inputs = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
-    for order, node in sorted(_upstream(producers, [output]), key=lambda found: found[0]):
-        if id(node) in before or after.intersection(node.output) or node in pattern:
-            continue
-        if inputs.intersection(n for _, up in [(order, node), *_upstream(producers, _reads(node))] for n in _reads(up)):
-            return f"{node.name or node.op_type + '#' + str(order)} ({node.op_type})"
-    return None
+    before = {id(node) for _, node in _upstream(producers, [name for node in nodes for name in _reads(node)])}
+    before |= {id(node) for node in nodes}
+    beside = {}
+    for name in reaches:
+        found = [(order, node) for order, node in _upstream(producers, [name]) if id(node) not in before
+                 and not tainted.intersection(node.output) and valued.intersection(_reads(node))
+                 and not (node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx"))]
+        if found:
+            order, node = min(found, key=lambda item: item[0])
+            beside[name] = f"{node.name or f'{node.op_type}#{order}'} ({node.op_type})"
+    return {"reaches": reaches, "beside": beside}
 
 
 def _upstream(producers: dict, names: list[str]) -> list[tuple[int, onnx.NodeProto]]:
@@ -253,8 +255,9 @@ def _reads(node: onnx.NodeProto) -> list[str]:
 
 def faults_found(model: onnx.ModelProto, issues: tuple[KnownIssue, ...], engine: str,
                  optimization: str) -> dict[str, dict]:
-    """{id: the graph outputs its nodes reach, and what they read beside it (_reached)} of the registry's fault patterns for `engine` the
-    model holds, run with graph optimisations `optimization` (on or off)."""
+    """{id: the graph outputs its nodes reach and what they read beside it (_reached)} of the
+    registry's fault patterns for `engine` the model holds, run with graph optimisations
+    `optimization` (on or off)."""
     return {issue.id: _reached(model, issue.fault.nodes_in(model)) for issue in issues
             if issue.fault is not None and issue.engine == engine and issue.fault.found_in(model, optimization)}
 
