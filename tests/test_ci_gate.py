@@ -81,3 +81,15 @@ def test_a_baseline_that_holds_no_whole_run_is_refused_before_anything_runs(proj
     shard = shutil.copytree(list_runs(tmp_path / "reports")[-1], tmp_path / "shards" / "one")
     only_shards = cli("run", "-c", str(config), "--baseline", str(shard.parent))
     assert only_shards.returncode == 2 and "only shards (1): merge them" in only_shards.stderr
+
+    # issue 41, sweep 5 #5: a baseline whose run holds none of this run's cells would let every
+    # regression through saying it compared: refused before anything runs; one holding a part: said.
+    shutil.rmtree(tmp_path / "reports")
+    assert cli("run", "-c", str(config), "--cell", "tiny/fp32/ort-1.32").returncode == 0
+    other = shutil.copytree(list_runs(tmp_path / "reports")[-1], tmp_path / "other" / "fp32-only")
+    none = cli("run", "-c", str(config), "--cell", CELL, "--baseline", str(other))
+    assert none.returncode == 2, none.stderr
+    assert "that run holds none of this run's 1 cells" in none.stderr and len(list_runs(tmp_path / "reports")) == 1
+    part = cli("run", "-c", str(config), "--baseline", str(other))
+    assert part.returncode == 0, part.stderr
+    assert f"holds 1 of this run's 2 cells; 1 are compared with nothing: {CELL}" in part.stderr

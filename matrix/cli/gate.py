@@ -23,6 +23,26 @@ def _baseline(path: Path | None):
         _fail(f"--baseline {exc}")
 
 
+def _baseline_holds(baseline, cell_ids) -> None:
+    """A baseline holding none of the run's cells would compare nothing and let every regression
+    through: refused (exit 2); one holding some of them: the others are said to be compared with nothing."""
+    from ..report.console import console, escape
+
+    if baseline is None:
+        return
+    wanted = list(dict.fromkeys(cell_ids))
+    held = set(baseline[1]["cell_id"]) & set(wanted)
+    if not held:
+        _fail(f"--baseline {baseline[0]}: that run holds none of this run's {len(wanted)} cells (another matrix, "
+              "or a run of other --env/--case): nothing to compare with, no regression could be seen")
+    missing = [cell_id for cell_id in wanted if cell_id not in held]
+    if missing:
+        console.print(escape(f"warning: the baseline run {baseline[0].name} holds {len(held)} of this run's "
+                             f"{len(wanted)} cells; {len(missing)} are compared with nothing: "
+                             + ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")),
+                      soft_wrap=True)
+
+
 def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bool:
     """Whether the run exits 1: a regression against `baseline` ((run folder, results); else the
     previous whole run in the reports folder) or, `strict`, any failure no known issue covers or a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -13,7 +14,7 @@ import typer
 from ..config import ConfigError
 from .common import (BaselineOpt, ConfigOpt, EXIT_REGRESSION, RunArg, RunsConfigOpt, StrictOpt, _check_output, _fail,
                      _matrix_file, _plan, _registry, _reports_dir, _run_dir, _write_output, app)
-from .gate import _baseline, _gate
+from .gate import _baseline, _baseline_holds, _gate
 from .running import _warn_several_issues
 
 
@@ -108,6 +109,11 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
         staged, frame = stage_merged(reports_dir, new_run_id(), run_dirs, order)
     except MergeError as exc:
         _fail(str(exc))
+    try:
+        _baseline_holds(baseline_run, frame["cell_id"])
+    except BaseException:  # refused: the merge is not published
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
     run_dir = publish_staged(staged, frame)
     if junit_xml:
         from ..report.junit import write_junit

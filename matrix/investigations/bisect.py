@@ -34,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 from ..environments.definitions import EnvDef, available_envdefs
 from ..plan import Plan, plan_for_row
 from ..run import MatrixRun
+from ..statuses import UNJUDGED
 
 # Works with every onnxruntime release on PyPI for Python 3.11 (1.15.0-1.32.0, measured).
 NUMPY_PIN = "numpy==1.26.4"
@@ -185,6 +186,9 @@ def search(bisection: Bisection, run: Callable[[str], Step]) -> Bisection:
     ends = [run(order[0]), run(order[-1])]
     bisection.tested.extend(ends)
     for end in ends:  # a verdict bisect can compare is one measured from outputs
+        if end.status in UNJUDGED:  # trtmatrix's side of the comparison, not the engine (sweep 5 #15)
+            raise BisectError(f"{bisection.row} was not judged on {bisection.engine} {end.version} ({end.status}): "
+                              f"{end.error}; no version's verdict can be had until the reference can")
         if end.status not in MEASURED:
             raise BisectError(f"{bisection.row} did not run on {bisection.engine} {end.version} ({end.status}): {end.error}")
     good_status, bad_status = ends[0].status, ends[1].status

@@ -34,4 +34,29 @@ def input_types(model: onnx.ModelProto) -> dict[str, list[str]]:
 
 
 def resolve_nodes(model: onnx.ModelProto, patterns: tuple[str, ...] | list[str]) -> list[str]:
-    return select_names(list(node_types(model).items()), patterns)
+    """Exact names of the main graph's nodes `patterns` select. A node inside an If/Loop/Scan body
+    cannot be kept alone (the FP16 copy keeps main-graph nodes); a pattern that matches only such
+    nodes says so and names the nodes that hold them, which can be kept."""
+    try:
+        return select_names(list(node_types(model).items()), patterns)
+    except NoMatch as exc:
+        for pattern in patterns:
+            holders = [f"{node.op_type} {node.name!r}" if node.name else node.op_type
+                       for node in model.graph.node if _inside(node, pattern)]
+            if holders and not _matching(model.graph.node, pattern):
+                raise NoMatch(f"{exc}: it matches only nodes inside If/Loop/Scan bodies, which cannot be kept in FP32 "
+                              f"on their own; keep the node that holds them instead ({', '.join(holders[:3])})") from None
+        raise
+
+
+def _matching(nodes, pattern: str) -> list[str]:
+    try:
+        return select_names([(node.name, node.op_type) for node in nodes], [pattern])
+    except NoMatch:
+        return []
+
+
+def _inside(node: onnx.NodeProto, pattern: str) -> bool:
+    """Whether a node of `node`'s subgraphs, at any depth, matches `pattern` (op type or name glob)."""
+    return any(_matching(graph.node, pattern) or any(_inside(n, pattern) for n in graph.node)
+               for a in node.attribute for graph in ([a.g] if a.HasField("g") else list(a.graphs)))

@@ -11,8 +11,9 @@ it (DESIGN.md, "The reference is checked").
 
 A check ends in one of: "agreed" (judge as usual), "referee" (some output has no float64
 evaluation: the referee's output is its reference, said), "expected" (a user's file: the second
-evaluation is kept, and a cell that fails only against the file names the file), or "disputed" (no
-cell is judged against it). No reference at all is NoReference.
+evaluation is kept, and a cell that fails only against the file names the file), "unchecked" (the
+referee refuses the model for what it is, as onnxruntime's own cells will: the float64 evaluation
+stands alone, said), or "disputed" (no cell is judged against it). No reference at all is NoReference.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, n
 from .referee import referee_label, referee_values
 from .rounding import decided_by_rounding
 
-AGREED, REFEREE, EXPECTED, DISPUTED = "agreed", "referee", "expected", "disputed"
+AGREED, REFEREE, EXPECTED, UNCHECKED, DISPUTED = "agreed", "referee", "expected", "unchecked", "disputed"
 
 
 class NoReference(ValueError):
@@ -87,10 +88,19 @@ def _refuse_random(model: onnx.ModelProto, where: str = "") -> None:
                           "`expected` outputs made by the same engine and seed")
 
 
+def _refuses_itself(refused: str) -> str | None:
+    """The cause where onnxruntime refuses the model for what it is (an operator or type it lacks, a
+    kernel that does not support an attribute: Conv's dilations with auto_pad SAME_LOWER), in the words
+    its engine cells call `unsupported` (worker/engines/onnxruntime_engine.py): no input changes that."""
+    from ..worker.engines.onnxruntime_engine import REFUSALS, RUN_REFUSALS, refusal
+
+    return refusal(refused, {}, REFUSALS + RUN_REFUSALS)
+
+
 def _cannot_run(refused: str) -> str | None:
     """What to say where onnxruntime failed inside a kernel, on these values (an index out of range,
     an integer division by zero): no reference and no `expected` file helps, other inputs do."""
-    if "Non-zero status code returned while running" not in refused:
+    if "Non-zero status code returned while running" not in refused or _refuses_itself(refused):
         return None
     return f"the model cannot run on these inputs ({referee_label()}: {refused}): fix the inputs"
 
@@ -126,6 +136,11 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
                           f" and {referee_label()} cannot run the model ({refused if theirs is None else 'no output'}); "
                           "give the case `expected` outputs")
     arrays = {name: float64.values[name] if name in float64.values else theirs.values[name] for name in names}
+    if theirs is None and (cause := _refuses_itself(refused)):  # sweep 5 #14: no dispute, and no input to fix
+        how = f"onnx.reference, every floating type made float64, not checked (the referee refuses the model: {cause})"
+        return Reference(arrays, reference_text(how, arrays, "float64"), _check(
+            UNCHECKED, f"not checked: {referee_label()} refuses the model ({refused}); the float64 evaluation stands "
+                       "alone"))
     if theirs is None:
         said = _cannot_run(refused) or f"{referee_label()} cannot run the model ({refused}); give the case `expected` outputs"
         return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),

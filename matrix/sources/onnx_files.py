@@ -56,6 +56,9 @@ def _check_mask(path: Path, mask: str, inputs: dict[str, np.ndarray]) -> None:
     if not (np.issubdtype(inputs[mask].dtype, np.integer) or inputs[mask].dtype == np.bool_):
         raise ConfigError(path, mask, f"a mask holds 0 where positions are left out and 1 elsewhere: integers "
                                       f"or booleans, not {inputs[mask].dtype}")
+    if not inputs[mask].any():  # sweep 5 #15: known before anything runs, not a compare error in every cell
+        raise ConfigError(path, mask, f"the mask is 0 everywhere (shape {list(inputs[mask].shape)}): it leaves out "
+                                      "every element of every output, nothing would be judged")
 
 
 def _shapes_follow_inputs(model: onnx.ModelProto, paths: dict[str, Path], inputs: dict[str, np.ndarray],
@@ -157,11 +160,28 @@ def _compare(path: Path, role: str, value: onnx.ValueInfoProto, arrays: dict[str
             isinstance(dim, int) and dim != size for dim, size in zip(shape, array.shape))):
         raise ConfigError(path, value.name, f"shape {list(array.shape)}, the model's {role} is {shape}")
     elem_type = value.type.tensor_type.elem_type
+    if elem_type == onnx.TensorProto.BFLOAT16 and role == "input":  # numpy has no bfloat16 of its own
+        if as_bfloat16(array) is None:
+            raise ConfigError(path, value.name, f"dtype {array.dtype}, the model's input is bfloat16, which numpy has "
+                                                f"no type for: store its bit patterns as uint16 "
+                                                f"(x.astype(ml_dtypes.bfloat16).view(np.uint16)), or ml_dtypes' "
+                                                f"bfloat16 array itself")
+        return
     declared = onnx.helper.tensor_dtype_to_np_dtype(elem_type) if elem_type else array.dtype
     # Expected outputs may be wider (float64 for float32), never text for numbers or numbers for text.
     wanted = declared if dtype or _is_text(declared) != _is_text(array.dtype) else array.dtype
     if array.dtype != wanted:
         raise ConfigError(path, value.name, f"dtype {array.dtype}, the model's {role} is {wanted}")
+
+
+def as_bfloat16(array: np.ndarray) -> np.ndarray | None:
+    """A bfloat16 input as an .npz holds it, as ml_dtypes' bfloat16: its bit patterns as uint16, or
+    ml_dtypes' own array (which numpy saves as the raw type |V2); None for any other form."""
+    import ml_dtypes
+
+    if array.dtype == np.uint16 or array.dtype == ml_dtypes.bfloat16 or (array.dtype.kind == "V" and array.dtype.itemsize == 2):
+        return array.view(ml_dtypes.bfloat16)
+    return None
 
 
 def _is_text(dtype: np.dtype) -> bool:

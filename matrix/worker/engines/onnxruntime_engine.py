@@ -44,7 +44,8 @@ REFUSALS = [
 ]
 # ... and when it refuses at the first inference (a kernel that checks its inputs then).
 RUN_REFUSALS = [
-    (r"while running (\w+) node\..*? ([^.]*?\bnot (?:yet )?supported)",
+    # after the node's name ("Name:'y_nchwc'"): the kernel's words from its status message on
+    (r"while running (\w+) node\..*?(?:Status Message: )?([^.:]*?\bnot (?:yet )?supported)",
      lambda m, _: "{}: {}".format(*m.groups())),
 ]
 
