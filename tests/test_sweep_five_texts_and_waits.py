@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import PROFILES, matrix_file
 from matrix.store import list_runs, read_run
 from test_bad_values import TRTMATRIX
+from test_nothing_silent_three import children, wait_for
 
 T = TensorProto
 
@@ -111,3 +114,40 @@ def test_an_fp16_copys_distances_are_said_from_what_they_are_measured_against(te
            in said.stderr
     assert "onnxruntime 1.32.0 is 1.51e+03 off it, what FP16 can hold (from the reference, the cell's measure, " \
            "they are 214 and 214 off)" in said.stderr
+
+
+def test_a_slow_reference_is_no_reference_and_a_stopped_runs_lock_is_waited_for_within_timeout_s(tmp_path, cache_dir):
+    """Issue 41, sweep 5 #8 and #11, with two real runs of a Loop of two million trips (onnxruntime
+    runs it in 2 s; its float64 evaluation takes far longer than timeout_s = 3):
+    #11: run A is stopped (SIGSTOP) while it prepares it; run B waited for A's artifact lock without
+    limit, saying "still preparing bigloop" with no child at work. B now says for whom it waits and
+    gives up after its timeout_s.
+    #8: A, continued, stops the float64 evaluation at its deadline: the cell was `error` "... never
+    returned" with exit 0; it is `no_reference` (exit 1), saying to raise timeout_s."""
+    body = PROFILES + accumulating_loop(tmp_path, "bigloop", 2_000_000, 0.5) + 'profiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",), timeout_s=3)
+    first = subprocess.Popen([TRTMATRIX, "run", "-c", str(config), "--no-reuse"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_for(lambda: children(first.pid))  # its prepare process: the artifact's lock is held
+        os.kill(first.pid, signal.SIGSTOP)
+        began = time.monotonic()
+        second = trtmatrix("run", "-c", str(config), "--no-reuse", timeout=60)
+        waited = time.monotonic() - began
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
+    out, err = first.communicate(timeout=120)
+    holder = f"run pid {first.pid} which is preparing bigloop (its process is stopped"
+    assert f"waiting for {holder}" in second.stderr, second.stderr
+    assert "still preparing" not in second.stderr
+    cell = read_run(Path(second.stdout.strip().splitlines()[-1])).iloc[0]
+    assert cell["status"] == "error" and cell["error"].startswith(
+        f"prepare failed: not prepared within 3 s (timeout_s, for each row): its artifacts' lock is held by {holder}")
+    assert waited < 30, waited  # its own timeout_s, not run A's stop
+    assert first.returncode == 1, err
+    cell = read_run(Path(out.strip().splitlines()[-1])).iloc[0]
+    assert cell["status"] == "no_reference", cell["error"]
+    assert cell["error"] == ("not evaluated in float64 within timeout_s = 3 s (for each row): the model's float64 "
+                             "evaluation (a Loop or Scan) was stopped, before any engine ran; raise timeout_s (the "
+                             "[run] table)")
+    assert "1 cell of case bigloop not judged, no reference: not evaluated in float64" in err

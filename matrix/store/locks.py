@@ -1,14 +1,25 @@
 """File locks for what two runs at once (a nightly timer and a person, say) must not do together:
 set up or run the same environment, prepare the same artifacts, stage the worker. A lock dies
-with its process (flock), so a killed run never blocks the next one.
+with its process (flock), so a killed run never blocks the next one. But a run that is stopped
+(SIGSTOP, a suspended terminal job) keeps its locks: a lock held while artifacts are prepared is
+waited for only as long as preparing them may take, and the holder leaves a note beside it, so
+the run that waits says for whom (`waiting for run pid 812 which is preparing bigloop`).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import socket
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
+
+POLL_S = 1.0  # how often a waiting run looks at the lock (and at its holder's note)
 
 
 def cache_lock(cache_dir: Path, name: str) -> FileLock:
@@ -16,6 +27,67 @@ def cache_lock(cache_dir: Path, name: str) -> FileLock:
     folder = cache_dir / "locks"
     folder.mkdir(parents=True, exist_ok=True)
     return FileLock(folder / (re.sub(r"[^A-Za-z0-9_.+-]", "-", name) + ".lock"))
+
+
+class LockWaitEnded(TimeoutError):
+    """A lock still held when the wait allowed for it ended: `who` holds it (holder_words)."""
+
+    def __init__(self, who: str, waited_s: float):
+        self.who, self.waited_s = who, waited_s
+        super().__init__(f"held by {who}; waited {waited_s:.0f} s for it")
+
+
+def holder_words(lock: FileLock) -> str:
+    """'run pid 812 which is preparing bigloop (its process is stopped)': who holds `lock`, from
+    the note its holder leaves ('another run' where there is none: it has only just taken it)."""
+    try:
+        note = json.loads(_note(lock).read_text())
+        who, what = f"run pid {int(note['pid'])}", str(note["doing"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return "another run"
+    if note.get("host") != socket.gethostname():
+        return f"{who} on {note.get('host')} which is {what}"
+    return f"{who} which is {what}{_state(int(note['pid']))}"
+
+
+def _state(pid: int) -> str:
+    """' (its process is stopped)' where the holder on this host is stopped (SIGSTOP, Ctrl-Z)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return ""
+    return " (its process is stopped: SIGSTOP or a suspended job)" if state in ("T", "t") else ""
+
+
+def _note(lock: FileLock) -> Path:
+    return Path(lock.lock_file).with_suffix(".holder.json")
+
+
+@contextmanager
+def held_for(cache_dir: Path, name: str, doing: str, wait_s: float, waiting: Callable[[str], None]) -> Iterator[None]:
+    """The lock `name`, with a note saying who holds it for what (`doing`: "preparing bigloop");
+    while another holds it, `waiting(who)` is told each time who changes, and after `wait_s`
+    seconds LockWaitEnded is raised."""
+    lock, said, started = cache_lock(cache_dir, name), None, time.monotonic()
+    while True:
+        try:
+            lock.acquire(timeout=POLL_S)
+            break
+        except Timeout:
+            who = holder_words(lock)
+            if who != said:
+                waiting(said := who)
+            if time.monotonic() - started >= wait_s:
+                raise LockWaitEnded(who, time.monotonic() - started) from None
+    note = _note(lock)
+    try:
+        tmp = note.with_name(f"{note.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "doing": doing}))
+        tmp.replace(note)
+        yield
+    finally:
+        note.unlink(missing_ok=True)
+        lock.release()
 
 
 def run_lock(run_folder_parent: Path, run_id: str) -> FileLock:
