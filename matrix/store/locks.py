@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 from filelock import FileLock, Timeout
 
 POLL_S = 1.0  # how often a waiting run looks at the lock (and at its holder's note)
+NOTE_SUFFIX = ".holder.json"  # beside `<name>.lock`: who holds it, for what
 
 
 def cache_lock(cache_dir: Path, name: str) -> FileLock:
@@ -47,6 +48,8 @@ def holder_words(lock: FileLock) -> str:
         return "another run"
     if note.get("host") != socket.gethostname():
         return f"{who} on {note.get('host')} which is {what}"
+    if not Path(f"/proc/{int(note['pid'])}").exists():  # a killed holder's note: someone else has just taken it
+        return "another run"
     return f"{who} which is {what}{_state(int(note['pid']))}"
 
 
@@ -60,7 +63,12 @@ def _state(pid: int) -> str:
 
 
 def _note(lock: FileLock) -> Path:
-    return Path(lock.lock_file).with_suffix(".holder.json")
+    return Path(lock.lock_file).with_suffix(NOTE_SUFFIX)
+
+
+def is_lock_file(path: Path) -> bool:
+    """A lock of locks/, or the note its holder leaves beside it (a killed holder's stays)."""
+    return path.suffix == ".lock" or path.name.endswith(NOTE_SUFFIX)
 
 
 @contextmanager
@@ -80,10 +88,8 @@ def held_for(cache_dir: Path, name: str, doing: str, wait_s: float, waiting: Cal
             if time.monotonic() - started >= wait_s:
                 raise LockWaitEnded(who, time.monotonic() - started) from None
     note = _note(lock)
-    try:
-        tmp = note.with_name(f"{note.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "doing": doing}))
-        tmp.replace(note)
+    try:  # written in place: a waiter that reads half of it says "another run" (no temporary file left in locks/)
+        note.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "doing": doing}))
         yield
     finally:
         note.unlink(missing_ok=True)
