@@ -151,3 +151,22 @@ def test_a_slow_reference_is_no_reference_and_a_stopped_runs_lock_is_waited_for_
                              "evaluation (a Loop or Scan) was stopped, before any engine ran; raise timeout_s (the "
                              "[run] table)")
     assert "1 cell of case bigloop not judged, no reference: not evaluated in float64" in err
+
+
+def test_a_run_folder_whose_path_holds_a_newline_is_still_stdouts_last_line(tmp_path, cache_dir):
+    """Issue 41, sweep 5 (the leftovers of sweep 4: a folder with a newline in its name): `run`
+    printed its folder raw, and "the run folder's path is stdout's last line" gave `tail -1` the
+    part after the newline; it is quoted as bash's $'…', which `eval` reads back whole."""
+    from conftest import make_tiny_model, tiny_case
+
+    project = tmp_path / "night\nly 'jobs'"
+    model, inputs = make_tiny_model(tmp_path)
+    config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs), environments=("ort-1.32",))
+    config.write_text(config.read_text().replace(f'"{tmp_path / "reports"}"', json.dumps(str(project / "reports"))))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("$'") and "\n" not in last, last
+    folder = subprocess.run(["bash", "-c", 'eval "folder=$0"; printf %s "$folder"', last], capture_output=True,
+                            text=True).stdout
+    assert Path(folder) == list_runs(project / "reports")[-1], folder
