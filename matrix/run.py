@@ -199,8 +199,8 @@ class MatrixRun:
         try:
             with ExitStack() as locks:
                 for _, row_key in sorted(rows, key=lambda row: row[1]):
-                    locks.enter_context(held_for(self.cache, f"artifact-{case}-{row_key[:16]}", doing,
-                                                 timeout_s * len(rows), waiting))
+                    locks.enter_context(held_for(self.cache, f"artifact-{case}-{row_key[:16]}", doing, waiting,
+                                                 wait_s=timeout_s * len(rows)))
                 try:
                     return prepare_apart(self.plan.config_path, spec, rows, self.cache, timeout_s, fresh)
                 except Exception as exc:  # a broken case must not stop the others

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -181,3 +182,39 @@ def test_a_run_folder_whose_path_holds_a_newline_is_still_stdouts_last_line(tmp_
     folder = subprocess.run(["bash", "-c", 'eval "folder=$0"; printf %s "$folder"', last], capture_output=True,
                             text=True).stdout
     assert Path(folder) == list_runs(project / "reports")[-1], folder
+
+
+# A process that takes an environment's lock as a run does, and stops itself holding it (Ctrl-Z).
+HOLD = """import os, signal, sys
+from pathlib import Path
+from matrix.store.locks import held_for
+
+with held_for(Path(sys.argv[1]), "env-ort-1.32", "running ort-1.32's cells", print):
+    os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def test_a_run_waits_for_an_environment_a_stopped_run_holds_no_longer_than_timeout_s(tmp_path, cache_dir):
+    """Issue 41, sweep 5 #11, the environment's lock: a run whose environment another run held
+    while stopped (SIGSTOP, Ctrl-Z) waited for it for ever, without a word. It says for whom, and
+    once the holder has been stopped for longer than timeout_s its cells are `error` naming it."""
+    from conftest import make_tiny_model, tiny_case
+
+    model, inputs = make_tiny_model(tmp_path)
+    config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs), environments=("ort-1.32",),
+                         timeout_s=3)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(cache_dir)], stdout=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: Path(f"/proc/{holder.pid}/stat").read_text().rpartition(")")[2].split()[0] == "T")
+        began = time.monotonic()
+        done = trtmatrix("run", "-c", str(config), "--no-reuse", timeout=60)
+        waited = time.monotonic() - began
+    finally:
+        holder.kill()
+        holder.wait()
+    said = f"run pid {holder.pid} which is running ort-1.32's cells (its process is stopped"
+    assert f"ort-1.32: waiting for {said}" in done.stderr, done.stderr
+    cell = read_run(Path(done.stdout.strip().splitlines()[-1])).iloc[0]
+    assert cell["status"] == "error" and cell["error"].startswith(
+        f"not run: environment ort-1.32 is held by {said}"), cell["error"]
+    assert "stopped for longer than timeout_s (3 s)" in cell["error"] and waited < 30, waited

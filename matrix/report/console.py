@@ -122,7 +122,11 @@ class RunProgress:
         return row_words(event["case"], event["params"])
 
     def _waiting(self, event: dict) -> None:
-        """Another run holds the artifact's lock: said once for each holder, not for each row."""
+        """Another run holds an artifact's or an environment's lock: said once for each holder, not
+        for each row."""
+        if "env" in event:
+            self._say(f"{event['env']}: waiting for {event['for']}")
+            return
         if event["for"] not in self.waiting.values():
             self._say(f"waiting for {event['for']}")
         self.waiting[self._artifact(event)] = event["for"]

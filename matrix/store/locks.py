@@ -2,13 +2,15 @@
 set up or run the same environment, prepare the same artifacts, stage the worker. A lock dies
 with its process (flock), so a killed run never blocks the next one. But a run that is stopped
 (SIGSTOP, a suspended terminal job) keeps its locks: a lock held while artifacts are prepared is
-waited for only as long as preparing them may take, and the holder leaves a note beside it, so
-the run that waits says for whom (`waiting for run pid 812 which is preparing bigloop`).
+waited for only as long as preparing them may take, an environment's only while its holder is not
+stopped for longer than a cell may take, and the holder leaves a note beside it, so the run that
+waits says for whom (`waiting for run pid 812 which is preparing bigloop`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import socket
@@ -38,28 +40,24 @@ class LockWaitEnded(TimeoutError):
         super().__init__(f"held by {who}; waited {waited_s:.0f} s for it")
 
 
-def holder_words(lock: FileLock) -> str:
-    """'run pid 812 which is preparing bigloop (its process is stopped)': who holds `lock`, from
-    the note its holder leaves ('another run' where there is none: it has only just taken it)."""
+def holder_words(lock: FileLock) -> tuple[str, bool]:
+    """('run pid 812 which is preparing bigloop (its process is stopped …)', whether it is stopped):
+    who holds `lock`, from the note its holder leaves ('another run' where there is none: it has
+    only just taken it)."""
     try:
         note = json.loads(_note(lock).read_text())
-        who, what = f"run pid {int(note['pid'])}", str(note["doing"])
+        pid, what = int(note["pid"]), str(note["doing"])
     except (OSError, ValueError, TypeError, KeyError):
-        return "another run"
+        return "another run", False
     if note.get("host") != socket.gethostname():
-        return f"{who} on {note.get('host')} which is {what}"
-    if not Path(f"/proc/{int(note['pid'])}").exists():  # a killed holder's note: someone else has just taken it
-        return "another run"
-    return f"{who} which is {what}{_state(int(note['pid']))}"
-
-
-def _state(pid: int) -> str:
-    """' (its process is stopped)' where the holder on this host is stopped (SIGSTOP, Ctrl-Z)."""
+        return f"run pid {pid} on {note.get('host')} which is {what}", False
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return ""
-    return " (its process is stopped: SIGSTOP or a suspended job)" if state in ("T", "t") else ""
+    except (OSError, IndexError):  # a killed holder's note: someone else has just taken the lock
+        return "another run", False
+    stopped = state in ("T", "t")
+    return f"run pid {pid} which is {what}" + (" (its process is stopped: SIGSTOP or a suspended job)" if stopped else ""), \
+        stopped
 
 
 def _note(lock: FileLock) -> Path:
@@ -72,21 +70,25 @@ def is_lock_file(path: Path) -> bool:
 
 
 @contextmanager
-def held_for(cache_dir: Path, name: str, doing: str, wait_s: float, waiting: Callable[[str], None]) -> Iterator[None]:
+def held_for(cache_dir: Path, name: str, doing: str, waiting: Callable[[str], None], wait_s: float = math.inf,
+             stopped_s: float = math.inf) -> Iterator[None]:
     """The lock `name`, with a note saying who holds it for what (`doing`: "preparing bigloop");
-    while another holds it, `waiting(who)` is told each time who changes, and after `wait_s`
-    seconds LockWaitEnded is raised."""
+    while another holds it, `waiting(who)` is told each time who changes, and LockWaitEnded is
+    raised after `wait_s` seconds, or once the holder has been stopped for `stopped_s` on end."""
     lock, said, started = cache_lock(cache_dir, name), None, time.monotonic()
+    stopped_since = None
     while True:
         try:
             lock.acquire(timeout=POLL_S)
             break
         except Timeout:
-            who = holder_words(lock)
+            who, stopped = holder_words(lock)
             if who != said:
                 waiting(said := who)
-            if time.monotonic() - started >= wait_s:
-                raise LockWaitEnded(who, time.monotonic() - started) from None
+            now = time.monotonic()
+            stopped_since = (stopped_since or now) if stopped else None
+            if now - started >= wait_s or (stopped_since is not None and now - stopped_since >= stopped_s):
+                raise LockWaitEnded(who, now - started) from None
     note = _note(lock)
     try:  # written in place: a waiter that reads half of it says "another run" (no temporary file left in locks/)
         note.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "doing": doing}))
