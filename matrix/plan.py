@@ -24,6 +24,11 @@ from .store.cache import cache_folder
 from .store.hashing import hash_files, hash_json
 
 
+def row_words(case: str, params) -> str:
+    """'minilm batch=4': a case's row (its artifacts) as progress lines and lock notes name it."""
+    return " ".join([case, *(f"{k}={v}" for k, v in dict(params).items())])
+
+
 @dataclass(frozen=True)
 class Cell:
     case: str

@@ -34,7 +34,7 @@ from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
 from .executors.prepare_apart import PrepareFailed, prepare_apart
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
-from .plan import Cell, Plan
+from .plan import Cell, Plan, row_words
 from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, checked_digests, copy_facts, copy_path, file_digests,
                       mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, NoReference
@@ -51,7 +51,7 @@ from .store.cache import faults_memo, speed_tests
 from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
 from .store.judgements import store_judgement, stored_judgement
-from .store.locks import cache_lock, run_lock
+from .store.locks import LockWaitEnded, cache_lock, held_for, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail, storable
 from .stops import STOPPING, removed_at_end
 from .worker.files import DIGESTS, LOG, OUTPUTS
@@ -176,14 +176,7 @@ class MatrixRun:
             for row_params, _ in rows:
                 self.on_event({"event": "prepare", "case": case, "params": dict(row_params)})
             started = time.perf_counter()
-            with ExitStack() as locks:
-                for _, row_key in sorted(rows, key=lambda row: row[1]):
-                    locks.enter_context(cache_lock(self.cache, f"artifact-{case}-{row_key[:16]}"))
-                try:
-                    made = prepare_apart(self.plan.config_path, spec, rows, self.cache, self.plan.config.run.timeout_s,
-                                         fresh)
-                except Exception as exc:  # a broken case must not stop the others
-                    made = {row_key: exc for _, row_key in rows}
+            made = self._prepared_under_locks(spec, rows, fresh)
             for row_params, row_key in rows:
                 self._artifacts[(case, row_params)] = made[row_key]
                 failed = made[row_key] if isinstance(made[row_key], BaseException) else None
@@ -191,6 +184,30 @@ class MatrixRun:
                                "seconds": (time.perf_counter() - started) / len(rows), "of": self._rows,
                                "error": None if failed is None else " ".join(str(failed).split()) or type(failed).__name__})
         return self._artifacts[key]
+
+    def _prepared_under_locks(self, spec, rows: list, fresh: bool) -> dict[str, Path | BaseException]:
+        """prepare_apart's artifacts, made while this run holds their locks. Another run preparing
+        them is waited for (then its artifacts are reused) as long as preparing them may take
+        (timeout_s for each row): a run that is stopped holds its locks for ever."""
+        timeout_s, case = self.plan.config.run.timeout_s, spec.name
+        doing = "preparing " + row_words(case, rows[0][0]) + (f" and {len(rows) - 1} more" if len(rows) > 1 else "")
+
+        def waiting(who: str) -> None:
+            for row_params, _ in rows:
+                self.on_event({"event": "waiting", "case": case, "params": dict(row_params), "for": who})
+
+        try:
+            with ExitStack() as locks:
+                for _, row_key in sorted(rows, key=lambda row: row[1]):
+                    locks.enter_context(held_for(self.cache, f"artifact-{case}-{row_key[:16]}", doing, waiting,
+                                                 wait_s=timeout_s * len(rows)))
+                try:
+                    return prepare_apart(self.plan.config_path, spec, rows, self.cache, timeout_s, fresh)
+                except Exception as exc:  # a broken case must not stop the others
+                    return {row_key: exc for _, row_key in rows}
+        except LockWaitEnded as exc:
+            why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): its artifacts' lock is {exc}"
+            return {row_key: PrepareFailed(why) for _, row_key in rows}
 
     def _model_digest(self, artifacts: Path) -> str:
         if artifacts not in self._model_digests:

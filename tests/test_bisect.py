@@ -65,6 +65,26 @@ def test_the_search_runs_about_log2_n_cells_and_finds_the_boundary():
     assert between(RELEASES, "1.21.0", "1.19.0") == ["1.21.0", "1.20.1", "1.20.0", "1.19.2", "1.19.0"]
 
 
+def test_a_release_that_crashes_or_raises_is_a_bad_end_like_one_that_fails():
+    """Issue 41, sweep 5 (the leftovers of an earlier sweep): bisect took only pass and fail ends
+    and refused a row that starts crashing ("did not run on … (crash)"); a crash, an error or a
+    timeout is "not pass" as a regression counts it, and a release between is on the side of the
+    end it is like. A disputed end was not judged, which it now says, instead of "did not run"."""
+    versions = [f"1.{minor}.0" for minor in range(12)]
+
+    def verdicts(boundary: int, bad: list[str]):
+        return lambda v: Step(v, "pass" if versions.index(v) < boundary else bad[versions.index(v) % len(bad)], None, "env")
+
+    for bad in (["crash"], ["error"], ["timeout", "fail", "crash"]):
+        found = search(Bisection("r", "onnxruntime", versions[0], versions[-1], versions, "test"), verdicts(5, bad))
+        assert found.found() == {"last_good": "1.4.0", "first_bad": "1.5.0"}, bad
+    with pytest.raises(BisectError, match="it passes at neither, nothing to bisect"):
+        search(Bisection("r", "onnxruntime", versions[0], versions[-1], versions, "test"), verdicts(0, ["fail", "crash"]))
+    with pytest.raises(BisectError, match=r"r was not judged on onnxruntime 1\.0\.0 \(disputed\)"):
+        search(Bisection("r", "onnxruntime", versions[0], versions[-1], versions, "test"),
+               lambda v: Step(v, "disputed" if v == versions[0] else "fail", None, "env", "reference disputed: …"))
+
+
 def test_bisect_finds_the_documented_first_bad_release(project):
     config, home = project
     subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config)], cwd=REPO, check=True,

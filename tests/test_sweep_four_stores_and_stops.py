@@ -58,6 +58,8 @@ def test_a_folder_trtmatrix_did_not_make_loses_nothing_to_cache_free_or_to_a_run
     earlier = tmp_path / "earlier"
     (earlier / "locks").mkdir(parents=True)
     (earlier / "locks" / "env-ort-1.32.lock").touch()
+    # issue 41, sweep 5 #11: the note a killed holder of a lock leaves beside it is trtmatrix's too
+    (earlier / "locks" / "artifact-tiny-0123.holder.json").write_text('{"pid": 1, "doing": "preparing tiny"}')
     (earlier / "results" / ENV).mkdir(parents=True)
     (earlier / "results" / ENV / "outputs.npz").write_bytes(b"\0" * 700)
     config = matrix_file(tmp_path, earlier, PROFILES + tiny_case(model, inputs), environments=(ENV,))

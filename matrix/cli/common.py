@@ -61,6 +61,18 @@ EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
+def path_line(path: Path) -> str:
+    """A path as stdout's last line, which scripts read (`tail -1`): as it is, or, where it holds a
+    newline or another control character that one line cannot hold, quoted as bash's $'…' (what
+    `printf %q` writes; `eval` reads it back)."""
+    text = str(path)
+    if not CONTROL.search(text):
+        return text
+    quoted = text.replace("\\", "\\\\").replace("'", "\\'")
+    return "$'" + CONTROL.sub(lambda found: f"\\x{ord(found[0]):02x}" if ord(found[0]) < 0x80 else f"\\u{ord(found[0]):04x}",
+                              quoted) + "'"
+
+
 MAX_SHARDS = 1000  # more CI jobs than any CI system runs at once; a typo's 10**9 would take the plan's memory
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .common import (BaselineOpt, CasesOpt, CellsOpt, ConfigOpt, EXIT_REGRESSION, EXIT_USAGE, EnvsOpt, MAX_SHARDS,
-                     ShardOpt, StrictOpt, _check_output, _fail, _plan, app)
+                     ShardOpt, StrictOpt, _check_output, _fail, _plan, app, path_line)
 from .gate import _baseline, _baseline_holds, _gate
 
 
@@ -109,7 +109,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         except OSError as exc:
             console.print(escape(f"error: --junit-xml {junit_xml}: {exc.strerror or exc}"), soft_wrap=True)
             junit_failed = True
-    typer.echo(str(run_dir))
+    typer.echo(path_line(run_dir))
     if newly_failing:
         raise typer.Exit(EXIT_REGRESSION)
     if junit_failed:  # an output path that cannot be written is bad input, as for every command's -o

@@ -13,7 +13,7 @@ import typer
 
 from ..config import ConfigError
 from .common import (BaselineOpt, ConfigOpt, EXIT_REGRESSION, RunArg, RunsConfigOpt, StrictOpt, _check_output, _fail,
-                     _matrix_file, _plan, _registry, _reports_dir, _run_dir, _write_output, app)
+                     _matrix_file, _plan, _registry, _reports_dir, _run_dir, _write_output, app, path_line)
 from .gate import _baseline, _baseline_holds, _gate
 from .running import _warn_several_issues
 
@@ -64,7 +64,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
                             "tolerances": str(tolerances.resolve()) if tolerances else None})
     render_run(run_dir, frame)
     typer.echo(changed_statuses(stored, frame, sum(problems.values())), err=True)
-    typer.echo(str(run_dir / REPORT))
+    typer.echo(path_line(run_dir / REPORT))
     if problems:  # the report is written, those cells marked; the verdicts it kept are said here
         _fail(f"{sum(problems.values())} cells not re-judged (their verdicts are the run's, marked in the report): "
               + "; ".join(problems))
@@ -124,7 +124,7 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
             _fail(f"--junit-xml {junit_xml}: {exc.strerror or exc}")
     typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards", err=True)
     typer.echo(f"report: {run_dir / REPORT}", err=True)
-    typer.echo(str(run_dir))  # the last line, as `run` prints it
+    typer.echo(path_line(run_dir))  # the last line, as `run` prints it
     if _gate(reports_dir, run_dir, frame, baseline_run, strict):  # the merged run is judged as a whole run is
         raise typer.Exit(EXIT_REGRESSION)
 

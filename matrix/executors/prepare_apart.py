@@ -31,6 +31,11 @@ from ..worker.oom import oom_kills, oom_note
 
 
 LOW_DISK = 2 << 30  # bytes: less left than a large model's artifacts take
+# The phases of prepare (prepare/__init__.py) that make or check the reference: a deadline there is
+# no engine's error and no fault of the case, only no reference to judge against (no_reference).
+FLOAT64_PHASES = ("the model's float64 evaluation", "its PyTorch reference")
+CHECK_PHASE = "its reference check against "
+RAISE = "raise timeout_s (the [run] table)"  # `expected` outputs would not help: they are checked in float64 too
 
 
 class PrepareFailed(Exception):
@@ -70,9 +75,11 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
             said.update({(item := json.loads(line))["key"]: item})
         except (ValueError, TypeError, KeyError):
             continue  # the case's own print
+    unmade: NoReference | None = None  # a deadline that cut the reference off
     if ended.returncode is None:
         never = next((item["phase"] for item in reversed(said.values()) if "phase" in item), "the case file's import")
         why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): {never} never returned"
+        unmade = _reference_cut_off(never, timeout_s)
     elif ended.returncode < 0:
         killed = signal.Signals(-ended.returncode)
         why = (f"the process preparing it was killed by {killed.name} (the case's build or export crashed)"
@@ -82,7 +89,9 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     made: dict[str, Path | Exception] = {}
     for _, key in rows:
         item = said.get(key)
-        if item is None or "phase" in item:  # none, or what it had begun
+        if item is not None and "phase" in item and unmade is not None:
+            made[key] = unmade
+        elif item is None or "phase" in item:  # none, or what it had begun
             made[key] = PrepareFailed(why)
         elif "no_reference" in item:
             made[key] = NoReference(item["no_reference"])
@@ -91,6 +100,17 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
         else:
             made[key] = prepared(cache_dir, spec.name, key) or PrepareFailed("its artifacts are not in the cache")
     return made
+
+
+def _reference_cut_off(phase: str, timeout_s: float) -> NoReference | None:
+    """The row's status where the deadline ended a reference phase: the engines never ran, and a
+    slow float64 evaluation (a Loop of two million trips onnxruntime runs in 2 s) is no error."""
+    limit = f"within timeout_s = {timeout_s:g} s (for each row): {phase} was stopped, before any engine ran; {RAISE}"
+    if phase.startswith(FLOAT64_PHASES):
+        return NoReference(f"not evaluated in float64 {limit}")
+    if phase.startswith(CHECK_PHASE):
+        return NoReference(f"the reference was not checked against {phase[len(CHECK_PHASE):]} {limit}")
+    return None
 
 
 def _disk_note(cache_dir: Path) -> str:

@@ -26,7 +26,7 @@ from ..environments.gpus import host_gpus
 from ..plan import Cell
 from ..prepare import INPUTS, MODEL, artifact_digests, input_types_file, model_for_profile, node_types_file
 from ..store.cache import engine_caches, env_log, result_dir, result_key, shared_engines, stored_result
-from ..store.locks import cache_lock
+from ..store.locks import LockWaitEnded, cache_lock, held_for
 from ..store.records import HOST
 from .trt_named_dims import explained
 from .environment_job import CellJob, WorkerPass, error_text, read_results, run_environment, run_worker
@@ -102,12 +102,19 @@ def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], 
     if not unit.worker_home.is_dir():
         return unit_recorded(unit, "error", f"{unit.cache_dir} is not visible on node {node}: the cache folder "
                                            "must be on storage every node mounts at the same path", node)
-    # Another run on this cache running these cells now: wait for it, then reuse what it stored.
-    with cache_lock(unit.cache_dir, f"env-{unit.name}"):
-        try:
-            result = _set_up_and_run(unit, lease, on_event, node, spare)
-        finally:  # engines shared by the rows of a case live as long as the run's cells
-            shutil.rmtree(shared_engines(unit.cache_dir, unit.envdef.name, unit.run_id), ignore_errors=True)
+    # Another run on this cache running these cells now: wait for it, then reuse what it stored;
+    # not for one that stays stopped longer than a cell may take (it keeps its lock, and runs nothing).
+    try:
+        with held_for(unit.cache_dir, f"env-{unit.name}", f"running {unit.name}'s cells",
+                      lambda who: on_event({"event": "waiting", "env": unit.name, "for": who}), stopped_s=unit.timeout_s):
+            try:
+                result = _set_up_and_run(unit, lease, on_event, node, spare)
+            finally:  # engines shared by the rows of a case live as long as the run's cells
+                shutil.rmtree(shared_engines(unit.cache_dir, unit.envdef.name, unit.run_id), ignore_errors=True)
+    except LockWaitEnded as exc:
+        return unit_recorded(unit, "error", f"not run: environment {unit.name} is held by {exc.who}, stopped for "
+                                            f"longer than timeout_s ({unit.timeout_s:g} s); waited "
+                                            f"{exc.waited_s:.0f} s for it", node)
     result.seconds = round(time.perf_counter() - started, 2)
     return result
 

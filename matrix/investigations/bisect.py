@@ -34,12 +34,14 @@ from packaging.version import InvalidVersion, Version
 from ..environments.definitions import EnvDef, available_envdefs
 from ..plan import Plan, plan_for_row
 from ..run import MatrixRun
-from ..statuses import UNJUDGED
+from ..statuses import REGRESSED, UNJUDGED
 
 # Works with every onnxruntime release on PyPI for Python 3.11 (1.15.0-1.32.0, measured).
 NUMPY_PIN = "numpy==1.26.4"
 PYPI_PACKAGE = {"onnxruntime": "onnxruntime"}
-MEASURED = {"pass", "fail"}
+# What an end may be: it passes, or it does not as a regression counts it (wrong numbers, an error,
+# a crash, a timeout: a release that starts crashing is as much a regression as one that fails).
+ENDS = {"pass", *REGRESSED}
 
 
 class BisectError(ValueError):
@@ -181,25 +183,30 @@ def envdef_for(engine: str, version: str, known: list[EnvDef]) -> EnvDef:
 
 
 def search(bisection: Bisection, run: Callable[[str], Step]) -> Bisection:
-    """Binary search, assuming the verdict changes once between A and B."""
+    """Binary search, assuming the verdict changes once between A and B: one end passes, the other
+    does not (fail, error, crash or timeout), and each release between is on the side of the end
+    it is like, passing or not."""
     order = bisection.versions
     ends = [run(order[0]), run(order[-1])]
     bisection.tested.extend(ends)
-    for end in ends:  # a verdict bisect can compare is one measured from outputs
-        if end.status in UNJUDGED:  # trtmatrix's side of the comparison, not the engine (sweep 5 #15)
-            raise BisectError(f"{bisection.row} was not judged on {bisection.engine} {end.version} ({end.status}): "
-                              f"{end.error}; no version's verdict can be had until the reference can")
-        if end.status not in MEASURED:
+    for end in ends:  # a cell that did not run, or ran and was not judged, says nothing of the release
+        if end.status not in ENDS:
+            if end.status in UNJUDGED:  # trtmatrix's side of the comparison, not the engine (sweep 5 #15)
+                raise BisectError(f"{bisection.row} was not judged on {bisection.engine} {end.version} ({end.status}): "
+                                  f"{end.error}; no version's verdict can be had until the reference can")
             raise BisectError(f"{bisection.row} did not run on {bisection.engine} {end.version} ({end.status}): {end.error}")
-    good_status, bad_status = ends[0].status, ends[1].status
-    if good_status == bad_status:
-        raise BisectError(f"{bisection.row} is {good_status} at both {order[0]} and {order[-1]}: nothing to bisect")
+    if ends[0].status == ends[1].status:
+        raise BisectError(f"{bisection.row} is {ends[0].status} at both {order[0]} and {order[-1]}: nothing to bisect")
+    if "pass" not in (ends[0].status, ends[1].status):
+        raise BisectError(f"{bisection.row} is {ends[0].status} at {order[0]} and {ends[1].status} at {order[-1]}: "
+                          "it passes at neither, nothing to bisect")
+    bad_passes = ends[1].status == "pass"
     low, high = 0, len(order) - 1  # verdict at low is A's, at high B's
     while high - low > 1:
         middle = (low + high) // 2
         step = run(order[middle])
         bisection.tested.append(step)
-        if step.status == bad_status:  # the verdict before known issues: what was measured
+        if (step.status == "pass") == bad_passes:  # the verdict before known issues: what was measured
             high = middle
         else:
             low = middle

@@ -78,13 +78,16 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
     first, later = load_runs(outputs_dir / OUTPUTS, outputs_dir / REPEATS)
     engine_verdict, engine_gap = verdict([first, *later.values()], ran64)
     what = "the FP16 copy it ran" if ran_path.name != MODEL else "the model"
+    own = "the copy's" if ran_path.name != MODEL else "the model's"
     product = f"{record['engine']} {record.get('engine_version') or envdef.version}"
 
-    def rounding_blame(model: onnx.ModelProto, exact: dict, gap: float, who: str, which: str) -> Blame | None:
+    def rounding_blame(model: onnx.ModelProto, exact: dict, gap: float, who: str, which: str, of: str) -> Blame | None:
         """The tolerance at fault where `model` computed node by node in its own types (numpy's way,
         its outputs rounded to the profile's precision) fails it too, and `who` (`gap` off) is within a factor
         ROUNDING_SLACK of that rounding's own error (an FP16 intermediate a Softmax then
-        sharpens is rounding, though the outputs' own rounding is far smaller)."""
+        sharpens is rounding, though the outputs' own rounding is far smaller). `of` names `exact`:
+        every distance is said with what it is from (a copy's FP16 arithmetic 1.5e3 from the same
+        copy in float64 read as 1.5e3 from the reference, which it was 214 from)."""
         kept = profile.precision.upper()
         # Node by node in its own types (numpy's FP16 arithmetic), or exactly on the values its
         # own Casts hold (a kernel that computes in float32 and rounds once: onnxruntime's FP16
@@ -109,10 +112,14 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
             return Blame("precision", f"the model's values do not fit {kept}, not {record['engine']}'s fault: "
                                       f"{which} {computed} overflows to ±inf "
                                       f"where float64 holds finite values, and {who} is as far off")
+        # Against a copy's own float64 evaluation the distances are not the cell's: its are said too.
+        cell = "" if exact is not ran64 or ran_path.name == MODEL else (
+            f" (from the reference, the cell's measure, they are "
+            f"{verdict([_rounded(held, profile.precision)], reference)[1]:.3g} and {float(record['max_abs']):.3g} off)")
         return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {which} {computed} "
-                                  f"is already {rounding_gap:.3g} off, beyond atol "
-                                  f"{atol:g} + rtol {rtol:g}; {who} is {gap:.3g} off, what {kept} can hold: loosen the "
-                                  "tolerance (docs/judging.md)")
+                                  f"is already {rounding_gap:.3g} off {of}, beyond atol "
+                                  f"{atol:g} + rtol {rtol:g}; {who} is {gap:.3g} off it, what {kept} can hold{cell}: "
+                                  "loosen the tolerance (docs/judging.md)")
 
     def summing_blame(outputs: dict) -> Blame | None:
         """A model of one node (repro's reduced subgraph, say) whose outputs are within what rounding
@@ -131,7 +138,7 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
                                   "(docs/judging.md)")
 
     if engine_verdict == "fail":
-        return rounding_blame(ran, ran64, engine_gap, product, what) or summing_blame(first) or \
+        return rounding_blame(ran, ran64, engine_gap, product, what, f"{own} float64 evaluation") or summing_blame(first) or \
             Blame("engine", f"{product}'s outputs are {engine_gap:.3g} from {what} evaluated in float64", ran64)
     cleared = f"{product} computed {what} right (max_abs {engine_gap:.3g} from its float64 evaluation)"
     if ran_path.name != MODEL:
@@ -141,7 +148,8 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
             if converted == "fail":
                 beyond = _out_of_fp16_range(original)  # a constant FP16 cannot hold: the conversion's doing
                 computing = f"{product}, computing the copy right,"
-                return (None if beyond else rounding_blame(ran, original64, gap, computing, "the FP16 copy")) or Blame(
+                return (None if beyond else rounding_blame(ran, original64, gap, computing, "the FP16 copy",
+                                                                   "the original model's float64 evaluation")) or Blame(
                     "conversion", f"the FP16 conversion is at fault, not {record['engine']}: the FP16 copy evaluated in "
                                   f"float64 is {gap:.3g} from the original model evaluated in float64{beyond}; {cleared}")
     how = str(case_meta(artifacts).get("reference", "the reference"))

@@ -4,12 +4,14 @@ and the attached verification runs, so that a maintainer reading them finds the 
 running repro.py.
 
 An output the engine never wrote (values of uninitialised memory) is said as such, not given as a
-number: the values change between inferences or processes, or leave float32's range, beside a
-finite reference.
+number, only where the evidence is for it: the values change between inferences or processes. A
+NaN or Inf where the reference is finite is said as what it is, with whether reruns agree (a
+LayerNormalization's negative variance on a constant row is a computed NaN, the same every time).
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,10 +23,11 @@ if TYPE_CHECKING:
     from .repro import Repro
     from .repro_issue import IssueFacts
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 UNWRITTEN = "output not written (uninitialised memory)"
 TITLE_MAX = 256  # characters a GitHub issue title holds
 CHANGES = "outputs change between inferences"  # what repro.py prints when they do
+# What repro.py's verdict line counts: "WRONG: 768 NaN and 2 Inf where expected is finite, …"
+COUNTED = re.compile(r"^WRONG: (?:(\d+) NaN)?(?: and )?(?:(\d+) Inf)? where expected is finite", re.M)
 
 
 def _number(value) -> float | None:
@@ -52,8 +55,6 @@ def unwritten(facts: IssueFacts, repro: Repro, record: dict) -> str | None:
     if bad is not None and CHANGES in bad.run.output:
         return "the values change between inferences of one session when repro.py runs"
     measured = _number(record.get("max_abs"))
-    if (_number(record.get("inf_count")) or 0) > 0 or (measured is not None and measured > FLOAT32_MAX):
-        return "the values leave float32's range where the reference is finite"
     again = _number(bad.max_abs) if bad is not None else None
     if measured and again and max(measured, again) > 10 * min(measured, again) and min(measured, again) > tolerance:
         return (f"the values differ from one process to the next (max_abs {measured:.3g} in trtmatrix's run, "
@@ -61,8 +62,33 @@ def unwritten(facts: IssueFacts, repro: Repro, record: dict) -> str | None:
     return None
 
 
+def nonfinite(record: dict) -> tuple[int, int]:
+    """(NaN, Inf) the cell's outputs hold where the reference is finite."""
+    return int(_number(record.get("nan_count")) or 0), int(_number(record.get("inf_count")) or 0)
+
+
+def _kinds(nans: int, infs: int, counted: bool = False) -> str:
+    """'NaN', 'Inf' or 'NaN and Inf' ('768 NaN and 2 Inf' where `counted`)."""
+    return " and ".join(f"{count} {word}" if counted else word for count, word in ((nans, "NaN"), (infs, "Inf")) if count)
+
+
+def _rerun_words(repro: Repro, record: dict) -> str:
+    """Whether the failing release's NaN/Inf come back alike: repro.py's inferences of one session,
+    and its count against trtmatrix's run. Said only where the attached run shows it."""
+    bad = failing_run(repro)
+    counted = COUNTED.findall(bad.run.output) if bad is not None else []
+    if not counted or CHANGES in bad.run.output:
+        return ""
+    again = tuple(int(n or 0) for n in counted[-1])
+    same = "the same in each inference of the attached run of repro.py"
+    if again == nonfinite(record):
+        same += " and as many as in trtmatrix's run"
+    return f" ({same}: deterministic)"
+
+
 def result_words(facts: IssueFacts, repro: Repro, record: dict) -> str:
-    """'wrong outputs (max_abs 3.41 …)', 'output not written …', 'raises: …' or 'crashes'."""
+    """'wrong outputs (max_abs 3.41 …)', 'NaN where the reference is finite', 'output not written
+    …', 'raises: …' or 'crashes'."""
     status = facts.own["verdict"]
     if status == "error":
         return "raises: " + (str(facts.own.get("error") or "").strip().splitlines() or ["an exception"])[0]
@@ -70,6 +96,8 @@ def result_words(facts: IssueFacts, repro: Repro, record: dict) -> str:
         return "crashes the process"
     if unwritten(facts, repro, record):
         return UNWRITTEN
+    if any(nonfinite(record)):
+        return f"{_kinds(*nonfinite(record))} where the reference is finite"
     bad = failing_run(repro)
     worst = (bad.max_abs if bad is not None and bad.max_abs else None) or f"{_number(record.get('max_abs')) or 0:.3e}"
     return f"wrong outputs (max_abs {worst})"
@@ -113,6 +141,9 @@ def outputs_sentence(facts: IssueFacts, repro: Repro, record: dict, where: str) 
     if why:
         return (f"{where} returns outputs it never wrote ({why}): values of uninitialised memory, not a computed "
                 "result, so no error size means anything.")
+    if any(nonfinite(record)):
+        return (f"{where} returns {_kinds(*nonfinite(record), counted=True)} where the reference is finite"
+                f"{_rerun_words(repro, record)}.")
     bad = failing_run(repro)
     worst = bad.max_abs if bad is not None and bad.max_abs else f"{_number(record.get('max_abs')) or 0:.3e}"
     share = _number(record.get("mismatch_frac"))

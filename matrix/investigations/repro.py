@@ -55,7 +55,9 @@ OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "nothi
 FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
 UNCONFIRMED = "-unconfirmed"
 FLOAT64_PASS = "the ONNX graph evaluated in float64, node by node (onnx.reference)"
-RESULT_LINE = re.compile(r"^(WRONG|RIGHT): max_abs ([^;\s]+)", re.M)
+# repro.py's verdict line: "WRONG: max_abs 3.4e-01; …", or "WRONG: 768 NaN where expected is finite, …"
+RESULT_LINE = re.compile(r"^(WRONG|RIGHT): ([^;\n]+)", re.M)
+MAX_ABS = re.compile(r"^max_abs (\S+)$")
 CANNOT_RUN = re.compile(r"^CANNOT RUN: (.*)$", re.M)  # repro.py's exit status 2
 
 
@@ -82,14 +84,17 @@ class Verification:
 
     @property
     def result(self) -> str | None:
-        """repro.py's verdict line (WRONG/RIGHT: max_abs …), or None (an exception, a crash)."""
+        """repro.py's verdict (WRONG/RIGHT: max_abs …, or the NaN and Inf counted), or None (an
+        exception, a crash)."""
         found = RESULT_LINE.findall(self.run.output)
-        return f"{found[-1][0]}: max_abs {found[-1][1]}" if found else None
+        return f"{found[-1][0]}: {found[-1][1]}" if found else None
 
     @property
     def max_abs(self) -> str | None:
+        """The error size repro.py printed; None where it gave none (NaN or Inf where expected is finite)."""
         found = RESULT_LINE.findall(self.run.output)
-        return found[-1][1] if found else None
+        size = MAX_ABS.match(found[-1][1]) if found else None
+        return size.group(1) if size else None
 
     @property
     def ok(self) -> bool:

@@ -175,7 +175,9 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
-    _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent)
+    with warnings.catch_warnings(record=True) as programs:  # torch.export's own (a GRU's flat weights)
+        warnings.simplefilter("always")
+        _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent)
     save_arrays(out / INPUTS, {n: a.detach().numpy() for n, a in zip(names, args)})
     reference = {n: r.detach().numpy() for n, r in zip(onnx_outputs, ref_outputs)}  # floats: float64 already
     save_arrays(out / REFERENCE, reference)
@@ -190,7 +192,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         "files_read": files_read(skip=out.parent),
         "reference": reference_text("PyTorch, the case's module in float64", reference, "float64"),
         # Exporter warnings (tracer, deprecation) belong with the case, not on the terminal.
-        "export_warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
+        "export_warnings": sorted({f"{w.category.__name__}: {w.message}" for w in [*caught, *programs]}),
     }
 
 

@@ -18,6 +18,7 @@ from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ..plan import row_words
 from ..statuses import BY_CAUSE, CHANGES, JUDGED, ONE_BY_ONE, REGRESSED, TERMINAL as SHORT, gained_and_lost
 from .causes import cause, left_out_kind, not_run_reason
 from .timing import P_THRESHOLD, timing_text
@@ -65,7 +66,8 @@ class RunProgress:
     a line every QUIET seconds while artifacts are prepared, and a line per tenth of the cells with
     the counts so far (a suite of thousands of cells must not bury the results under thousands of
     progress lines, nor go minutes without one); a log also says, every HEARTBEAT seconds, which
-    artifact it is still waiting for (a case exporting a reranker took two silent minutes)."""
+    artifact it is still waiting for (a case exporting a reranker took two silent minutes), or, where
+    another run holds its lock, for whom it waits (that run may be stopped: a bound ends the wait)."""
 
     LOG_EACH = 300
     SLOW = 5.0  # seconds: a prepared artifact this slow gets a line of its own in a log
@@ -75,6 +77,7 @@ class RunProgress:
     def __init__(self, total: int):
         self.total, self.done, self.prepared = total, 0, 0
         self.preparing: dict[str, float] = {}  # artifact → when its prepare began
+        self.waiting: dict[str, str] = {}  # artifact → the run whose lock it waits for
         self._stopped = threading.Event()
         self.counts: dict[str, int] = {}
         self.said_at = time.monotonic()
@@ -98,7 +101,9 @@ class RunProgress:
             if preparing and time.monotonic() - self.said_at >= self.HEARTBEAT:
                 name, since = min(preparing.items(), key=lambda kv: kv[1])
                 more = f" and {len(preparing) - 1} more" if len(preparing) > 1 else ""
-                self._say(f"still preparing {name}{more} ({time.monotonic() - since:.0f} s)")
+                who = self.waiting.get(name)
+                self._say(f"waiting for {who} ({time.monotonic() - since:.0f} s)" if who else
+                          f"still preparing {name}{more} ({time.monotonic() - since:.0f} s)")
 
     def _say(self, text: str) -> None:
         if console.is_terminal:
@@ -114,11 +119,22 @@ class RunProgress:
     @staticmethod
     def _artifact(event: dict) -> str:
         """'minilm batch=4': the case and parameters a prepare event is about."""
-        return " ".join([event["case"], *(f"{k}={v}" for k, v in event["params"].items())])
+        return row_words(event["case"], event["params"])
+
+    def _waiting(self, event: dict) -> None:
+        """Another run holds an artifact's or an environment's lock: said once for each holder, not
+        for each row."""
+        if "env" in event:
+            self._say(f"{event['env']}: waiting for {event['for']}")
+            return
+        if event["for"] not in self.waiting.values():
+            self._say(f"waiting for {event['for']}")
+        self.waiting[self._artifact(event)] = event["for"]
 
     def _prepared(self, event: dict) -> None:
         self.prepared += 1
         self.preparing.pop(self._artifact(event), None)
+        self.waiting.pop(self._artifact(event), None)
         if self.total <= self.LOG_EACH:
             if event["seconds"] >= self.SLOW and not console.is_terminal:  # a timeout's or crash's too: never "prepared"
                 self._say(f"could not prepare {self._artifact(event)} (after {event['seconds']:.1f} s): "
@@ -135,6 +151,8 @@ class RunProgress:
             self._say(f"prepare {self._artifact(event)}")
         elif kind == "prepared":
             self._prepared(event)
+        elif kind == "waiting":
+            self._waiting(event)
         elif kind == "setup" and console.is_terminal:
             self._say(f"set up {event['env']}")
         elif kind == "ready" and event["to_run"]:

@@ -43,7 +43,7 @@ def reference_lines(frame: pd.DataFrame) -> list[str]:
             why = _first(unjudged, "error").removeprefix("reference disputed: ")
             word = "no reference" if (unjudged["status"] == "no_reference").all() else "reference disputed"
             to_do = CASE_FILE_TO_DO if _first(cells, "reference").startswith("PyTorch") else TO_DO
-            said = "expected" in why or "fix the inputs" in why  # what to do is in the cause already
+            said = any(words in why for words in ("expected", "fix the inputs", "raise timeout_s"))  # in the cause already
             lines.append(f"{len(unjudged)} cell{'s' * (len(unjudged) != 1)} of case {case} not judged, {word}: {why}"
                          + ("" if said else f"; {to_do}"))
         blamed = cells[cells["error"].fillna("").astype(str).str.startswith(EXPECTED_CAUSE)] if "error" in cells \

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import write_text_atomically
+from .locks import is_lock_file
 
 TAG = "CACHEDIR.TAG"
 SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"  # the convention's, first in the file
@@ -43,7 +44,7 @@ def _strangers(cache: Path) -> list[str]:
         return []
     foreign = [name for name in names if name not in OWN_ENTRIES]
     locks = cache / "locks"
-    if not foreign and not (locks.is_dir() and all(path.suffix == ".lock" for path in locks.iterdir())):
+    if not foreign and not (locks.is_dir() and all(is_lock_file(path) for path in locks.iterdir())):
         foreign.append("trtmatrix's part names, but no locks/ of its lock files")
     return foreign
 

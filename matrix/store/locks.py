@@ -1,14 +1,28 @@
 """File locks for what two runs at once (a nightly timer and a person, say) must not do together:
 set up or run the same environment, prepare the same artifacts, stage the worker. A lock dies
-with its process (flock), so a killed run never blocks the next one.
+with its process (flock), so a killed run never blocks the next one. But a run that is stopped
+(SIGSTOP, a suspended terminal job) keeps its locks: a lock held while artifacts are prepared is
+waited for only as long as preparing them may take, an environment's only while its holder is not
+stopped for longer than a cell may take, and the holder leaves a note beside it, so the run that
+waits says for whom (`waiting for run pid 812 which is preparing bigloop`).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import re
+import socket
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable, Iterator
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
+
+POLL_S = 1.0  # how often a waiting run looks at the lock (and at its holder's note)
+NOTE_SUFFIX = ".holder.json"  # beside `<name>.lock`: who holds it, for what
 
 
 def cache_lock(cache_dir: Path, name: str) -> FileLock:
@@ -16,6 +30,72 @@ def cache_lock(cache_dir: Path, name: str) -> FileLock:
     folder = cache_dir / "locks"
     folder.mkdir(parents=True, exist_ok=True)
     return FileLock(folder / (re.sub(r"[^A-Za-z0-9_.+-]", "-", name) + ".lock"))
+
+
+class LockWaitEnded(TimeoutError):
+    """A lock still held when the wait allowed for it ended: `who` holds it (holder_words)."""
+
+    def __init__(self, who: str, waited_s: float):
+        self.who, self.waited_s = who, waited_s
+        super().__init__(f"held by {who}; waited {waited_s:.0f} s for it")
+
+
+def holder_words(lock: FileLock) -> tuple[str, bool]:
+    """('run pid 812 which is preparing bigloop (its process is stopped …)', whether it is stopped):
+    who holds `lock`, from the note its holder leaves ('another run' where there is none: it has
+    only just taken it)."""
+    try:
+        note = json.loads(_note(lock).read_text())
+        pid, what = int(note["pid"]), str(note["doing"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return "another run", False
+    if note.get("host") != socket.gethostname():
+        return f"run pid {pid} on {note.get('host')} which is {what}", False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):  # a killed holder's note: someone else has just taken the lock
+        return "another run", False
+    stopped = state in ("T", "t")
+    return f"run pid {pid} which is {what}" + (" (its process is stopped: SIGSTOP or a suspended job)" if stopped else ""), \
+        stopped
+
+
+def _note(lock: FileLock) -> Path:
+    return Path(lock.lock_file).with_suffix(NOTE_SUFFIX)
+
+
+def is_lock_file(path: Path) -> bool:
+    """A lock of locks/, or the note its holder leaves beside it (a killed holder's stays)."""
+    return path.suffix == ".lock" or path.name.endswith(NOTE_SUFFIX)
+
+
+@contextmanager
+def held_for(cache_dir: Path, name: str, doing: str, waiting: Callable[[str], None], wait_s: float = math.inf,
+             stopped_s: float = math.inf) -> Iterator[None]:
+    """The lock `name`, with a note saying who holds it for what (`doing`: "preparing bigloop");
+    while another holds it, `waiting(who)` is told each time who changes, and LockWaitEnded is
+    raised after `wait_s` seconds, or once the holder has been stopped for `stopped_s` on end."""
+    lock, said, started = cache_lock(cache_dir, name), None, time.monotonic()
+    stopped_since = None
+    while True:
+        try:
+            lock.acquire(timeout=POLL_S)
+            break
+        except Timeout:
+            who, stopped = holder_words(lock)
+            if who != said:
+                waiting(said := who)
+            now = time.monotonic()
+            stopped_since = (stopped_since or now) if stopped else None
+            if now - started >= wait_s or (stopped_since is not None and now - stopped_since >= stopped_s):
+                raise LockWaitEnded(who, now - started) from None
+    note = _note(lock)
+    try:  # written in place: a waiter that reads half of it says "another run" (no temporary file left in locks/)
+        note.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "doing": doing}))
+        yield
+    finally:
+        note.unlink(missing_ok=True)
+        lock.release()
 
 
 def run_lock(run_folder_parent: Path, run_id: str) -> FileLock:
