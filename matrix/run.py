@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import time
 from collections import defaultdict
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -34,16 +35,17 @@ from .executors.environment_job import error_text
 from .executors.local import LocalExecutor
 from .executors.prepare_apart import PrepareFailed, prepare_apart
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
-from .plan import Cell, Plan, row_words
-from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, case_meta, checked_digests, copy_facts, copy_path, file_digests,
-                      mask_array, model_for_profile, prepared, prepared_meta)
+from .plan import Cell, Plan, plan_of_trials, row_words
+from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, artifact_dir, case_meta, checked_digests, copy_facts, copy_path,
+                      file_digests, mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
 from .prepare.graph_checks import applies
+from .prepare.pattern_copy import observation, pattern_tensors, write_observed_copy
 from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
 from .sources import fault_patterns, known_issues
-from .sources.known_issues import apply_known_issues, faults_found, known_status
+from .sources.known_issues import apply_known_issues, faults_found, known_status, to_observe
 from .sources.onnx_suites import suite_label
 from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
@@ -113,10 +115,11 @@ def _matches_the_model(directory: Path, artifacts: Path, rules) -> tuple[dict, s
 
 class MatrixRun:
     def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None,
-                 reprepare: bool = False):
+                 reprepare: bool = False, observe: bool = True):
         """`executor`: where environments run (executors.open_executor); default this host.
-        `reprepare`: case files' cases prepared again, though prepared."""
-        self.plan, self.reuse, self.reprepare = plan, reuse, reprepare
+        `reprepare`: case files' cases prepared again, though prepared. `observe`: a known issue's
+        pattern observed where a failure cannot tell it (_observe_patterns; not in those trials)."""
+        self.plan, self.reuse, self.reprepare, self.observe = plan, reuse, reprepare, observe
         # Once a stop begins, nothing more is reported: cells its stop broke are no finding.
         self.on_event = lambda event: None if STOPPING.is_set() else on_event(event)
         self.cache = plan.path("cache_dir")
@@ -475,8 +478,42 @@ class MatrixRun:
         finally:  # every early judgement was taken by _done, or the run is stopping
             self._judges.shutdown(wait=False, cancel_futures=True)
             self._judges = None
+        if self.observe:
+            self._observe_patterns()
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
         return apply_known_issues(to_frame(ordered), self.plan.known_issues)
+
+    def _observe_patterns(self) -> None:
+        """Each failing cell whose failure a known issue's pattern reaches beside another node gets
+        the pattern's own output observed on its engine, as a trial of the cell (a copy of its model
+        with that output added, run and judged like explain's), in `fault_observed`: off, the issue
+        is evidenced (xfail); right, the failure is something else (known_issues.to_observe)."""
+        for cell_id, issue in to_observe(list(self.records.values()), self.plan.known_issues):
+            record = self.records[cell_id]
+            seen = self._observed_pattern(self._cells[cell_id], issue)
+            record["fault_observed"] = json.dumps({**json.loads(record.get("fault_observed") or "{}"), issue.id: seen})
+
+    def _observed_pattern(self, cell: Cell, issue) -> dict:
+        """pattern_copy.observation of `issue`'s pattern in the cell's model, or why none was made."""
+        artifacts, profile = self._artifacts[(cell.case, cell.params)], self.plan.profile(cell.profile)
+        model = onnx.load(str(artifacts / MODEL))
+        ran = onnx.load(str(model_for_profile(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))))
+        tensors = pattern_tensors(ran, model, issue.fault)
+        made = [self.cache / "investigations" / "known-issue-patterns" / f"{cell.artifact_key[:16]}-{self.run_id}"]
+        try:
+            files = write_observed_copy(model, artifacts / INPUTS, tensors, made[0])
+            trials = plan_of_trials(self.plan, cell.cell_id, models={f"{cell.case}.{issue.id}": files})
+            made += [artifact_dir(self.cache, trial.case, trial.artifact_key) for trial in trials.cells]
+            run = MatrixRun(trials, observe=False)
+            try:
+                return observation(run.judge(), tensors)
+            finally:
+                made += run.result_dirs.values()
+        except Exception as exc:  # noqa: BLE001 - the cell keeps its verdict, and says why nothing was seen
+            return {"tensors": tensors, "error": f"{type(exc).__name__}: {exc}"}
+        finally:  # the record keeps the numbers; the observed copy and its trial are not kept
+            for path in made:
+                shutil.rmtree(path, ignore_errors=True)
 
     def _model_files(self) -> dict[str, str]:
         """{artifact: the ONNX file of its model}: the user's own file, or the export trtmatrix made

@@ -832,7 +832,9 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     case file beside the registry: a user's ONNX-file case that only shares its name
     (`ort_pad_maxpool_fusion`, failing against its expected file) was `xfail` by name. Issue 41, sweep 5
     #3: an output the pattern reaches that also reads a Resize beside it (which onnxruntime 1.20.1
-    computes otherwise) was `xfail` ort-cast-chain-int-to-bool where the cast chain was right."""
+    computes otherwise) was `xfail` ort-cast-chain-int-to-bool where the cast chain was right; issue 41k:
+    such a cell gets the pattern's own output (the Cast to BOOL's) observed on onnxruntime 1.20.1 — right
+    there: it stays `fail`, saying so; off (0.5 cast to True) beside the same Resize: `xfail`."""
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -872,13 +874,18 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     onnx.save(helper.make_model(mix, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), tmp_path / "mix.onnx")
     np.savez(tmp_path / "mix.npz", r_in=np.arange(7, dtype=np.float32).reshape(1, 1, 1, 7),
              m=np.array([2.0, 0.0], np.float32).reshape(1, 1, 1, 2))
+    # issue 41k: the same model where the cast chain's bug happens (0.5 becomes True) and the Resize
+    # beside it is right (a constant image: every pixel it may pick is 5)
+    np.savez(tmp_path / "hit.npz", r_in=np.full((1, 1, 1, 7), 5.0, np.float32),
+             m=np.array([0.5, 0.0], np.float32).reshape(1, 1, 1, 2))
     body = (PROFILES + '[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'
             '[profiles.drift]\nprecision = "fp32"\ninject = "drift"\n'
             f'[cases.padpool]\nonnx = "{model}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32", "nan"]\n'
             f'[cases.branches]\nonnx = "{branches}"\ninputs = "{tmp_path / "both.npz"}"\nprofiles = ["drift"]\n'
             f'[cases.ort_pad_maxpool_fusion]\nonnx = "{model}"\ninputs = "{tmp_path / "positive.npz"}"\n'
             f'expected = "{tmp_path / "off.npz"}"\nprofiles = ["fp32"]\n'
-            f'[cases.mix]\nonnx = "{tmp_path / "mix.onnx"}"\ninputs = "{tmp_path / "mix.npz"}"\nprofiles = ["fp32"]\n')
+            f'[cases.mix]\nonnx = "{tmp_path / "mix.onnx"}"\ninputs = "{tmp_path / "mix.npz"}"\nprofiles = ["fp32"]\n'
+            f'[cases.hit]\nonnx = "{tmp_path / "mix.onnx"}"\ninputs = "{tmp_path / "hit.npz"}"\nprofiles = ["fp32"]\n')
     config = write_matrix(body, environments=("ort-1.20",))  # cases_dir: the repository's cases/, its registry
     done = trtmatrix("run", "-c", str(config), "--strict")
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("row_id")
@@ -889,12 +896,21 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert cells.loc["branches/drift", "status"] == "fail", cells.loc["branches/drift", "outputs"]
     assert json.loads(cells.loc["branches/drift", "faults"]) == \
         {"ort-pad-maxpool-fusion-zero-padding": {"reaches": ["y"], "beside": {}}}
-    # sweep 5 #3: y reads the Resize beside the pattern: the pattern's own output was never seen wrong
+    # sweep 5 #3: y reads the Resize beside the pattern; the pattern's own output, observed, is right
     assert (cells.loc["mix/fp32", "verdict"], cells.loc["mix/fp32", "status"]) == ("fail", "fail")
     assert json.loads(cells.loc["mix/fp32", "faults"]) == \
         {"ort-cast-chain-int-to-bool": {"reaches": ["y"], "beside": {"y": "Resize#3 (Resize)"}}}
+    assert json.loads(cells.loc["mix/fp32", "fault_observed"]) == \
+        {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": [], "max_abs": 0.0}}
     assert ("mix/fp32/ort-1.20: known issue ort-cast-chain-int-to-bool's pattern is in the model, but y also reads "
-            "Resize#3 (Resize) beside it: the pattern's own output was not checked, so the cell stays fail") in done.stderr
+            "Resize#3 (Resize) beside it: the pattern's own output (mb) was observed right on this engine (max_abs "
+            "0.00e+00), so the failure is something else and the cell stays fail") in done.stderr
+    # issue 41k: the same Resize beside it, but the Cast to BOOL gives True for 0.5: the issue, observed
+    hit = cells.loc["hit/fp32"]
+    assert (hit["verdict"], hit["status"], hit["known_issue"]) == ("fail", "xfail", "ort-cast-chain-int-to-bool")
+    assert json.loads(hit["fault_observed"]) == \
+        {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": ["mb"], "max_abs": 1.0}}
+    assert "FAIL hit/fp32" not in done.stderr and "known issue ort-cast-chain-int-to-bool: 1 xfail (hit/fp32" in done.stderr, done.stderr
     assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "ort_pad_maxpool_fusion/fp32",
                                                                         "branches/drift", "FAIL mix/fp32"))
 

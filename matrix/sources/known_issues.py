@@ -121,15 +121,16 @@ class KnownIssue(Strict):
         if row["engine"] != self.engine:
             return False
         found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected \
-            and _as_a_fault_fails(row) and _within_reach(row, self.id)
+            and _as_a_fault_fails(row) and _within_reach(row, self.id, bool(_observed(row, self.id).get("off")))
         return (found or self._row_named(row)) and self._covers(row)
 
     def unchecked(self, row) -> str | None:
         """Where the cell failed as the entry says in an output its pattern reaches but that also
-        reads a node beside the pattern: which (the cell stays `fail`: the pattern's own output was
-        not checked)."""
+        reads a node beside the pattern, and the pattern's own output was not observed off on the
+        engine (`fault_observed`): which (the cell stays `fail`)."""
         if self.fault is None or row["engine"] != self.engine or self.id not in faults_of(row) \
-                or row["verdict"] != self.expected or not _as_a_fault_fails(row) or not self._covers(row):
+                or row["verdict"] != self.expected or not _as_a_fault_fails(row) or not self._covers(row) \
+                or _observed(row, self.id).get("off"):
             return None
         beside = _fault_reach(row.get("faults"))[self.id][1]
         mixed = sorted((_failed(row) or set()) & set(beside))
@@ -163,14 +164,22 @@ def _as_a_fault_fails(row) -> bool:
     return not any(isinstance(n, (int, float)) and n == n and n > 0 for n in (row.get("nan_count"), row.get("inf_count")))
 
 
-def _within_reach(row, fault: str) -> bool:
+def _within_reach(row, fault: str, seen_off: bool) -> bool:
     """Whether every output that failed is computed from a node holding the fault, and from nothing
     beside it: a failure of an output the pattern does not reach is another fault's, and one of an
-    output that also reads a node beside the pattern (SHAPE_ONLY's note) is no evidence of it (a
-    record without the reach: yes)."""
+    output that also reads a node beside the pattern (SHAPE_ONLY's note) is no evidence of it unless
+    the pattern's own output was observed off on the engine (`seen_off`; a record without the
+    reach: yes)."""
     failed = _failed(row)
     reach, beside = _fault_reach(row.get("faults")).get(fault, (None, {}))
-    return failed is None or reach is None or (failed <= set(reach) and not failed & set(beside))
+    return failed is None or reach is None or (failed <= set(reach) and (seen_off or not failed & set(beside)))
+
+
+def _observed(row, fault: str) -> dict:
+    """What the cell's engine gave for the pattern's own output (column `fault_observed`, written
+    by the run for the cells `to_observe` names: pattern_copy.observation), or {}."""
+    text = row.get("fault_observed")
+    return (json.loads(text) if isinstance(text, str) and text else {}).get(fault) or {}
 
 
 def _failed(row) -> set[str] | None:
@@ -328,7 +337,7 @@ def _reported(verdict: str, issue: KnownIssue, found: list[KnownIssue]) -> str:
 # What matching reads (KnownIssue.matches, chosen_issue): a run's rows as dicts of these columns
 # only, not of all seventy (5x faster at thousands of cells: an unchanged re-run pays it twice).
 MATCHED = ("cell_id", "case", "engine", "profile", "params", "gpu", "engine_version", "verdict", "faults", "error",
-           "nan_count", "inf_count", "outputs")
+           "nan_count", "inf_count", "outputs", "fault_observed")
 
 
 def _matched_records(frame: pd.DataFrame) -> list[dict]:
@@ -345,16 +354,40 @@ def several_matches(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> list
     return said
 
 
+# Engines on which a pattern's own output is observed by making it a graph output: onnxruntime
+# keeps its graph rewrites across an extra output (the cast chain's dropped Cast shows there). TensorRT
+# fuses no layer across a network output, so observing would change what runs; torch runs no graph.
+OBSERVED_ON = ("onnxruntime",)
+
+
+def to_observe(records: list[dict], issues: tuple[KnownIssue, ...]) -> list[tuple[str, KnownIssue]]:
+    """(cell id, entry) of each failing cell no entry takes whose failing output the entry's pattern
+    reaches beside another node, on an engine that can observe the pattern's own output: the few
+    cells where observing it tells whether the known issue happened."""
+    rows = [{column: record.get(column) for column in MATCHED} for record in records]
+    return [(row["cell_id"], issue) for row in rows if chosen_issue(row, issues)[0] is None
+            for issue in issues if issue.engine in OBSERVED_ON and issue.unchecked(row)]
+
+
 def unchecked_patterns(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> list[str]:
     """A line per failing cell no entry took whose model holds an entry's pattern in a failing output
-    that also reads a node beside the pattern: not `xfail`, and why."""
+    that also reads a node beside the pattern: not `xfail`, and why (its own output observed right,
+    or not observed)."""
     said = []
     for row in _matched_records(frame):
         if chosen_issue(row, issues)[0] is None:
-            said += [f"{row['cell_id']}: known issue {issue.id}'s pattern is in the model, but {why} beside it: the "
-                     "pattern's own output was not checked, so the cell stays fail (`trtmatrix explain` observes it)"
-                     for issue in issues if (why := issue.unchecked(row))]
+            said += [f"{row['cell_id']}: known issue {issue.id}'s pattern is in the model, but {why} beside it: "
+                     + _unchecked_because(_observed(row, issue.id)) for issue in issues if (why := issue.unchecked(row))]
     return said
+
+
+def _unchecked_because(observed: dict) -> str:
+    if "off" in observed:
+        return (f"the pattern's own output ({', '.join(observed['tensors'])}) was observed right on this engine "
+                f"(max_abs {observed['max_abs']:.2e}), so the failure is something else and the cell stays fail")
+    why = f" ({observed['error']})" if observed.get("error") else ""
+    return (f"the pattern's own output was not checked{why}, so the cell stays fail "
+            "(`trtmatrix explain` observes it)")
 
 
 def apply_known_issues(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> pd.DataFrame:

@@ -1,0 +1,57 @@
+"""A known issue's pattern observed on the cell's own engine: the cell measures only its graph
+outputs, so where a failing output the pattern reaches also reads a node beside the pattern, the
+pattern's own output is made a graph output (the model's outputs kept, so the engine computes the
+same graph) and held against its float64 value. Off: the known issue is evidenced; right: the
+failure is something else (issue 41, sweep 5 #3).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pandas as pd
+
+from ..reference.float64_graph import float64_values
+from ..sources.fault_patterns import FaultPattern
+from ..worker.files import save_arrays
+
+
+def pattern_tensors(ran: onnx.ModelProto, model: onnx.ModelProto, fault: FaultPattern) -> list[str]:
+    """The outputs of the pattern's last nodes (those of its `op`) in the model the cell ran (its
+    FP16 copy, where the engine runs one) that the model itself computes too: a copy's own Casts
+    have no float64 value of the model."""
+    produced = {name for node in model.graph.node for name in node.output}
+    return [name for node in fault.nodes_in(ran) for name in node.output if name in produced]
+
+
+def write_observed_copy(model: onnx.ModelProto, inputs: Path, tensors: list[str], folder: Path) -> dict[str, Path]:
+    """An ONNX-file case (`onnx`, `inputs`, `expected`: float64 values) of `model` with `tensors`
+    added to its graph outputs; written into `folder`."""
+    with np.load(inputs) as data:
+        values = float64_values(model, dict(data)).values
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    typed = {v.name: v for v in [*onnx.shape_inference.infer_shapes(model).graph.value_info, *copy.graph.output]}
+    if missing := [name for name in tensors if name not in values or name not in typed]:
+        raise ValueError(f"no float64 value or no inferred type for {', '.join(missing)}")
+    outputs = {o.name for o in copy.graph.output}
+    copy.graph.output.extend([typed[name] for name in tensors if name not in outputs])
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"onnx": folder / "model.onnx", "inputs": inputs, "expected": folder / "expected.npz"}
+    onnx.save(copy, str(files["onnx"]))
+    save_arrays(files["expected"], {o.name: values[o.name] for o in copy.graph.output})
+    return files
+
+
+def observation(frame: pd.DataFrame, tensors: list[str]) -> dict:
+    """What the trial of the observed copy says of the pattern's tensors (column `fault_observed`):
+    {"tensors", "off": those out of the cell's tolerance, "max_abs"}, or {"tensors", "error"}
+    where the trial did not run or was not judged."""
+    row = frame.iloc[0]
+    if row["verdict"] not in ("pass", "fail"):
+        return {"tensors": tensors, "error": f"the observed copy is {row['verdict']}: {row['error']}"}
+    measured = {o["name"]: o for o in json.loads(row["outputs"]) if o["name"] in tensors}
+    return {"tensors": tensors, "off": [name for name in tensors if measured[name]["mismatch_frac"] > 0],
+            "max_abs": max(float(m["max_abs"]) for m in measured.values())}
