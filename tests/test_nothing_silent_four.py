@@ -896,6 +896,9 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert cells.loc["branches/drift", "status"] == "fail", cells.loc["branches/drift", "outputs"]
     assert json.loads(cells.loc["branches/drift", "faults"]) == \
         {"ort-pad-maxpool-fusion-zero-padding": {"reaches": ["y"], "beside": {}}}
+    # issue 41k: the same Resize beside it, but the Cast to BOOL gives True for 0.5: the issue, observed
+    hit = cells.loc["hit/fp32"]
+    assert (hit["verdict"], hit["status"], hit["known_issue"]) == ("fail", "xfail", "ort-cast-chain-int-to-bool")
     # sweep 5 #3: y reads the Resize beside the pattern; the pattern's own output, observed, is right
     assert (cells.loc["mix/fp32", "verdict"], cells.loc["mix/fp32", "status"]) == ("fail", "fail")
     assert json.loads(cells.loc["mix/fp32", "faults"]) == \
@@ -905,12 +908,9 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert ("mix/fp32/ort-1.20: known issue ort-cast-chain-int-to-bool's pattern is in the model, but y also reads "
             "Resize#3 (Resize) beside it: the pattern's own output (mb) was observed right on this engine (max_abs "
             "0.00e+00), so the failure is something else and the cell stays fail") in done.stderr
-    # issue 41k: the same Resize beside it, but the Cast to BOOL gives True for 0.5: the issue, observed
-    hit = cells.loc["hit/fp32"]
-    assert (hit["verdict"], hit["status"], hit["known_issue"]) == ("fail", "xfail", "ort-cast-chain-int-to-bool")
     assert json.loads(hit["fault_observed"]) == \
         {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": ["mb"], "max_abs": 1.0}}
-    assert "FAIL hit/fp32" not in done.stderr and "known issue ort-cast-chain-int-to-bool: 1 xfail (hit/fp32" in done.stderr, done.stderr
+    assert "FAIL hit/fp32" not in done.stderr and "known issue ort-cast-chain-int-to-bool: 1 xfail (hit/fp32" in done.stderr
     assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "ort_pad_maxpool_fusion/fp32",
                                                                         "branches/drift", "FAIL mix/fp32"))
 
