@@ -45,7 +45,7 @@ from .prepare.pattern_copy import observation, pattern_tensors, write_observed_c
 from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
 from .sources import fault_patterns, known_issues
-from .sources.known_issues import apply_known_issues, faults_found, known_status, to_observe
+from .sources.known_issues import KnownIssue, apply_known_issues, faults_found, known_status, to_observe
 from .sources.onnx_suites import suite_label
 from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
@@ -485,35 +485,54 @@ class MatrixRun:
 
     def _observe_patterns(self) -> None:
         """Each failing cell whose failure a known issue's pattern reaches beside another node gets
-        the pattern's own output observed on its engine, as a trial of the cell (a copy of its model
-        with that output added, run and judged like explain's), in `fault_observed`: off, the issue
-        is evidenced (xfail); right, the failure is something else (known_issues.to_observe)."""
+        the pattern's own output observed on its engine, in `fault_observed`: off, the issue is
+        evidenced (xfail); right, the failure is something else (known_issues.to_observe). One trial
+        run per environment, profile and tolerance, whatever the number of such cells."""
+        groups = defaultdict(list)
         for cell_id, issue in to_observe(list(self.records.values()), self.plan.known_issues):
-            record = self.records[cell_id]
-            seen = self._observed_pattern(self._cells[cell_id], issue)
-            record["fault_observed"] = json.dumps({**json.loads(record.get("fault_observed") or "{}"), issue.id: seen})
+            cell = self._cells[cell_id]
+            tol = self.plan.tolerance(cell)
+            groups[(cell.env, cell.profile, tol.atol, tol.rtol)].append((cell, issue))
+        for group in groups.values():
+            for (cell, issue), seen in zip(group, self._observed_patterns(group)):
+                record = self.records[cell.cell_id]
+                record["fault_observed"] = json.dumps({**json.loads(record.get("fault_observed") or "{}"), issue.id: seen})
 
-    def _observed_pattern(self, cell: Cell, issue) -> dict:
-        """pattern_copy.observation of `issue`'s pattern in the cell's model, or why none was made."""
-        artifacts, profile = self._artifacts[(cell.case, cell.params)], self.plan.profile(cell.profile)
-        model = onnx.load(str(artifacts / MODEL))
-        ran = onnx.load(str(model_for_profile(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))))
-        tensors = pattern_tensors(ran, model, issue.fault)
-        made = [self.cache / "investigations" / "known-issue-patterns" / f"{cell.artifact_key[:16]}-{self.run_id}"]
-        try:
-            files = write_observed_copy(model, artifacts / INPUTS, tensors, made[0])
-            trials = plan_of_trials(self.plan, cell.cell_id, models={f"{cell.case}.{issue.id}": files})
-            made += [artifact_dir(self.cache, trial.case, trial.artifact_key) for trial in trials.cells]
-            run = MatrixRun(trials, observe=False)
+    def _observed_patterns(self, group: list[tuple[Cell, KnownIssue]]) -> list[dict]:
+        """pattern_copy.observation of each (cell, entry): copies of the cells' models with the
+        pattern's own outputs added, run as trials of the first cell (its environment, profile and
+        tolerance) and judged like explain's; or why none was seen."""
+        folder = self.cache / "investigations" / "known-issue-patterns" / self.run_id
+        seen, copies, made = [], {}, [folder]
+        for index, (cell, issue) in enumerate(group):
+            artifacts, profile = self._artifacts[(cell.case, cell.params)], self.plan.profile(cell.profile)
+            seen.append({"tensors": []})
             try:
-                return observation(run.judge(), tensors)
-            finally:
-                made += run.result_dirs.values()
-        except Exception as exc:  # noqa: BLE001 - the cell keeps its verdict, and says why nothing was seen
-            return {"tensors": tensors, "error": f"{type(exc).__name__}: {exc}"}
-        finally:  # the record keeps the numbers; the observed copy and its trial are not kept
+                model = onnx.load(str(artifacts / MODEL))
+                ran = model_for_profile(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))
+                seen[index]["tensors"] = pattern_tensors(onnx.load(str(ran)), model, issue.fault)
+                copies[index] = write_observed_copy(model, artifacts / INPUTS, seen[index]["tensors"], folder / str(index))
+            except Exception as exc:  # noqa: BLE001 - the cell keeps its verdict, and says why nothing was seen
+                seen[index]["error"] = f"{type(exc).__name__}: {exc}"
+        try:
+            if copies:
+                trials = plan_of_trials(self.plan, group[0][0].cell_id,
+                                        models={f"{group[i][0].case}.observed{i}": files for i, files in copies.items()})
+                made += [artifact_dir(self.cache, trial.case, trial.artifact_key) for trial in trials.cells]
+                run = MatrixRun(trials, executor=self.executor, observe=False)
+                try:
+                    frame = run.judge().set_index("case")
+                finally:
+                    made += run.result_dirs.values()
+                for i in copies:
+                    seen[i] = observation(frame.loc[f"{group[i][0].case}.observed{i}"], seen[i]["tensors"])
+        except Exception as exc:  # noqa: BLE001 - as above, for every cell of the trial run
+            for i in copies:
+                seen[i]["error"] = f"{type(exc).__name__}: {exc}"
+        finally:  # the records keep the numbers; the observed copies and their trials are not kept
             for path in made:
                 shutil.rmtree(path, ignore_errors=True)
+        return seen
 
     def _model_files(self) -> dict[str, str]:
         """{artifact: the ONNX file of its model}: the user's own file, or the export trtmatrix made

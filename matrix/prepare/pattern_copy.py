@@ -30,6 +30,8 @@ def pattern_tensors(ran: onnx.ModelProto, model: onnx.ModelProto, fault: FaultPa
 def write_observed_copy(model: onnx.ModelProto, inputs: Path, tensors: list[str], folder: Path) -> dict[str, Path]:
     """An ONNX-file case (`onnx`, `inputs`, `expected`: float64 values) of `model` with `tensors`
     added to its graph outputs; written into `folder`."""
+    if not tensors:
+        raise ValueError("the pattern's nodes are the FP16 copy's own: the model has no float64 value of them")
     with np.load(inputs) as data:
         values = float64_values(model, dict(data)).values
     copy = onnx.ModelProto.FromString(model.SerializeToString())
@@ -45,11 +47,10 @@ def write_observed_copy(model: onnx.ModelProto, inputs: Path, tensors: list[str]
     return files
 
 
-def observation(frame: pd.DataFrame, tensors: list[str]) -> dict:
-    """What the trial of the observed copy says of the pattern's tensors (column `fault_observed`):
-    {"tensors", "off": those out of the cell's tolerance, "max_abs"}, or {"tensors", "error"}
-    where the trial did not run or was not judged."""
-    row = frame.iloc[0]
+def observation(row: pd.Series, tensors: list[str]) -> dict:
+    """What the trial of an observed copy (its record) says of the pattern's tensors (column
+    `fault_observed`): {"tensors", "off": those out of the cell's tolerance, "max_abs"}, or
+    {"tensors", "error"} where the trial did not run or was not judged."""
     if row["verdict"] not in ("pass", "fail"):
         return {"tensors": tensors, "error": f"the observed copy is {row['verdict']}: {row['error']}"}
     measured = {o["name"]: o for o in json.loads(row["outputs"]) if o["name"] in tensors}
