@@ -44,6 +44,7 @@ from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
 from .sources import fault_patterns, known_issues
 from .sources.known_issues import apply_known_issues, faults_found, known_status
+from .sources.pattern_notes import with_unchecked_patterns
 from .sources.onnx_suites import suite_label
 from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
@@ -465,7 +466,8 @@ class MatrixRun:
             self._judges.shutdown(wait=False, cancel_futures=True)
             self._judges = None
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
-        return apply_known_issues(to_frame(ordered), self.plan.known_issues)
+        return with_unchecked_patterns(apply_known_issues(to_frame(ordered), self.plan.known_issues),
+                                       self.plan.known_issues)
 
     def _model_files(self) -> dict[str, str]:
         """{artifact: the ONNX file of its model}: the user's own file, or the export trtmatrix made

@@ -54,7 +54,7 @@ DETAIL_FIELDS = [
     "reference_check", "conversion_max_abs", "copy_max_abs", "precision_ran", "left_out",
     "build_s", "infer_ms", "device", "gpu", "gpu_index", "compute_capability", "driver_version", "cuda_version", "cudnn_version",
     "python_version", "image", "image_digest", "node",
-    "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
+    "error", "log_tail", "known_issue", "reported", "pattern_unchecked", "graph_warnings", "precision_check", "reused",
     "engine_bytes", "build_log",
 ]
 
