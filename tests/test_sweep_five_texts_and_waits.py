@@ -104,8 +104,8 @@ def test_an_output_of_another_shape_is_a_fail_that_says_both_shapes(texts):
     """Issue 41, sweep 5 leftovers 1: an engine output of another shape than the reference was
     `error` "compare failed: ValueError: output 'y' has shape (2,), reference has (3,)" (README:
     error = the engine raised; it did not). It is a fail with no number (max_abs NaN, not a
-    measure), the shapes said on the terminal, in JUnit, and in the conversion's cause."""
-    _, cells, ran, junit = texts
+    measure), the shapes said on the terminal, in JUnit, in the conversion's cause and in repro's."""
+    config, cells, ran, junit = texts
     wrong = "y has shape (1, 2), the reference (1, 3)"
     for env in ("ort-1.20", "ort-1.32"):
         cell = cells.loc[f"threshold/fp16/{env}"]
@@ -115,6 +115,9 @@ def test_an_output_of_another_shape_is_a_fail_that_says_both_shapes(texts):
         assert junit_messages(junit)[f"{env}/threshold/fp16"].startswith(f"fail; {wrong} (atol 0.01")
     assert f"FAIL {wrong}" in ran.stdout + ran.stderr
     assert "compare failed" not in ran.stdout + ran.stderr and "nan" not in cells.loc["threshold/fp16/ort-1.32", "error"]
+    said = trtmatrix("repro", "threshold/fp16/ort-1.32", "-c", str(config))  # no "nan from the original model"
+    assert said.returncode == 2 and ("the FP16 copy evaluated in float64 has outputs of other shapes than the original "
+                                     f"model evaluated in float64 ({wrong})") in said.stderr, said.stderr
 
 
 def test_junit_says_a_nan_output_as_nan_not_max_abs_inf(texts):
