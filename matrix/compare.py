@@ -56,9 +56,18 @@ class OutputMetrics:
     rtol_needed: float = 0.0
     # Elements left out of judging by the case's mask (padding positions).
     left_out: int = 0
+    # An output of another shape than its reference: "y has shape (1, 2), the reference (1, 3)".
+    # Nothing is measured (the error metrics are NaN) and every element is a mismatch.
+    wrong_shape: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _max(values) -> float:
+    """The largest; NaN (an output of the wrong shape: not measured) wherever one is NaN."""
+    values = list(values)
+    return math.nan if any(isinstance(v, float) and math.isnan(v) for v in values) else max(values)
 
 
 def _min_cosine(values) -> float:
@@ -72,9 +81,9 @@ def _texts(values) -> str | None:
     return "; ".join(dict.fromkeys(v for v in values if v)) or None
 
 
-WORST = {"max_abs": max, "max_rel": max, "mean_abs": max, "rmse": max, "cosine": _min_cosine,
+WORST = {"max_abs": _max, "max_rel": _max, "mean_abs": _max, "rmse": _max, "cosine": _min_cosine,
          "mismatch_frac": max, "nan_count": sum, "inf_count": sum, "ref_nonfinite": sum, "nonfinite_found": _texts,
-         "atol_needed": max, "rtol_needed": max, "left_out": sum}
+         "atol_needed": max, "rtol_needed": max, "left_out": sum, "wrong_shape": _texts}
 # ... and over the runs of one output (counts are per run, so the largest, not the sum).
 WORST_RUN = {**WORST, "nan_count": max, "inf_count": max, "left_out": max}
 
@@ -144,8 +153,10 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
     """`mask`: the case's mask input; where it is 0 this output's elements are left out (when
     its leading dimensions are the mask's shape: acceptance.judged_positions). Complex outputs or
     references: see _parts."""
-    if actual.shape != reference.shape:
-        raise ValueError(f"output {name!r} has shape {actual.shape}, reference has {reference.shape}")
+    if actual.shape != reference.shape:  # a wrong answer, not a failure to judge: fail, with no number
+        return OutputMetrics(name, tuple(reference.shape), *[math.nan] * 5, mismatch_frac=1.0, nan_count=0, inf_count=0,
+                             atol_needed=INF, rtol_needed=INF,
+                             wrong_shape=f"{name} has shape {tuple(actual.shape)}, the reference {tuple(reference.shape)}")
     if reference.dtype.kind in "USO" or actual.dtype.kind in "USO":
         return _compare_strings(name, actual, reference)
     shape = tuple(reference.shape)

@@ -46,6 +46,7 @@ from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
 from .sources import fault_patterns, known_issues
 from .sources.known_issues import KnownIssue, apply_known_issues, faults_found, known_status, to_observe
+from .sources.pattern_notes import with_unchecked_patterns
 from .sources.onnx_suites import suite_label
 from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
@@ -381,14 +382,9 @@ class MatrixRun:
         stored = stored_judgement(directory, key)
         if stored:
             return stored
-        try:
-            verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
-                                            mask=mask_array(artifacts / INPUTS, mask))
-        except ValueError as exc:  # a user's file of another shape: the model's own evaluation may say whose
-            if not (artifacts / SECOND).is_file() or "has shape" not in str(exc):  # all NaN: an error, as said
-                raise
-            return self._unlike_expected(directory, artifacts, exc, (tol, accept, mask))
-        if verdict == "fail" and (artifacts / SECOND).is_file():
+        verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
+                                        mask=mask_array(artifacts / INPUTS, mask))
+        if verdict == "fail" and (artifacts / SECOND).is_file():  # the model's own evaluation may say whose it is
             verdict, judged = self._blame_expected(directory, artifacts, verdict, judged, (tol, accept, mask))
         profile = self.plan.profile(cell.profile)
         copy = copy_path(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))
@@ -419,33 +415,27 @@ class MatrixRun:
         split = {**judged, "conversion_max_abs": conversion["max_abs"], "copy_max_abs": engine["max_abs"]}
         if verdict == "fail" and alone == "fail":
             split["error"] = conversion_cause(json.loads(changes.read_text())["changes"], conversion["max_abs"],
-                                              engine["max_abs"])
+                                              engine["max_abs"], wrong_shape=conversion.get("wrong_shape"))
         return split
 
     @staticmethod
     def _blame_expected(directory: Path, artifacts: Path, verdict: str, judged: dict, rules) -> tuple[str, dict]:
         """A cell that fails against a user's expected file, but passes against the model's own
         evaluation that the file disagrees with: it fails as the user asked, and its cause names the
-        file, not the engine (repro and explain stop there)."""
+        file, not the engine (repro and explain stop there). A file of another shape than the
+        outputs: the cell keeps the numbers against the model's own evaluation, the file named."""
         found = _matches_the_model(directory, artifacts, rules)
         if found is None:
             return verdict, judged
         checked, source = found
+        if isinstance(judged.get("wrong_shape"), str):
+            return verdict, {**checked, "error": (
+                f"{EXPECTED_CAUSE}{source} cannot be held against the outputs ({judged['wrong_shape']}), and the "
+                f"engine matches the model's own evaluation, which onnxruntime agrees with (max_abs "
+                f"{checked['max_abs']:.3g} against it)")}
         return verdict, {**judged, "error": (
             f"{EXPECTED_CAUSE}{source} disagree with the model's own evaluation, which onnxruntime agrees with and "
             f"the engine matches (max_abs {checked['max_abs']:.3g} against it, {judged['max_abs']:.3g} against the file)")}
-
-    @staticmethod
-    def _unlike_expected(directory: Path, artifacts: Path, exc: ValueError, rules) -> tuple[str, dict]:
-        """A user's expected file that cannot be held against the outputs (another shape), where the
-        engine agrees with the model's own evaluation: it fails as the file asks, the file named."""
-        found = _matches_the_model(directory, artifacts, rules)  # raises too: compare failed
-        if found is None:
-            raise exc
-        checked, source = found
-        return "fail", {**checked, "error": f"{EXPECTED_CAUSE}{source} cannot be held against the outputs ({exc}), "
-                                            f"and the engine matches the model's own evaluation, which onnxruntime "
-                                            f"agrees with (max_abs {checked['max_abs']:.3g} against it)"}
 
     def execute(self) -> Path:
         """Run every cell and store the run; returns its folder. Holds the run's lock throughout,
@@ -481,7 +471,8 @@ class MatrixRun:
         if self.observe:
             self._observe_patterns()
         ordered = [self.records[cell.cell_id] for cell in self.plan.cells]
-        return apply_known_issues(to_frame(ordered), self.plan.known_issues)
+        return with_unchecked_patterns(apply_known_issues(to_frame(ordered), self.plan.known_issues),
+                                       self.plan.known_issues)
 
     def _observe_patterns(self) -> None:
         """Each failing cell whose failure a known issue's pattern reaches beside another node gets

@@ -110,9 +110,13 @@ def test_worst_over_outputs_and_missing_output():
         compare_outputs({"a": out["a"]}, ref, atol=1, rtol=1)
 
 
-def test_shape_mismatch_is_an_error():
-    with pytest.raises(ValueError, match="shape"):
-        compare_output("y", np.zeros((2, 3)), np.zeros((3, 2)), 1, 1)
+def test_an_output_of_another_shape_fails_with_both_shapes_and_no_number():
+    """Issue 41, sweep 5 leftovers 1: a wrong shape is a wrong answer (fail), not an error; no
+    max_abs measures it, even where another output of the cell has one (Python's max(0.1, nan) is 0.1)."""
+    verdict, worst, _ = compare_outputs({"a": np.full(2, 0.1), "y": np.zeros((2, 3))},
+                                        {"a": np.zeros(2), "y": np.zeros((3, 2))}, 1e-3, 0)
+    assert verdict == "fail" and worst["wrong_shape"] == "y has shape (2, 3), the reference (3, 2)"
+    assert math.isnan(worst["max_abs"]) and math.isinf(worst["atol_needed"]) and worst["mismatch_frac"] == 1.0
 
 
 def test_equal_infinities_match_and_anything_else_against_non_finite_mismatches():

@@ -24,6 +24,7 @@ from matrix.store import cell_file, list_runs, read_run, run_reference
 from matrix.worker.files import OUTPUTS, save_arrays
 from test_bad_values import TRTMATRIX, refused
 from test_nothing_silent_three import HANG, children, start, wait_for
+from test_report_browser import browser  # noqa: F401 - the module's headless Chromium, a fixture here
 
 ENV = "ort-1.32"
 
@@ -823,7 +824,7 @@ def test_a_definition_no_release_satisfies_or_no_python_is_an_error_naming_it(tm
         f"the worker needs numpy and onnxruntime: add onnxruntime to `requirements` in {images / 'ort-forgot.toml'}")
 
 
-def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matrix):
+def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matrix, browser):  # noqa: F811
     """Issue 41, second sweep, finding 25: with the shipped registry (cases_dir: trtmatrix's cases/,
     as README says for one's own model), a Pad → MaxPool model's failures against a wrong expected
     file (the engine right) and a NaN (nothing like the fusion's symptom) became `xfail`
@@ -913,6 +914,22 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert "FAIL hit/fp32" not in done.stderr and "known issue ort-cast-chain-int-to-bool: 1 xfail (hit/fp32" in done.stderr
     assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "ort_pad_maxpool_fusion/fp32",
                                                                         "branches/drift", "FAIL mix/fp32"))
+    # Issue 41, sweep 5 leftovers 2: `report` of the run says the line too, and the HTML beside the cell
+    unchecked = ("known issue ort-cast-chain-int-to-bool's pattern is in the model, but y also reads Resize#3 (Resize) "
+                 "beside it: the pattern's own output was not checked, so the cell stays fail")
+    again = trtmatrix("report", "-c", str(config))
+    assert again.returncode == 0 and f"mix/fp32/ort-1.20: {unchecked}" in again.stderr, again.stderr
+    run_dir = list_runs(tmp_path / "reports")[-1]
+    assert read_run(run_dir).set_index("cell_id").loc["mix/fp32/ort-1.20", "pattern_unchecked"].startswith(unchecked)
+    page = browser.new_page(viewport={"width": 1300, "height": 700})
+    page.goto((run_dir / "report.html").as_uri())
+    page.click("[id='cell-mix/fp32/ort-1.20']")
+    details = page.locator("#details")
+    details.wait_for(state="visible")
+    said = details.locator("h3:has-text(\"A known issue's pattern, not its failure\") + p").inner_text()
+    assert said.startswith(unchecked), said
+    page.screenshot(path=str(run_dir / "unchecked-pattern.png"))
+    page.close()
 
 
 # A user's fault pattern no model can hold, the key it names and why (sweep 4 #19).

@@ -73,17 +73,67 @@ def texts(tmp_path_factory, cache_dir):
                            {"w": rng.standard_normal(384).astype(np.float32), "b": np.zeros(384, np.float32)},
                            {"x": x}) + 'profiles = ["fp32"]\n'
     body += accumulating_loop(home, "loop_outer", 2000, 1.0001) + 'profiles = ["fp16"]\n'
+    body += score_threshold(home) + 'profiles = ["fp16"]\n'
     config = matrix_file(home, cache_dir, body, environments=("ort-1.20", "ort-1.32"))
-    ran = trtmatrix("run", "-c", str(config))
+    ran = trtmatrix("run", "-c", str(config), "--junit-xml", str(home / "junit.xml"))
     assert ran.returncode in (0, 1), ran.stderr
-    return config, read_run(list_runs(home / "reports")[-1]).set_index("cell_id")
+    return config, read_run(list_runs(home / "reports")[-1]).set_index("cell_id"), ran, home / "junit.xml"
+
+
+def score_threshold(folder: Path) -> str:
+    """y = NonZero(x * s > 0.5), s = 1.0002: the indices of the scores above a threshold, as a
+    detector's post-processing keeps its boxes. The FP16 copy rounds s to 1, so 0.49995 falls
+    below the threshold: the copy (and onnxruntime running it) keeps 2 indices where the model keeps 3."""
+    return save(folder, "threshold", [helper.make_node("Mul", ["x", "s"], ["xs"]),
+                                      helper.make_node("Greater", ["xs", "t"], ["m"]),
+                                      helper.make_node("NonZero", ["m"], ["y"])],
+                [("x", T.FLOAT, [4])], [("y", T.INT64, [1, "n"])],
+                {"s": np.array(1.0002, np.float32), "t": np.array(0.5, np.float32)},
+                {"x": np.array([0.9, 0.49995, 0.1, 0.7], np.float32)})
+
+
+def junit_messages(path: Path) -> dict[str, str]:
+    """{suite/test case: its failure's or error's message} of a JUnit file."""
+    import xml.etree.ElementTree as ET
+
+    return {f"{suite.get('name')}/{case.get('name')}": verdict.get("message")
+            for suite in ET.parse(path).getroot() for case in suite for verdict in case}
+
+
+def test_an_output_of_another_shape_is_a_fail_that_says_both_shapes(texts):
+    """Issue 41, sweep 5 leftovers 1: an engine output of another shape than the reference was
+    `error` "compare failed: ValueError: output 'y' has shape (2,), reference has (3,)" (README:
+    error = the engine raised; it did not). It is a fail with no number (max_abs NaN, not a
+    measure), the shapes said on the terminal, in JUnit, in the conversion's cause and in repro's."""
+    config, cells, ran, junit = texts
+    wrong = "y has shape (1, 2), the reference (1, 3)"
+    for env in ("ort-1.20", "ort-1.32"):
+        cell = cells.loc[f"threshold/fp16/{env}"]
+        assert cell["status"] == "fail" and cell["wrong_shape"] == wrong and np.isnan(cell["max_abs"])
+        assert cell["error"] == ("FP16 copy's rounding of its constants: in the copy alone y has shape (1, 2), the "
+                                 "reference (1, 3); the engine is 0 from the copy in float64")
+        assert junit_messages(junit)[f"{env}/threshold/fp16"].startswith(f"fail; {wrong} (atol 0.01")
+    assert f"FAIL {wrong}" in ran.stdout + ran.stderr
+    assert "compare failed" not in ran.stdout + ran.stderr and "nan" not in cells.loc["threshold/fp16/ort-1.32", "error"]
+    said = trtmatrix("repro", "threshold/fp16/ort-1.32", "-c", str(config))  # no "nan from the original model"
+    assert said.returncode == 2 and ("the FP16 copy evaluated in float64 has outputs of other shapes than the original "
+                                     f"model evaluated in float64 ({wrong})") in said.stderr, said.stderr
+
+
+def test_junit_says_a_nan_output_as_nan_not_max_abs_inf(texts):
+    """Issue 41, sweep 5 leftovers 3: JUnit wrote "NaN×768 in the outputs (max_abs inf)" for
+    LayerNormalization's NaN rows on onnxruntime 1.20.1; the terminal says NaN×768."""
+    _, cells, ran, junit = texts
+    message = junit_messages(junit)["ort-1.20/ln12/fp32"]
+    assert message.startswith("fail; NaN×768 in the outputs (atol 0.0001"), message
+    assert "max_abs inf" not in message
 
 
 def test_a_deterministic_nan_is_reported_as_a_nan_not_as_uninitialised_memory(texts):
     """Issue 41, sweep 5 #6: onnxruntime 1.20.1's LayerNormalization gives NaN on constant rows, the
     same on every inference; repro's verified ISSUE.md called it "output not written (uninitialised
     memory)" and "the values leave float32's range", and repro.py said "max_abs inf"."""
-    config, cells = texts
+    config, cells, _, _ = texts
     assert cells.loc["ln12/fp32/ort-1.20", "status"] == "fail" and cells.loc["ln12/fp32/ort-1.20", "nan_count"] == 768
     done = trtmatrix("repro", "ln12/fp32/ort-1.20", "-c", str(config), "--json")
     assert done.returncode == 0, done.stderr
@@ -103,7 +153,7 @@ def test_an_fp16_copys_distances_are_said_from_what_they_are_measured_against(te
     (as onnxruntime is) and 1.5e3 off the copy's own float64 evaluation; repro said "is already
     1.51e+03 off" and "onnxruntime 1.32.0 is 1.51e+03 off" as if from the reference, and the run's
     cause "the engine adds 1.51e+03" to an error the engine made smaller."""
-    config, cells = texts
+    config, cells, _, _ = texts
     cell = cells.loc["loop_outer/fp16/ort-1.32"]
     assert cell["status"] == "fail" and 200 < cell["max_abs"] < 230 and cell["conversion_max_abs"] > 1400
     assert "the engine adds" not in cell["error"]
@@ -197,7 +247,9 @@ with held_for(Path(sys.argv[1]), "env-ort-1.32", "running ort-1.32's cells", pri
 def test_a_run_waits_for_an_environment_a_stopped_run_holds_no_longer_than_timeout_s(tmp_path, cache_dir):
     """Issue 41, sweep 5 #11, the environment's lock: a run whose environment another run held
     while stopped (SIGSTOP, Ctrl-Z) waited for it for ever, without a word. It says for whom, and
-    once the holder has been stopped for longer than timeout_s its cells are `error` naming it."""
+    once the holder has been stopped for longer than timeout_s its cells are `error` naming it.
+    Issue 41, sweep 5 leftovers 4: explain, repro and bisect waited for it saying nothing; they say
+    the line `run` says."""
     from conftest import make_tiny_model, tiny_case
 
     model, inputs = make_tiny_model(tmp_path)
@@ -209,11 +261,20 @@ def test_a_run_waits_for_an_environment_a_stopped_run_holds_no_longer_than_timeo
         began = time.monotonic()
         done = trtmatrix("run", "-c", str(config), "--no-reuse", timeout=60)
         waited = time.monotonic() - began
+        investigations = [subprocess.Popen([TRTMATRIX, *args, "-c", str(config)], stdout=subprocess.PIPE,
+                                           stderr=subprocess.PIPE, text=True) for args in (  # all three wait at once
+            ["explain", "tiny/fp32/ort-1.32"], ["repro", "tiny/fp32/ort-1.32"],
+            ["bisect", "tiny/fp32", "--good", "1.20.1", "--bad", "1.32.0"])]
+        said_by = [investigation.communicate(timeout=60)[1] for investigation in investigations]
     finally:
         holder.kill()
         holder.wait()
     said = f"run pid {holder.pid} which is running ort-1.32's cells (its process is stopped"
     assert f"ort-1.32: waiting for {said}" in done.stderr, done.stderr
+    for stderr in said_by:
+        assert f"ort-1.32: waiting for {said}" in stderr, stderr
+    # repro takes the cell the held environment left unrun for trtmatrix's own error, not the engine's
+    assert "error is trtmatrix's own, not the engine's: not run: environment ort-1.32 is held" in said_by[1], said_by[1]
     cell = read_run(Path(done.stdout.strip().splitlines()[-1])).iloc[0]
     assert cell["status"] == "error" and cell["error"].startswith(
         f"not run: environment ort-1.32 is held by {said}"), cell["error"]

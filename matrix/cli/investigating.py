@@ -14,11 +14,19 @@ from .common import ConfigOpt, EXIT_REGRESSION, RunArg, _fail, _plan, _relative,
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the finding as JSON.")]
 
 
-def _investigation_progress(event: dict) -> None:
-    from ..investigations.repro import MUST
-    from ..report.console import console, escape
+_SAID_WAITING: set[str] = set()  # each holder's line once (the lock's waiter says it each time the holder changes)
 
-    if event["event"] in ("setup", "recorded", "bisect", "repro"):
+
+def _investigation_progress(event: dict) -> None:
+    """What an investigation's cell runs do, one dim line each; while another run holds a lock it
+    needs, the line `run` prints (`ort-1.32: waiting for run pid 812 which is running …`)."""
+    from ..investigations.repro import MUST
+    from ..report.console import console, escape, waiting_line
+
+    if event["event"] == "waiting" and (line := waiting_line(event)) not in _SAID_WAITING:
+        _SAID_WAITING.add(line)
+        console.print(escape(line), soft_wrap=True, highlight=False)
+    elif event["event"] in ("setup", "recorded", "bisect", "repro"):
         text = {"setup": lambda e: f"set up {e['env']}", "recorded": lambda e: f"{e['status']} {e['cell_id']}",
                 "bisect": lambda e: f"bisect: {e['version']} ({e['env']})",
                 "repro": lambda e: f"repro.py on {e['version']} ({e['env']}): must {MUST[e['expect']]}"}[event["event"]](event)

@@ -125,8 +125,8 @@ def _warn_several_issues(frame, issues) -> None:
         typer.echo(f"warning: {len(said)} cells match more than one known issue (each takes the one whose "
                    f"`expected` it met, else the first): {'; '.join(said[:3])}{'; …' if len(said) > 3 else ''}",
                    err=True)
-    for line in unchecked_patterns(frame, issues):  # sweep 5 #3: a known issue's pattern is no evidence alone
-        typer.echo(line, err=True)
+    for cell, why in unchecked_patterns(frame, issues):  # sweep 5 #3: a known issue's pattern is no evidence alone
+        typer.echo(f"{cell}: {why}", err=True)
 
 
 def _check_outputs(the_plan, junit_xml: Path | None = None) -> None:

@@ -71,6 +71,14 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
             judged = judge_by_rule(runs, against, accept, atol, rtol, mask)[0]
         return judged, float(worst["max_abs"])
 
+    def apart(runs: list[dict], against: dict, what: str) -> str:
+        """'is 0.525 from <what>', or, for outputs of another shape (no distance), 'has outputs of other
+        shapes than <what> (y has shape (1, 2), the reference (1, 3))': <what> is the reference there."""
+        worst = compare_runs(runs, against, atol, rtol, mask)[1]
+        if worst["wrong_shape"]:
+            return f"has outputs of other shapes than {what} ({worst['wrong_shape']})"
+        return f"is {float(worst['max_abs']):.3g} from {what}"
+
     names = list(reference)
     ran64 = _outputs(ran, inputs, names, narrow=ran_path.name == MODEL)  # a copy's casts are the conversion's
     if ran64 is None:  # some node has no float64 evaluation: the engine cannot be cleared
@@ -151,14 +159,15 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
                 return (None if beyond else rounding_blame(ran, original64, gap, computing, "the FP16 copy",
                                                                    "the original model's float64 evaluation")) or Blame(
                     "conversion", f"the FP16 conversion is at fault, not {record['engine']}: the FP16 copy evaluated in "
-                                  f"float64 is {gap:.3g} from the original model evaluated in float64{beyond}; {cleared}")
+                                  f"float64 {apart([ran64], original64, 'the original model evaluated in float64')}"
+                                  f"{beyond}; {cleared}")
     how = str(case_meta(artifacts).get("reference", "the reference"))
     if how.startswith(USERS_FILE):
         given = how[len(USERS_FILE):].split(")", 1)[0]
         return Blame("expected", f"your expected file {given} is at fault, not {record['engine']}: the model "
-                                 f"evaluated in float64 is {verdict([ran64], reference)[1]:.3g} from it; {cleared}")
+                                 f"evaluated in float64 {apart([ran64], reference, 'it')}; {cleared}")
     return Blame("reference", f"the reference is at fault, not {record['engine']}: the model evaluated in float64 "
-                              f"is {verdict([ran64], reference)[1]:.3g} from it ({how}); {cleared}")
+                              f"{apart([ran64], reference, 'it')} ({how}); {cleared}")
 
 
 def _rounded(values: dict[str, np.ndarray], precision: str) -> dict[str, np.ndarray]:

@@ -29,7 +29,7 @@ from ..plan import Plan, plan_of_trials
 from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta
 from ..prepare.layers import resolve_nodes
 from ..run import MatrixRun
-from ..store.locks import cache_lock
+from ..store.locks import held_for
 from ..worker.files import save_arrays
 from ..statuses import EXPECTED_CAUSE
 from ..reference.agreement import subgraph_nodes
@@ -243,7 +243,8 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     profile = plan.profile(cell.profile)
     fp32_nodes = set(resolve_nodes(model, profile.keep_fp32)) if profile.precision == "fp16" else None
     notes = [f"{label}: {reason}" for label, reason in reference.missing.items()] + stood_in + _unopened(model)
-    with cache_lock(cache, f"explain-{cell.artifact_key[:16]}"):
+    with held_for(cache, f"explain-{cell.artifact_key[:16]}", f"explaining {cell_id}",
+                  lambda who: on_event({"event": "waiting", "for": who})):
         observer = Observer(plan, cell_id, model, artifacts / INPUTS, reference.values,
                             cache / "investigations" / "explain" / cell.artifact_key[:16], on_event)
         try:

@@ -39,7 +39,7 @@ from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, copy_fa
 from ..reference.float64_graph import float64_values
 from ..run import MatrixRun
 from ..stops import alive
-from ..store.locks import cache_lock
+from ..store.locks import cache_lock, held_for
 from ..worker.files import PROGRAM, PROGRAM_META, save_arrays
 from .blame import Blame, whose_fault
 from .explain import ExplainError, explain_cell
@@ -51,7 +51,7 @@ from .trigger import trigger_texts
 
 # Errors that are trtmatrix's own, not the engine's: nothing to report upstream.
 OWN_ERRORS = ("prepare failed", "model variant failed", "compare failed", "nothing to judge against", "worker exited",
-              "uv ")
+              "uv ", "not run: ")  # the last: another run holds the environment (executors/unit.py)
 FILES = ("model.onnx", "inputs.npz", "expected.npz", "repro.py", "ISSUE.md")
 UNCONFIRMED = "-unconfirmed"
 FLOAT64_PASS = "the ONNX graph evaluated in float64, node by node (onnx.reference)"
@@ -366,7 +366,8 @@ def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts,
         return [judged[index][1]["verdict"] == "fail" for index in indices]
 
     profile, envdef = plan.profile(cell.profile), plan.envs[cell.env]
-    with cache_lock(cache, f"repro-{cell.artifact_key[:16]}-{cell.env}"):
+    with held_for(cache, f"repro-{cell.artifact_key[:16]}-{cell.env}", f"reducing {cell.cell_id}",
+                  lambda who: on_event({"event": "waiting", "for": who})):
         try:
             index = smallest_failing(len(cuts), fails)
             if index is None:

@@ -83,11 +83,14 @@ def copy_float64(copy: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[s
     return {name: evaluated.values[name] for name in (o.name for o in copy.graph.output)}
 
 
-def cause(changes: list[dict], conversion: float, engine: float, label: str = "FP16 copy") -> str:
+def cause(changes: list[dict], conversion: float, engine: float, label: str = "FP16 copy",
+          wrong_shape: str | None = None) -> str:
     """'FP16 copy clamps constant 'c' (1e+05 → 65504) at node d: the copy alone is off by 0.525;
     the engine is 0.00012 from the copy in float64' — where the conversion alone is beyond the
     tolerance. Not "adds": the engine's rounding may take its outputs back towards the reference
-    (a Loop's FP16 sum 1.5e3 from the copy, 214 from the reference)."""
+    (a Loop's FP16 sum 1.5e3 from the copy, 214 from the reference). `wrong_shape`: the copy in
+    float64 gives an output of another shape than the reference ('y has shape (2,), the reference
+    (3,)': a threshold its rounded constant moves), no distance to say."""
     said = ""
     if changes:
         first = changes[0]
@@ -96,4 +99,5 @@ def cause(changes: list[dict], conversion: float, engine: float, label: str = "F
                 f"{more}) at node {first['node']}: ")
     else:
         said = f"{label}'s rounding of its constants: "
-    return f"{said}the copy alone is off by {conversion:.3g}; the engine is {engine:.3g} from the copy in float64"
+    alone = f"in the copy alone {wrong_shape}" if wrong_shape else f"the copy alone is off by {conversion:.3g}"
+    return f"{said}{alone}; the engine is {engine:.3g} from the copy in float64"

@@ -57,7 +57,9 @@ def a_vs_b(run_dir: Path, frame: pd.DataFrame, env_a: str, env_b: str) -> dict[s
         mask = mask_array(run_inputs(run_dir, str(by_env[env_b]["artifact"])), mask) if isinstance(mask, str) else None
         try:
             verdict, worst, _ = compare_runs([b], a, by_env[env_b]["atol"], by_env[env_b]["rtol"], mask)
-        except ValueError:  # shapes differ, or A's output is NaN everywhere: nothing to measure B by
+        except ValueError:  # A's output is NaN everywhere: nothing to measure B by
+            continue
+        if worst["wrong_shape"]:  # shapes differ: no distance either (each cell says its own shapes)
             continue
         found[row_id] = {"max_abs": worst["max_abs"], "max_rel": worst["max_rel"], "cosine": worst["cosine"],
                          "identical": False, "within": verdict == "pass"}

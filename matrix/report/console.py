@@ -58,6 +58,12 @@ console = _Console(stderr=True, width=_width())  # progress and run summaries: s
 out = _Console(width=_width())  # listings that are the command's answer
 
 
+def waiting_line(event: dict) -> str:
+    """A 'waiting' event (store/locks.py): 'ort-1.32: waiting for run pid 812 which is running
+    ort-1.32's cells', or, for a row's artifacts, 'waiting for run pid 812 which is preparing bigloop'."""
+    return (f"{event['env']}: " if "env" in event else "") + f"waiting for {event['for']}"
+
+
 class RunProgress:
     """Turns run events into one progress bar over all cells on a terminal, and into plain lines in
     a log (a bar cannot be redrawn in a file): per environment, what it runs and what it reuses (an
@@ -125,10 +131,10 @@ class RunProgress:
         """Another run holds an artifact's or an environment's lock: said once for each holder, not
         for each row."""
         if "env" in event:
-            self._say(f"{event['env']}: waiting for {event['for']}")
+            self._say(waiting_line(event))
             return
         if event["for"] not in self.waiting.values():
-            self._say(f"waiting for {event['for']}")
+            self._say(waiting_line(event))
         self.waiting[self._artifact(event)] = event["for"]
 
     def _prepared(self, event: dict) -> None:

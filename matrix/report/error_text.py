@@ -38,7 +38,10 @@ def one_line(text) -> str:
 def worst_error(row, precision: int = 1) -> str | None:
     """'NaN×512' (and/or 'Inf×3') when outputs held non-finite values where the reference is
     finite; what was found where the reference's own NaN/Inf was missed ('-inf expected, -3.4e+38
-    (float32 lowest) found ×84'); else max_abs ('2.7e-03'); None for a cell without numbers."""
+    (float32 lowest) found ×84'); an output of the wrong shape ('y has shape (2,), the reference (3,)');
+    else max_abs ('2.7e-03'); None for a cell without numbers."""
+    if isinstance(row.get("wrong_shape"), str):  # an output of another shape: nothing measured, its shapes said
+        return row["wrong_shape"]
     nans, infs = _count(row.get("nan_count")), _count(row.get("inf_count"))
     if nans or infs:
         return " ".join(f"{text}×{n}" for text, n in (("NaN", nans), ("Inf", infs)) if n)

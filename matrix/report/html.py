@@ -49,12 +49,12 @@ DIGIT = re.compile(r"\d")
 PLOTTED_CASES = 24  # per-case plots drawn at most (the cases with the most failing cells beyond it)
 DETAIL_FIELDS = [
     "cell_id", "row_id", "case", "profile", "env", "engine", "env_version", "engine_version", "status", "verdict",
-    "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "extra_outputs", "drift_max_abs",
+    "max_abs", "max_rel", "mean_abs", "rmse", "cosine", "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "nonfinite_found", "wrong_shape", "extra_outputs", "drift_max_abs",
     "drift_run", "runs", "atol", "rtol", "atol_needed", "rtol_needed", "rule", "top1", "worst_slice", "reference",
     "reference_check", "conversion_max_abs", "copy_max_abs", "precision_ran", "left_out",
     "build_s", "infer_ms", "device", "gpu", "gpu_index", "compute_capability", "driver_version", "cuda_version", "cudnn_version",
     "python_version", "image", "image_digest", "node",
-    "error", "log_tail", "known_issue", "reported", "graph_warnings", "precision_check", "reused",
+    "error", "log_tail", "known_issue", "reported", "pattern_unchecked", "graph_warnings", "precision_check", "reused",
     "engine_bytes", "build_log",
 ]
 
@@ -72,7 +72,7 @@ COMPACT = {"separators": (",", ":")}
 
 # The columns key_number reads: the history page hands it only these (a dict of every column of
 # thirty runs of thousands of cells costs seconds).
-KEY_NUMBER_FIELDS = ("status", "nan_count", "inf_count", "max_abs", "nonfinite_found", "drift_max_abs", "drift_run",
+KEY_NUMBER_FIELDS = ("status", "nan_count", "inf_count", "max_abs", "nonfinite_found", "wrong_shape", "drift_max_abs", "drift_run",
                      "rule", "precision_check", "build_s", "shape_profile", "precision_ran")
 
 

@@ -44,7 +44,9 @@ def _message(row: pd.Series) -> str:
     worst = worst_error(row, 3)
     if worst:
         finite = pd.notna(row.get("max_abs")) and math.isfinite(row["max_abs"])
-        shown = f"max_abs {worst}" if finite else f"{worst} in the outputs (max_abs inf)"
+        # NaN or Inf where the reference is finite: said as the terminal says it, not as "max_abs inf"
+        shown = f"max_abs {worst}" if finite else worst if isinstance(row.get("wrong_shape"), str) else \
+            f"{worst} in the outputs"
         parts.append(f"{shown} (atol {_tolerance(row, 'atol')}, rtol {_tolerance(row, 'rtol')})")
     if drift_text(row):
         parts.append(drift_text(row))

@@ -16,6 +16,7 @@ import pandas as pd
 from ..compare import compare_files, judging_error
 from ..config import MatrixConfig
 from ..sources.known_issues import KnownIssue, apply_known_issues
+from ..sources.pattern_notes import with_unchecked_patterns
 from ..prepare import mask_array
 from ..store import cell_file, npz_problem, run_inputs, run_reference, stored_digests
 from ..worker.files import OUTPUTS, REPEATS, file_digest
@@ -71,7 +72,7 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
         for column, value in changed.items():
             frame.at[index, column] = value
     frame["status"] = frame["verdict"]
-    return apply_known_issues(frame, issues), problems
+    return with_unchecked_patterns(apply_known_issues(frame, issues), issues), problems
 
 
 def not_in_matrix(frame: pd.DataFrame, config: MatrixConfig) -> list[str]:

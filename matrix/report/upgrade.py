@@ -106,7 +106,7 @@ def nearest_version(frame: pd.DataFrame, env: str, later: bool) -> str | None:
 
 def compare(frame: pd.DataFrame, env_a: str, env_b: str) -> pd.DataFrame:
     """One line per row present in either environment, with the metric delta."""
-    cols = ["row_id", "status", "max_abs", "nan_count", "inf_count", "nonfinite_found", "drift_max_abs", "drift_run", "atol",
+    cols = ["row_id", "status", "max_abs", "nan_count", "inf_count", "nonfinite_found", "wrong_shape", "drift_max_abs", "drift_run", "atol",
             "atol_needed", "rtol_needed", "precision_ran", "rule", "shape_profile"]  # the last three: a status's marks
     a = frame.loc[frame["env"] == env_a, cols].set_index("row_id")
     b = frame.loc[frame["env"] == env_b, cols].set_index("row_id")

@@ -369,15 +369,15 @@ def to_observe(records: list[dict], issues: tuple[KnownIssue, ...]) -> list[tupl
             for issue in issues if issue.engine in OBSERVED_ON and issue.unchecked(row)]
 
 
-def unchecked_patterns(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> list[str]:
-    """A line per failing cell no entry took whose model holds an entry's pattern in a failing output
-    that also reads a node beside the pattern: not `xfail`, and why (its own output observed right,
-    or not observed)."""
+def unchecked_patterns(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> list[tuple[str, str]]:
+    """(cell id, why) per failing cell no entry took whose model holds an entry's pattern in a failing
+    output that also reads a node beside the pattern: not `xfail`, and why (its own output observed
+    right, or not observed)."""
     said = []
     for row in _matched_records(frame):
         if chosen_issue(row, issues)[0] is None:
-            said += [f"{row['cell_id']}: known issue {issue.id}'s pattern is in the model, but {why} beside it: "
-                     + _unchecked_because(_observed(row, issue.id)) for issue in issues if (why := issue.unchecked(row))]
+            said += [(row["cell_id"], f"known issue {issue.id}'s pattern is in the model, but {why} beside it: "
+                      + _unchecked_because(_observed(row, issue.id))) for issue in issues if (why := issue.unchecked(row))]
     return said
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 COLUMNS = [
     "run_id", "cell_id", "row_id", "case", "suite", "params", "profile", "precision", "env", "engine", "env_version",
-    "engine_version", "status", "verdict", "known_issue", "reported", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
-    "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "mask", "left_out", "nonfinite_found", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol",
+    "engine_version", "status", "verdict", "known_issue", "reported", "pattern_unchecked", "max_abs", "max_rel", "mean_abs", "rmse", "cosine",
+    "mismatch_frac", "nan_count", "inf_count", "ref_nonfinite", "mask", "left_out", "nonfinite_found", "wrong_shape", "extra_outputs", "drift_max_abs", "drift_run", "runs", "atol", "rtol",
     "atol_needed", "rtol_needed", "rule", "top1", "worst_slice", "reference", "reference_check", "conversion_max_abs",
     "copy_max_abs", "shape_profile", "build_s",
     "infer_ms", "infer_ms_runs", "engine_bytes", "network_layers", "build_log", "error",
