@@ -214,10 +214,11 @@ def small_matrix(profiles='["fp32"]') -> str:
 
 
 @pytest.fixture(scope="session")
-def prepared(tmp_path_factory):
-    """Every seed case, shrunk, prepared for real (torch export + float64 reference)."""
+def prepared(tmp_path_factory, cache_dir):
+    """Every seed case, shrunk, prepared for real (torch export + float64 reference), into the
+    session's cache: a run of small_matrix's cases there prepares nothing again."""
     home = tmp_path_factory.mktemp("prepare")
-    config = matrix_file(home, home / "cache", small_matrix(), environments=("ort-1.32",))
+    config = matrix_file(home, cache_dir, small_matrix(), environments=("ort-1.32",))
     from matrix.plan import build_plan
     from matrix.prepare import prepare
 
