@@ -141,9 +141,9 @@ TOLERANCES = textwrap.dedent("""\
 
 def matrix_file(directory: Path, cache_dir: Path, body: str, environments=("ort-1.17", "ort-1.32"),
                 cases_dir: Path = REPO / "cases", images_dir: Path = REPO / "images", timeout_s: float = 120,
-                name: str = "matrix.toml") -> Path:
-    """Write a matrix.toml whose [run] table points at the repo (reports under `directory`);
-    `body` adds profiles and cases."""
+                name: str = "matrix.toml", run: str = "") -> Path:
+    """Write a matrix.toml whose [run] table points at the repo (reports under `directory`), with
+    `run`'s lines added to it; `body` adds profiles and cases."""
     envs = ", ".join(f'"{e}"' for e in environments)
     head = textwrap.dedent(f"""\
         [run]
@@ -153,7 +153,7 @@ def matrix_file(directory: Path, cache_dir: Path, body: str, environments=("ort-
         cache_dir = "{cache_dir}"
         reports_dir = "{directory / 'reports'}"
         timeout_s = {timeout_s}
-        """) + "\n" + TOLERANCES
+        """) + run + "\n" + TOLERANCES
     path = directory / name
     path.write_text(head + "\n" + textwrap.dedent(body))
     return path
@@ -214,10 +214,11 @@ def small_matrix(profiles='["fp32"]') -> str:
 
 
 @pytest.fixture(scope="session")
-def prepared(tmp_path_factory):
-    """Every seed case, shrunk, prepared for real (torch export + float64 reference)."""
+def prepared(tmp_path_factory, cache_dir):
+    """Every seed case, shrunk, prepared for real (torch export + float64 reference), into the
+    session's cache: a run of small_matrix's cases there prepares nothing again."""
     home = tmp_path_factory.mktemp("prepare")
-    config = matrix_file(home, home / "cache", small_matrix(), environments=("ort-1.32",))
+    config = matrix_file(home, cache_dir, small_matrix(), environments=("ort-1.32",))
     from matrix.plan import build_plan
     from matrix.prepare import prepare
 

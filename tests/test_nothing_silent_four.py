@@ -492,7 +492,8 @@ def test_a_case_file_that_ignores_sigterm_does_not_make_trtmatrix_ignore_it(tmp_
 
 
 @pytest.mark.parametrize("body, timeout_s, said", [
-    ("    time.sleep(600)", 8, "prepare failed: not prepared within 8 s (timeout_s, for each row): the case's build "
+    # 6 s: past RunProgress.SLOW (5 s), so the log's line about a slow prepare is there; the build never returns
+    ("    time.sleep(600)", 6, "prepare failed: not prepared within 6 s (timeout_s, for each row): the case's build "
                              "never returned"),
     ("    import ctypes\n    ctypes.string_at(0)", 120, "prepare failed: the process preparing it was killed by SIGSEGV"),
 ])
