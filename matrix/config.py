@@ -160,6 +160,9 @@ class CaseEntry(Strict):
     accept: dict[Name, Acceptance] = {}
     # GPU-model globs (e.g. "*L4*"): on GPU environments the case runs only on matching GPUs.
     gpus: Items[str] = ()
+    # In place of [run].timeout_s for this case's cells and rows: one heavy model among light ones
+    # raises its own, and a light one that hangs is stopped early. Unset: the run's.
+    timeout_s: float | None = Field(default=None, gt=0)
     # Bring-your-own-model cases: an ONNX file plus inputs, optionally expected outputs. Several
     # input sets (batch 1 and batch 4, short and long sentences): a list of files, one row each
     # (named by the file's stem), with `expected` a list of the same length when given.
@@ -274,6 +277,10 @@ class MatrixConfig(Strict):
 
     def acceptance(self, case: str, profile: str) -> Acceptance | None:
         return self.cases[case].accept.get(profile)
+
+    def timeout_s(self, case: str) -> float:
+        """How long each of the case's cells, and each of its rows' preparation, may take."""
+        return self.cases[case].timeout_s or self.run.timeout_s
 
 
 class KeyedError(ValueError):

@@ -177,7 +177,8 @@ def plan_of_trials(plan: Plan, cell_id: str, models: dict[str, dict[str, Path]] 
     code = worker_hash()
     tolerances = {name: tolerance for name in profiles}
     if models:
-        cases = {name: CaseSpec(name, CaseEntry(profiles=tuple(profiles), tolerances=tolerances,
+        timeout_s = plan.config.cases[template.case].timeout_s  # the copies are the cell's model: its deadline
+        cases = {name: CaseSpec(name, CaseEntry(profiles=tuple(profiles), tolerances=tolerances, timeout_s=timeout_s,
                                                 **{k: str(v) for k, v in files.items()}), Path("/"))
                  for name, files in models.items()}
         rows = [(name, ()) for name in cases]

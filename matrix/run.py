@@ -192,8 +192,8 @@ class MatrixRun:
     def _prepared_under_locks(self, spec, rows: list, fresh: bool) -> dict[str, Path | BaseException]:
         """prepare_apart's artifacts, made while this run holds their locks. Another run preparing
         them is waited for (then its artifacts are reused) as long as preparing them may take
-        (timeout_s for each row): a run that is stopped holds its locks for ever."""
-        timeout_s, case = self.plan.config.run.timeout_s, spec.name
+        (the case's timeout_s for each row): a run that is stopped holds its locks for ever."""
+        timeout_s, case = self.plan.config.timeout_s(spec.name), spec.name
         doing = "preparing " + row_words(case, rows[0][0]) + (f" and {len(rows) - 1} more" if len(rows) > 1 else "")
 
         def waiting(who: str) -> None:
@@ -275,12 +275,12 @@ class MatrixRun:
         return runnable
 
     def _unit(self, envdef: EnvDef, cells: list[tuple[Cell, Path]], worker_home: Path) -> EnvironmentUnit:
-        run = self.plan.config.run
+        config = self.plan.config
         pending = tuple(PendingCell(cell, artifacts, self.plan.profile(cell.profile),
-                                    tuple(self.plan.config.cases[cell.case].gpus or ()),
+                                    tuple(config.cases[cell.case].gpus or ()), config.timeout_s(cell.case),
                                     *self._engine_span(cell, artifacts)) for cell, artifacts in cells)
         return EnvironmentUnit(envdef.name, envdef, pending, self.cache, worker_home, self.run_id, self.reuse,
-                               run.timeout_s, self.cell_jobs)
+                               self.cell_jobs)
 
     def _done(self, unit: EnvironmentUnit, result: UnitResult) -> None:
         """A unit's outcomes, back from wherever it ran: recorded, or compared and recorded."""

@@ -1,7 +1,7 @@
 """The orchestrator's own watch over a worker's supervisor: the supervisor enforces each cell's
 timeout, but a supervisor that is stopped (SIGSTOP), wedged or gone silent enforces nothing, and
 the run would wait on it forever. So the host keeps the deadlines too, from the events the
-supervisor prints: a cell it started must end within its timeout plus GRACE_S; while no cell
+supervisor prints: a cell it started must end within its own timeout (its case's) plus GRACE_S; while no cell
 runs, the next event is due within GRACE_S (START_S before the first: the engine is imported
 then). A worker past a deadline is stopped, and its unfinished cells say why.
 """
@@ -17,8 +17,8 @@ POLL_S = 0.5
 
 
 class Deadlines:
-    def __init__(self, timeout_s: float):
-        self.timeout_s = timeout_s
+    def __init__(self, timeouts: dict[str, float]):
+        self.timeouts = timeouts  # cell id → its timeout_s
         self.running: dict[str, float] = {}  # cell id → when its start was seen (monotonic)
         self.last, self.heard = time.monotonic(), False
         self.late: str | None = None  # why the worker was stopped, once it was
@@ -40,10 +40,10 @@ class Deadlines:
         now = time.monotonic()
         with self._lock:
             if self.running:
-                cell, started = min(self.running.items(), key=lambda item: item[1])
-                if now > started + self.timeout_s + GRACE_S:
+                cell, started = min(self.running.items(), key=lambda item: item[1] + self.timeouts[item[0]])
+                if now > started + self.timeouts[cell] + GRACE_S:
                     return f"{cell} was still running {now - started:.0f} s after it started, past its timeout of " \
-                           f"{self.timeout_s:g} s"
+                           f"{self.timeouts[cell]:g} s"
                 return None
             allowed = GRACE_S if self.heard else START_S
             return f"it said nothing for {allowed:g} s with no cell running" if now > self.last + allowed else None
@@ -70,7 +70,7 @@ class Deadlines:
     def unfinished(self, cell_id: str) -> dict:
         """The raw result of a cell the stopped worker left without one."""
         if cell_id in self.running:
-            return {"status": "timeout", "error": f"not finished within {self.timeout_s:g}s; its worker stopped "
+            return {"status": "timeout", "error": f"not finished within {self.timeouts[cell_id]:g}s; its worker stopped "
                                                   f"answering ({self.late}), so trtmatrix killed it"}
         return {"status": "error", "error": f"its worker stopped answering ({self.late}) before this cell; "
                                             "trtmatrix killed it"}

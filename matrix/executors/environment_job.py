@@ -35,10 +35,11 @@ class CellJob:
     input_types: Path | None  # {op type: input element types} of `model`, for what onnxruntime refuses
     timing_cache: Path  # TensorRT: one per image and GPU model (store.cache.engine_caches)
     runtime_cache: Path  # TensorRT-RTX: the kernels it compiles at run time, the same way
+    timeout_s: float  # its case's
     input_shapes: tuple[dict, ...] = ()  # TensorRT: every input set's shapes its profile spans
     engine_file: Path | None = None  # TensorRT: the engine those rows share (built by the first)
 
-    def spec(self, engine: str, timeout_s: float, node: str, gpu: int | None) -> dict:
+    def spec(self, engine: str, node: str, gpu: int | None) -> dict:
         return {
             "cell_id": self.cell.cell_id,
             "node": node,
@@ -54,7 +55,7 @@ class CellJob:
             "runtime_cache": str(self.runtime_cache),
             "input_shapes": list(self.input_shapes),
             "engine_file": str(self.engine_file) if self.engine_file else None,
-            "timeout_s": timeout_s,
+            "timeout_s": self.timeout_s,
         }
 
 
@@ -75,17 +76,17 @@ class WorkerPass:
 
 
 def run_environment(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path,
-                    timeout_s: float, gpu: int | None, on_event: Callable[[dict], None],
+                    gpu: int | None, on_event: Callable[[dict], None],
                     cell_jobs: int, name: str, node: str) -> tuple[dict[str, dict], Path]:
     """Return ({cell_id: raw result}, the worker's own log). Never raises for a cell's or an
     environment's failure. `cell_jobs` cells run at once (one on a GPU); `name` names the job and
     log files (the environment, or the part of it one executor task runs); `node` is where this
     is, kept in each result for the runs that reuse it."""
-    done = run_worker(backend, envdef, jobs, cache_dir, timeout_s, gpu, on_event, cell_jobs, name, node)
+    done = run_worker(backend, envdef, jobs, cache_dir, gpu, on_event, cell_jobs, name, node)
     return read_results(jobs, [done]), done.log
 
 
-def run_worker(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path, timeout_s: float,
+def run_worker(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir: Path,
                gpu: int | None, on_event: Callable[[dict], None], cell_jobs: int, name: str, node: str,
                shared: bool = False) -> WorkerPass:
     """One supervisor through `jobs`, in their order; `shared`: other supervisors have the same
@@ -95,8 +96,8 @@ def run_worker(backend: Backend, envdef: EnvDef, jobs: list[CellJob], cache_dir:
     job_file = job_dir / f"{name}.json"
     job_file.write_text(json.dumps({"env": envdef.name, "cell_jobs": 1 if gpu is not None else cell_jobs,
                                     "shared": shared, "launched": time.time(),  # the worker's clock starts here
-                                    "cells": [job.spec(envdef.engine, timeout_s, node, gpu) for job in jobs]}))
-    done = WorkerPass(env_log(cache_dir, name), deadlines=Deadlines(timeout_s))
+                                    "cells": [job.spec(envdef.engine, node, gpu) for job in jobs]}))
+    done = WorkerPass(env_log(cache_dir, name), deadlines=Deadlines({job.cell.cell_id: job.timeout_s for job in jobs}))
     try:
         with running(lambda: backend.start(["run", str(job_file)], done.log, gpu)) as worker:
             done.deadlines.watch(worker)

@@ -2,7 +2,7 @@
 user's code, and run in trtmatrix's own process it could take that process hostage (a build that
 never returns, a segfault that ends the run with exit 139, a signal disposition it changes, a
 warnings filter that turns trtmatrix's own warnings into errors). In a child it has a deadline
-(the matrix's `timeout_s`), a signal ends it, and a crash is that case's `error`; the parent removes
+(the case's `timeout_s`, else the matrix's), a signal ends it, and a crash is that case's `error`; the parent removes
 the half-made artifacts a killed child leaves. ONNX-file and suite cases run no user code and are
 prepared in the process itself, but for an ONNX file that holds a Loop or a Scan: its float64
 reference iterates as often as its inputs say (a trip count of three million took three minutes
@@ -35,7 +35,6 @@ LOW_DISK = 2 << 30  # bytes: less left than a large model's artifacts take
 # no engine's error and no fault of the case, only no reference to judge against (no_reference).
 FLOAT64_PHASES = ("the model's float64 evaluation", "its PyTorch reference")
 CHECK_PHASE = "its reference check against "
-RAISE = "raise timeout_s (the [run] table)"  # `expected` outputs would not help: they are checked in float64 too
 
 
 class PrepareFailed(Exception):
@@ -79,7 +78,7 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     if ended.returncode is None:
         never = next((item["phase"] for item in reversed(said.values()) if "phase" in item), "the case file's import")
         why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): {never} never returned"
-        unmade = _reference_cut_off(never, timeout_s)
+        unmade = _reference_cut_off(never, timeout_s, spec)
     elif ended.returncode < 0:
         killed = signal.Signals(-ended.returncode)
         why = (f"the process preparing it was killed by {killed.name} (the case's build or export crashed)"
@@ -102,10 +101,13 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     return made
 
 
-def _reference_cut_off(phase: str, timeout_s: float) -> NoReference | None:
+def _reference_cut_off(phase: str, timeout_s: float, spec: CaseSpec) -> NoReference | None:
     """The row's status where the deadline ended a reference phase: the engines never ran, and a
-    slow float64 evaluation (a Loop of two million trips onnxruntime runs in 2 s) is no error."""
-    limit = f"within timeout_s = {timeout_s:g} s (for each row): {phase} was stopped, before any engine ran; {RAISE}"
+    slow float64 evaluation (a Loop of two million trips onnxruntime runs in 2 s) is no error
+    (`expected` outputs would not help: they are checked in float64 too)."""
+    table = f"its [cases.{spec.name}] table" if spec.entry.timeout_s else "the [run] table"
+    limit = f"within timeout_s = {timeout_s:g} s (for each row): {phase} was stopped, before any engine ran; " \
+            f"raise timeout_s ({table})"
     if phase.startswith(FLOAT64_PHASES):
         return NoReference(f"not evaluated in float64 {limit}")
     if phase.startswith(CHECK_PHASE):

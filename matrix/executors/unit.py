@@ -37,6 +37,7 @@ class PendingCell:
     artifacts: Path
     profile: Profile
     gpus: tuple[str, ...]  # the case's GPU name patterns; empty: any GPU
+    timeout_s: float  # the case's own, else the run's
     # TensorRT: the input shapes of every row its engine serves (run.py _engine_span), and the
     # name of that one engine, which the first of those rows to run builds and the others load.
     input_shapes: tuple[dict, ...] = ()
@@ -52,8 +53,12 @@ class EnvironmentUnit:
     worker_home: Path
     run_id: str
     reuse: bool
-    timeout_s: float
     cell_jobs: int
+
+    @property
+    def timeout_s(self) -> float:
+        """The longest any of its cells may take."""
+        return max(pending.timeout_s for pending in self.cells)
 
 
 @dataclass
@@ -193,7 +198,8 @@ def _outcomes_and_jobs(unit: EnvironmentUnit, fingerprint: str, facts: dict,
         engine_file = shared_engines(unit.cache_dir, unit.envdef.name, unit.run_id) / f"{pending.engine_group}.engine" \
             if pending.engine_group else None
         jobs.append((CellJob(cell, model, pending.artifacts / INPUTS, pending.profile, directory,
-                             node_types_file(pending.artifacts), types, *caches, pending.input_shapes, engine_file), key))
+                             node_types_file(pending.artifacts), types, *caches, pending.timeout_s,
+                             pending.input_shapes, engine_file), key))
     return outcomes, jobs
 
 
@@ -203,12 +209,12 @@ def _run_spread(backend, unit: EnvironmentUnit, jobs: list[CellJob], gpus: list[
     every job, in its own order (shared_orders), and runs those it claims first; the workers'
     logs joined into the environment's."""
     if len(gpus) == 1:
-        return run_environment(backend, unit.envdef, jobs, unit.cache_dir, unit.timeout_s, gpus[0], on_event,
+        return run_environment(backend, unit.envdef, jobs, unit.cache_dir, gpus[0], on_event,
                                unit.cell_jobs, unit.name, node)
     orders = shared_orders(len(jobs), len(gpus))
     with ThreadPoolExecutor(len(gpus)) as pool:
         passes = list(pool.map(lambda i: run_worker(
-            backend, unit.envdef, [jobs[k] for k in orders[i]], unit.cache_dir, unit.timeout_s, gpus[i], on_event,
+            backend, unit.envdef, [jobs[k] for k in orders[i]], unit.cache_dir, gpus[i], on_event,
             unit.cell_jobs, f"{unit.name}@gpu{gpus[i]}", node, shared=True), range(len(gpus))))
     log = env_log(unit.cache_dir, unit.name)
     log.write_text("".join(_worker_log(gpu, done) for gpu, done in zip(gpus, passes)))

@@ -414,5 +414,6 @@ def _verify(plan: Plan, facts: IssueFacts, folder: Path, on_event) -> list[Verif
     for envdef, version, expect in checks:
         on_event({"event": "repro", "env": envdef.name, "version": version, "expect": expect})
         done.append(Verification(envdef.name, version, expect,
-                                 run_script(envdef, cache, worker_home, folder, "repro.py", plan.config.run.timeout_s)))
+                                 run_script(envdef, cache, worker_home, folder, "repro.py",
+                                            plan.config.timeout_s(facts.cell.case))))
     return done
