@@ -48,6 +48,14 @@ def test_negative_tolerance(write_matrix):
     assert err.key == "cases.gemm_mha_fp16.tolerances.fp32.atol"
 
 
+@pytest.mark.parametrize("value, said", [("0", "greater than 0"), ("-5", "greater than 0"),
+                                         ('"60"', "valid number"), ("true", "valid number")])
+def test_a_case_s_own_timeout_is_a_number_above_0(write_matrix, value, said):
+    """Issue 41p: a case's own timeout_s, as strict as [run]'s."""
+    err = error_for(write_matrix, GOOD_CASE + f"timeout_s = {value}\n")
+    assert err.key == "cases.gemm_mha_fp16.timeout_s" and said in err.message, err
+
+
 def test_unknown_key_is_reported(write_matrix):
     err = error_for(write_matrix, GOOD_CASE.replace('precision = "fp32"', 'precison = "fp32"'))
     assert err.key == "profiles.fp32.precison"

@@ -59,8 +59,9 @@ def cluster():
     cluster.shutdown()
 
 
-def cases(tmp_path, hang: bool = False) -> str:
-    """`tiny` anywhere; `on_l4` only on L4 GPUs; `on_h100` only on H100s, which no node has."""
+def cases(tmp_path, hang: bool = False, tiny_timeout_s: float | None = None) -> str:
+    """`tiny` anywhere (with its own timeout_s, when given); `on_l4` only on L4 GPUs; `on_h100`
+    only on H100s, which no node has."""
     body = PROFILES + ('[profiles.hang]\ninject = "hang"\n' if hang else "")
     for name, gpus, profiles in (("tiny", None, ("fp32", "fp16", "hang") if hang else ("fp32", "fp16")),
                                  ("on_l4", "*L4*", ("fp32", "hang") if hang else ("fp32",)),
@@ -68,6 +69,7 @@ def cases(tmp_path, hang: bool = False) -> str:
         (tmp_path / name).mkdir()
         body += tiny_case(*make_tiny_model(tmp_path / name), profiles).replace("[cases.tiny]", f"[cases.{name}]")
         body += f'gpus = ["{gpus}"]\n' if gpus else ""
+        body += f"timeout_s = {tiny_timeout_s}\n" if name == "tiny" and tiny_timeout_s else ""
     return body
 
 
@@ -128,8 +130,10 @@ def test_ctrl_c_cancels_the_ray_tasks_and_leaves_no_container(cluster, write_mat
 def test_a_node_killed_mid_run_loses_no_records_and_leaves_no_container(cluster, write_matrix, tmp_path, docker_client,
                                                                         cache_dir):
     head, nodes, ids = cluster
-    # timeout_s 60: on a loaded machine the two parts' hang cells may start tens of seconds apart.
-    config = write_matrix(cases(tmp_path, hang=True), environments=("ort-1.32", "ort-1.32-docker"), timeout_s=60)
+    # timeout_s 60: on a loaded machine the two parts' hang cells may start tens of seconds apart. `tiny`'s
+    # own 10 s (issue 41p: a case's own timeout_s) end its hang cells early instead of waiting the 60 s out.
+    config = write_matrix(cases(tmp_path, hang=True, tiny_timeout_s=10), environments=("ort-1.32", "ort-1.32-docker"),
+                          timeout_s=60)
     plan = build_plan(config)
     run = MatrixRun(plan, reuse=False, executor=RayExecutor(ray.get_runtime_context().gcs_address))
     frame = {}
@@ -155,6 +159,9 @@ def test_a_node_killed_mid_run_loses_no_records_and_leaves_no_container(cluster,
     for env in plan.envs:  # `tiny` runs anywhere: on the A100 node, or again there when the L4 node died under it
         assert judged.loc[f"tiny/fp32/{env}", "status"] == "pass"
         assert judged.loc[f"tiny/hang/{env}", "status"] in ("timeout", "error")
+        if judged.loc[f"tiny/hang/{env}", "status"] == "timeout":  # within its case's own 10 s, not the run's 60
+            assert judged.loc[f"tiny/hang/{env}", "error"].startswith("not finished within 10s"), \
+                judged.loc[f"tiny/hang/{env}", "error"]
     finished = judged[judged["status"].isin(["pass", "timeout"])]
     assert finished["node"].str.contains("(Ray node ", regex=False).all()
     assert eventually(lambda: workers_of(plan.path("cache_dir"))) == []  # no worker or cell outlived its node
