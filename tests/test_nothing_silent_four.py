@@ -470,8 +470,8 @@ def hostile_case(tmp_path: Path, write_matrix, top: str = "", body: str = "", ti
     cases.mkdir(exist_ok=True)
     started = tmp_path / "build-started"
     (cases / "hostile.py").write_text(CASE.format(top=top, started=str(started), body=body))
-    config = write_matrix(f'[profiles.fp32]\nprecision = "fp32"\n[cases.hostile]\nprofiles = ["fp32"]\ntimeout_s = {timeout_s}\n',
-                          cases_dir=cases, environments=(ENV,), timeout_s=600)
+    case = f'[cases.hostile]\nprofiles = ["fp32"]\ntimeout_s = {timeout_s}\n'
+    config = write_matrix('[profiles.fp32]\nprecision = "fp32"\n' + case, cases_dir=cases, environments=(ENV,), timeout_s=600)
     return config, started
 
 

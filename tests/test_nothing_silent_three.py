@@ -243,8 +243,8 @@ def test_an_output_that_fails_midway_is_named_as_given_and_leaves_no_temporary_f
 def test_a_stopped_supervisor_cannot_hang_the_run(tmp_path, write_matrix):
     model, inputs = make_tiny_model(tmp_path)
     # The case's own 2 s under the run's 600 s: the host keeps each cell's own deadline (issue 41p).
-    config = write_matrix(PROFILES + HANG + tiny_case(model, inputs, ("hang",)) + "timeout_s = 2\n", environments=(ENV,),
-                          timeout_s=600)
+    config = write_matrix(PROFILES + HANG + tiny_case(model, inputs, ("hang",)) + "timeout_s = 2\n",
+                          environments=(ENV,), timeout_s=600)
     run = start("run", "-c", str(config))
     # The supervisor once its cell started; not `uv pip sync` making the venv, which has children too
     # (in a session whose first run of the environment is this one).

@@ -1,9 +1,9 @@
 """The orchestrator's own watch over a worker's supervisor: the supervisor enforces each cell's
 timeout, but a supervisor that is stopped (SIGSTOP), wedged or gone silent enforces nothing, and
 the run would wait on it forever. So the host keeps the deadlines too, from the events the
-supervisor prints: a cell it started must end within its own timeout (its case's) plus GRACE_S; while no cell
-runs, the next event is due within GRACE_S (START_S before the first: the engine is imported
-then). A worker past a deadline is stopped, and its unfinished cells say why.
+supervisor prints: a cell it started must end within its own timeout (its case's) plus GRACE_S;
+while no cell runs, the next event is due within GRACE_S (START_S before the first: the engine
+is imported then). A worker past a deadline is stopped, and its unfinished cells say why.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Deadlines:
     def unfinished(self, cell_id: str) -> dict:
         """The raw result of a cell the stopped worker left without one."""
         if cell_id in self.running:
-            return {"status": "timeout", "error": f"not finished within {self.timeouts[cell_id]:g}s; its worker stopped "
-                                                  f"answering ({self.late}), so trtmatrix killed it"}
+            return {"status": "timeout", "error": f"not finished within {self.timeouts[cell_id]:g}s; its worker "
+                                                  f"stopped answering ({self.late}), so trtmatrix killed it"}
         return {"status": "error", "error": f"its worker stopped answering ({self.late}) before this cell; "
                                             "trtmatrix killed it"}
