@@ -355,6 +355,21 @@ def find_run(reports_dir: Path, run: str | None) -> Path:
     return matches[0]
 
 
+def newest_holding(reports_dir: Path, item: str) -> Path | None:
+    """The newest readable run that holds `item` (a cell id, or a row id: a bisect's), or None: an
+    investigation's finding goes into a run that ran what it speaks of, never into a newer one of
+    other cases (an ISSUE.md would say "no older release tried" of a run that tried none)."""
+    for run_dir in reversed(list_runs(reports_dir, warn=True)):
+        try:
+            frame = read_run(run_dir, ["cell_id", "row_id"])
+        except DamagedRun as exc:
+            left_out(exc)
+            continue
+        if (frame["cell_id"] == item).any() or (frame["row_id"] == item).any():
+            return run_dir
+    return None
+
+
 def note_rejudged(run_dir: Path, how: dict) -> None:
     """run.json keeps each re-judging (`trtmatrix report`): its verdicts are no longer the run's own."""
     meta = read_run_meta(run_dir)
