@@ -211,7 +211,7 @@ def precision(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failin
 def repro(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing cell: case/k=v/profile/env.")],
           output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write (default: "
                                                          "repro/<cell> in the run folder).")] = None,
-          run_ref: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="The run it concerns (default: the newest).")] = None,
+          run_ref: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="The run it concerns (default: the newest that holds the cell).")] = None,
           config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """A folder to file upstream for a failing cell: the smallest model that still fails (from
     explain's first divergent node), its inputs, the float64 expected outputs, a repro.py that
