@@ -50,7 +50,7 @@ from .sources.pattern_notes import with_unchecked_patterns
 from .sources.onnx_suites import suite_label
 from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
-from .store.cache import faults_memo, speed_tests
+from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, speed_tests
 from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
 from .store.judgements import store_judgement, stored_judgement
@@ -203,8 +203,8 @@ class MatrixRun:
         try:
             with ExitStack() as locks:
                 for _, row_key in sorted(rows, key=lambda row: row[1]):
-                    locks.enter_context(held_for(self.cache, f"artifact-{case}-{row_key[:16]}", doing, waiting,
-                                                 wait_s=timeout_s * len(rows)))
+                    name = ARTIFACT_LOCK + artifact_dir(self.cache, case, row_key).name
+                    locks.enter_context(held_for(self.cache, name, doing, waiting, wait_s=timeout_s * len(rows)))
                 try:
                     return prepare_apart(self.plan.config_path, spec, rows, self.cache, timeout_s, fresh)
                 except Exception as exc:  # a broken case must not stop the others
@@ -445,6 +445,7 @@ class MatrixRun:
         lock = run_lock(reports_dir / RUNS, self.run_id)
         with removed_at_end(Path(lock.lock_file)), lock:
             remove_dead_partials(reports_dir)
+            remove_dead_artifacts(self.cache)
             remove_left_behind(list(self.plan.envs.values()))
             judged = self.judge()
             tag_cache(self.cache)  # laid out as trtmatrix's by now, unless it holds the user's own files

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,7 +240,7 @@ HOLD = """import os, signal, sys
 from pathlib import Path
 from matrix.store.locks import held_for
 
-with held_for(Path(sys.argv[1]), "env-ort-1.32", "running ort-1.32's cells", print):
+with held_for(Path(sys.argv[1]), sys.argv[2], "running ort-1.32's cells", print):
     os.kill(os.getpid(), signal.SIGSTOP)
 """
 
@@ -252,7 +253,10 @@ def test_a_run_waits_for_an_environment_a_stopped_run_holds_no_longer_than_timeo
     the line `run` says.
     Issue 41, sweep 6 #8: those cells were `error`, listed as "newly fail … pass → error" (exit 1):
     a nightly went red on cells that never ran. They are `skipped` (nothing measured), said in the
-    one line a skipped cell that passed before gets, and the exit is 0 (1 under --strict)."""
+    one line a skipped cell that passed before gets, and the exit is 0 (1 under --strict).
+    Issue 41, sweep 6 #6: a prepare killed with its run (kill -9) left `<cache>/artifacts/<case>-<key>.tmp/`
+    for good where the case stayed prepared; the next run removes such a folder whose lock is free
+    (made here as a killed prepare leaves it), not one whose prepare holds its lock (the holder)."""
     from conftest import make_tiny_model, tiny_case
 
     model, inputs = make_tiny_model(tmp_path)
@@ -260,9 +264,16 @@ def test_a_run_waits_for_an_environment_a_stopped_run_holds_no_longer_than_timeo
                          timeout_s=3)
     night = trtmatrix("run", "-c", str(config))
     assert night.returncode == 0, night.stderr
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(cache_dir)], stdout=subprocess.DEVNULL)
+    dead, live = (cache_dir / "artifacts" / f"tiny-{key}.tmp" for key in ("dead000000000000", "live000000000000"))
+    for partial in (dead, live):
+        partial.mkdir()
+        (partial / "model.onnx").write_bytes(b"half a model")
+    holders = [subprocess.Popen([sys.executable, "-c", HOLD, str(cache_dir), name], stdout=subprocess.DEVNULL)
+               for name in ("env-ort-1.32", f"artifact-{live.stem}")]
+    holder = holders[0]
     try:
-        wait_for(lambda: Path(f"/proc/{holder.pid}/stat").read_text().rpartition(")")[2].split()[0] == "T")
+        for one in holders:
+            wait_for(lambda: Path(f"/proc/{one.pid}/stat").read_text().rpartition(")")[2].split()[0] == "T")
         began = time.monotonic()
         done = trtmatrix("run", "-c", str(config), "--no-reuse", timeout=60)
         waited = time.monotonic() - began
@@ -272,8 +283,11 @@ def test_a_run_waits_for_an_environment_a_stopped_run_holds_no_longer_than_timeo
             ["bisect", "tiny/fp32", "--good", "1.20.1", "--bad", "1.32.0"])]
         said_by = [investigation.communicate(timeout=60)[1] for investigation in investigations]
     finally:
-        holder.kill()
-        holder.wait()
+        for one in holders:
+            one.kill()
+            one.wait()
+    assert not dead.exists() and (live / "model.onnx").is_file()
+    shutil.rmtree(live)
     said = f"run pid {holder.pid} which is running ort-1.32's cells (its process is stopped"
     assert f"ort-1.32: waiting for {said}" in done.stderr, done.stderr
     for stderr in said_by:
