@@ -114,6 +114,11 @@ def _matches_the_model(directory: Path, artifacts: Path, rules) -> tuple[dict, s
     return checked, case_meta(artifacts).get("reference", "your expected outputs").split(":")[0]
 
 
+class HeldElsewhere(Exception):
+    """A row another run prepares (or holds stopped) for longer than this run waits for it: its cells
+    did not run here, and are `skipped`, never a regression (a --strict run goes red)."""
+
+
 class MatrixRun:
     def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None,
                  reprepare: bool = False, observe: bool = True):
@@ -210,8 +215,8 @@ class MatrixRun:
                 except Exception as exc:  # a broken case must not stop the others
                     return {row_key: exc for _, row_key in rows}
         except LockWaitEnded as exc:
-            why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): its artifacts' lock is {exc}"
-            return {row_key: PrepareFailed(why) for _, row_key in rows}
+            why = f"not run: not prepared within {timeout_s:g} s (timeout_s, for each row): its artifacts' lock is {exc}"
+            return {row_key: HeldElsewhere(why) for _, row_key in rows}
 
     def _model_digest(self, artifacts: Path) -> str:
         if artifacts not in self._model_digests:
@@ -260,6 +265,9 @@ class MatrixRun:
             artifacts = self._artifacts_for(cell.case, cell.params, cell.artifact_key)
             if isinstance(artifacts, NoReference):  # nothing to judge against: the case needs `expected`
                 self._record(cell, status="no_reference", error=str(artifacts))
+                continue
+            if isinstance(artifacts, HeldElsewhere):
+                self._record(cell, status="skipped", error=str(artifacts))
                 continue
             if isinstance(artifacts, BaseException):
                 error, tail = (artifacts.error, artifacts.tail) if isinstance(artifacts, PrepareFailed) else \
