@@ -110,7 +110,7 @@ def _finding_run(the_plan, item: str, run_ref: str | None = None) -> Path | None
     """The run folder an investigation of `item` (a cell, or a bisect's row) writes into and speaks
     for: the newest that holds it by default (None when none does), found before its trials run; a
     run asked for that does not exist, or does not hold it, costs nothing (one line, exit 2)."""
-    from ..store import find_run, newest_holding, read_run
+    from ..store import find_run, holds, newest_holding
 
     reports_dir = the_plan.path("reports_dir")
     if run_ref is None:
@@ -120,10 +120,10 @@ def _finding_run(the_plan, item: str, run_ref: str | None = None) -> Path | None
     except FileNotFoundError as exc:
         _fail(str(exc))
     try:
-        held = read_run(run_dir, ["cell_id", "row_id"])
+        held = holds(run_dir, item)
     except ConfigError as exc:  # a damaged run: named
         _fail(str(exc))
-    if not ((held["cell_id"] == item) | (held["row_id"] == item)).any():
+    if not held:
         newest = newest_holding(reports_dir, item)
         _fail(f"run {run_dir.name} does not hold {item}: its finding would speak for a run that did not run it; "
               + (f"the newest run that holds it is {newest.name}: give that run, or none" if newest

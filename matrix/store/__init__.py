@@ -361,13 +361,17 @@ def newest_holding(reports_dir: Path, item: str) -> Path | None:
     other cases (an ISSUE.md would say "no older release tried" of a run that tried none)."""
     for run_dir in reversed(list_runs(reports_dir, warn=True)):
         try:
-            frame = read_run(run_dir, ["cell_id", "row_id"])
+            if holds(run_dir, item):
+                return run_dir
         except DamagedRun as exc:
             left_out(exc)
-            continue
-        if (frame["cell_id"] == item).any() or (frame["row_id"] == item).any():
-            return run_dir
     return None
+
+
+def holds(run_dir: Path, item: str) -> bool:
+    """Whether the run holds `item`, a cell id or a row id. DamagedRun where it cannot be read."""
+    frame = read_run(run_dir, ["cell_id", "row_id"])
+    return bool((frame["cell_id"] == item).any() or (frame["row_id"] == item).any())
 
 
 def note_rejudged(run_dir: Path, how: dict) -> None:
