@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .acceptance import cosine, exact_kind, judge_by_rule, judged_positions
+from .acceptance import cosine, exact_kind, exact_values, judge_by_rule, judged_positions, whole_numbers
 from .config import Acceptance
 from .worker.files import REPEATS
 
@@ -168,7 +168,9 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
         actual, reference = _parts(actual), _parts(reference)
     if exact_kind(actual) and exact_kind(reference):
         return _compare_integers(name, shape, actual.ravel(), reference.ravel(), left_out)
-    if exact_kind(actual):  # a float file for an integer output:
+    if exact_kind(actual) and whole_numbers(reference):  # a float file holding whole numbers: compared as integers
+        return _compare_integers(name, shape, exact_values(actual.ravel()), exact_values(reference.ravel()), left_out)
+    if exact_kind(actual):  # a float file for an integer output, with a fraction, NaN or Inf (never equal to one):
         atol, rtol = 0.0, 0.0  # the output is still exact (an index off by one is wrong, whatever the tolerance)
     out = actual.astype(np.float64).ravel()
     ref = reference.astype(np.float64).ravel()

@@ -50,7 +50,7 @@ from .sources.pattern_notes import with_unchecked_patterns
 from .sources.onnx_suites import suite_label
 from .statuses import EXPECTED_CAUSE, ORDER
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
-from .store.cache import faults_memo, speed_tests
+from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, speed_tests
 from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
 from .store.judgements import store_judgement, stored_judgement
@@ -112,6 +112,11 @@ def _matches_the_model(directory: Path, artifacts: Path, rules) -> tuple[dict, s
     if again != "pass":
         return None
     return checked, case_meta(artifacts).get("reference", "your expected outputs").split(":")[0]
+
+
+class HeldElsewhere(Exception):
+    """A row another run prepares (or holds stopped) for longer than this run waits for it: its cells
+    did not run here, and are `skipped`, never a regression (a --strict run goes red)."""
 
 
 class MatrixRun:
@@ -203,15 +208,15 @@ class MatrixRun:
         try:
             with ExitStack() as locks:
                 for _, row_key in sorted(rows, key=lambda row: row[1]):
-                    locks.enter_context(held_for(self.cache, f"artifact-{case}-{row_key[:16]}", doing, waiting,
-                                                 wait_s=timeout_s * len(rows)))
+                    name = ARTIFACT_LOCK + artifact_dir(self.cache, case, row_key).name
+                    locks.enter_context(held_for(self.cache, name, doing, waiting, wait_s=timeout_s * len(rows)))
                 try:
                     return prepare_apart(self.plan.config_path, spec, rows, self.cache, timeout_s, fresh)
                 except Exception as exc:  # a broken case must not stop the others
                     return {row_key: exc for _, row_key in rows}
         except LockWaitEnded as exc:
-            why = f"not prepared within {timeout_s:g} s (timeout_s, for each row): its artifacts' lock is {exc}"
-            return {row_key: PrepareFailed(why) for _, row_key in rows}
+            why = f"not run: not prepared within {timeout_s:g} s (timeout_s, for each row): its artifacts' lock is {exc}"
+            return {row_key: HeldElsewhere(why) for _, row_key in rows}
 
     def _model_digest(self, artifacts: Path) -> str:
         if artifacts not in self._model_digests:
@@ -260,6 +265,9 @@ class MatrixRun:
             artifacts = self._artifacts_for(cell.case, cell.params, cell.artifact_key)
             if isinstance(artifacts, NoReference):  # nothing to judge against: the case needs `expected`
                 self._record(cell, status="no_reference", error=str(artifacts))
+                continue
+            if isinstance(artifacts, HeldElsewhere):
+                self._record(cell, status="skipped", error=str(artifacts))
                 continue
             if isinstance(artifacts, BaseException):
                 error, tail = (artifacts.error, artifacts.tail) if isinstance(artifacts, PrepareFailed) else \
@@ -445,6 +453,7 @@ class MatrixRun:
         lock = run_lock(reports_dir / RUNS, self.run_id)
         with removed_at_end(Path(lock.lock_file)), lock:
             remove_dead_partials(reports_dir)
+            remove_dead_artifacts(self.cache)
             remove_left_behind(list(self.plan.envs.values()))
             judged = self.judge()
             tag_cache(self.cache)  # laid out as trtmatrix's by now, unless it holds the user's own files

@@ -75,6 +75,26 @@ def test_a_cell_that_passes_has_no_divergent_node_and_a_skipped_one_is_refused(p
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "not a cell of the matrix" in result.stderr
 
 
+def test_a_finding_goes_into_the_newest_run_that_holds_its_cell(project):
+    """Issue 41, sweep 6 #10: explain and repro wrote into (and spoke for) the newest run even where
+    it did not hold the cell — a run of other cases: repro's ISSUE.md said "no older release tried
+    gives the right numbers" of a run that tried none. The newest run that holds the cell is taken;
+    a --run that does not hold it is refused, naming the one that does."""
+    config, run_dir = project
+    newer = subprocess.run([sys.executable, "-m", "matrix.cli", "run", "-c", str(config), "--case",
+                            "ort_pad_avgpool_fusion", "--env", "ort-1.32"], cwd=REPO, capture_output=True, text=True)
+    newer_dir = list_runs(run_dir.parent.parent)[-1]
+    assert newer.returncode == 0 and newer_dir != run_dir, newer.stderr
+    result, _ = explain(config, "ort_clip_fp16_min_only/fp32/ort-1.20")
+    assert result.returncode == 0, result.stderr
+    assert f"written to {run_dir / 'explain' / 'ort_clip_fp16_min_only__fp32__ort-1.20'}" in result.stdout, result.stdout
+    assert not (newer_dir / "explain").exists()
+    refused, _ = explain(config, "ort_clip_fp16_min_only/fp32/ort-1.20", newer_dir.name)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"run {newer_dir.name} does not hold ort_clip_fp16_min_only/fp32/ort-1.20" in refused.stderr
+    assert f"the newest run that holds it is {run_dir.name}" in refused.stderr, refused.stderr
+
+
 def test_float64_values_skip_a_node_without_a_float64_reference_and_what_depends_on_it():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])

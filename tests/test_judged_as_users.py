@@ -133,6 +133,9 @@ def test_several_input_sets_are_rows_of_one_case_and_mismatched_sets_are_refused
 
 
 def test_expected_outputs_keep_their_dtype_integers_exact_float32_named(tmp_path, write_matrix):
+    """Issue 41, sweep 6 #5: an expected file holding the integers as floats (float64 2**62 for the
+    engine's 2**62 + 1, 2**63 for uint64 2**63 + 1) passed "pass 0.00e+00", element-wise and under an
+    acceptance rule: both were compared through float64, where they are equal."""
     model = identity_model(tmp_path / "m.onnx", {"i": (TensorProto.INT64, [2]), "u": (TensorProto.UINT64, [1]),
                                                  "f": (TensorProto.FLOAT, [2])},
                            {"ids": (TensorProto.INT64, [2], "i"), "big": (TensorProto.UINT64, [1], "u"),
@@ -143,10 +146,17 @@ def test_expected_outputs_keep_their_dtype_integers_exact_float32_named(tmp_path
                  vals=np.array([1.5, 2.5], np.float32))
     one_off = save(tmp_path / "off.npz", ids=np.array([2 ** 62, 2 ** 62]), big=np.array([2 ** 63], np.uint64),
                    vals=np.array([1.5, 2.5], np.float32))
+    as_floats = save(tmp_path / "floats.npz", ids=np.array([2.0 ** 62, 2.0 ** 62]), big=np.array([2.0 ** 63]),
+                     vals=np.array([1.5, 2.5]))
     body = FP32 + "".join(f'[cases.{name}]\nonnx = "{model}"\ninputs = "{inputs}"\nexpected = "{given}"\n'
                           f'profiles = ["fp32"]\n[cases.{name}.tolerances.fp32]\natol = 0.0\nrtol = 0.5\n'
-                          for name, given in (("exact", exact), ("off", one_off)))
-    found = cells(write_matrix(body, environments=(ENV,)))
+                          for name, given in (("exact", exact), ("off", one_off), ("floats", as_floats),
+                                              ("floats_rule", as_floats)))
+    found = cells(write_matrix(body + '[cases.floats_rule.accept.fp32]\ncosine = 0.999\n', environments=(ENV,)))
+    floats = found[f"floats/fp32/{ENV}"]
+    assert floats["status"] == "fail" and floats["max_abs"] == 1.0, floats
+    rule = found[f"floats_rule/fp32/{ENV}"]
+    assert rule["status"] == "fail" and "ids: 1 of 2 elements differ (compared exactly)" in rule["worst_slice"], rule
     assert found[f"exact/fp32/{ENV}"]["status"] == "pass"
     off = found[f"off/fp32/{ENV}"]
     assert off["status"] == "fail" and off["max_abs"] == 1.0  # through float64 both differences vanish

@@ -92,21 +92,37 @@ def test_a_sharded_night_and_its_merge_go_red_on_a_regression(write_matrix, tmp_
     """A shard is compared with the previous whole run (unsharded or merged), never with the other
     shard of its night, and `merge` judges the merged run as `run` does: exit 1 for a regression.
     Before, the second shard compared with the first (no cell in common: exit 0) and `merge`
-    compared with nothing (exit 0): a sharded nightly let a regression through."""
+    compared with nothing (exit 0): a sharded nightly let a regression through.
+    Issue 41, sweep 6 #11: `merge` exited 1 for a disputed cell without the line `run` prints for
+    it (nor the expected file's): a CI log said only "exit 1"."""
     import numpy as np
+    from onnx import TensorProto, helper, numpy_helper, save_model
 
     model, inputs = make_tiny_model(tmp_path)
     expected = tmp_path / "expected.npz"
     truth = make_expected(model, inputs)
     np.savez(expected, y=truth)
-    config = write_matrix(PROFILES + tiny_case(model, inputs) + f'expected = "{expected}"\n', environments=("ort-1.17", "ort-1.32"))
-    assert cli("run", "-c", str(config)).returncode == 0  # night 1: all pass
+    # Floor(x / 0.1) at 0.7: 7 in float32, 6 in float64: no reference can say which (disputed)
+    bucket = helper.make_graph([helper.make_node("Div", ["x", "tenth"], ["q"]), helper.make_node("Floor", ["q"], ["y"])],
+                               "bucket", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+                               [numpy_helper.from_array(np.array(0.1, np.float32), "tenth")])
+    save_model(helper.make_model(bucket, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), tmp_path / "bucket.onnx")
+    np.savez(tmp_path / "bucket.npz", x=np.array([0.7, 1.1], np.float32))
+    config = write_matrix(PROFILES + tiny_case(model, inputs) + f'expected = "{expected}"\n'
+                          + tiny_case(tmp_path / "bucket.onnx", tmp_path / "bucket.npz").replace("tiny]", "bucket]"),
+                          environments=("ort-1.17", "ort-1.32"))
+    night = cli("run", "-c", str(config))  # night 1: all pass, but for the disputed cells, said
+    assert night.returncode == 1 and "newly fail" not in night.stderr, night.stderr
+    disputed = "2 cells of case bucket not judged, reference disputed: output 'y' is decided by rounding at node"
+    assert disputed in night.stderr, night.stderr
     np.savez(expected, y=truth + 1.0)  # night 2: every cell now fails
     codes = [cli("run", "-c", str(config), "--shard", shard).returncode for shard in ("1/2", "2/2")]
     assert codes == [1, 1]
     shards = [str(p) for p in list_runs(tmp_path / "reports")[-2:]]
     merged = cli("merge", "-c", str(config), *shards)
     assert merged.returncode == 1 and "2 cells newly fail compared with run" in merged.stderr, merged.stderr
+    assert disputed in merged.stderr and "2 cells of case tiny fail against your expected file alone" in merged.stderr
 
 
 def make_expected(model, inputs):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -203,8 +204,9 @@ def test_a_slow_reference_is_no_reference_and_a_stopped_runs_lock_is_waited_for_
     assert f"waiting for {holder}" in second.stderr, second.stderr
     assert "still preparing" not in second.stderr
     cell = read_run(Path(second.stdout.strip().splitlines()[-1])).iloc[0]
-    assert cell["status"] == "error" and cell["error"].startswith(
-        f"prepare failed: not prepared within 3 s (timeout_s, for each row): its artifacts' lock is held by {holder}")
+    # issue 41, sweep 6 #8: not run here (skipped), not a failure of this run's prepare (error)
+    assert cell["status"] == "skipped" and cell["error"].startswith(
+        f"not run: not prepared within 3 s (timeout_s, for each row): its artifacts' lock is held by {holder}")
     assert waited < 30, waited  # its own timeout_s, not run A's stop
     assert first.returncode == 1, err
     cell = read_run(Path(out.strip().splitlines()[-1])).iloc[0]
@@ -239,7 +241,7 @@ HOLD = """import os, signal, sys
 from pathlib import Path
 from matrix.store.locks import held_for
 
-with held_for(Path(sys.argv[1]), "env-ort-1.32", "running ort-1.32's cells", print):
+with held_for(Path(sys.argv[1]), sys.argv[2], "running ort-1.32's cells", print):
     os.kill(os.getpid(), signal.SIGSTOP)
 """
 
@@ -249,15 +251,30 @@ def test_a_run_waits_for_an_environment_a_stopped_run_holds_no_longer_than_timeo
     while stopped (SIGSTOP, Ctrl-Z) waited for it for ever, without a word. It says for whom, and
     once the holder has been stopped for longer than timeout_s its cells are `error` naming it.
     Issue 41, sweep 5 leftovers 4: explain, repro and bisect waited for it saying nothing; they say
-    the line `run` says."""
+    the line `run` says.
+    Issue 41, sweep 6 #8: those cells were `error`, listed as "newly fail … pass → error" (exit 1):
+    a nightly went red on cells that never ran. They are `skipped` (nothing measured), said in the
+    one line a skipped cell that passed before gets, and the exit is 0 (1 under --strict).
+    Issue 41, sweep 6 #6: a prepare killed with its run (kill -9) left `<cache>/artifacts/<case>-<key>.tmp/`
+    for good where the case stayed prepared; the next run removes such a folder whose lock is free
+    (made here as a killed prepare leaves it), not one whose prepare holds its lock (the holder)."""
     from conftest import make_tiny_model, tiny_case
 
     model, inputs = make_tiny_model(tmp_path)
     config = matrix_file(tmp_path, cache_dir, PROFILES + tiny_case(model, inputs), environments=("ort-1.32",),
                          timeout_s=3)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(cache_dir)], stdout=subprocess.DEVNULL)
+    night = trtmatrix("run", "-c", str(config))
+    assert night.returncode == 0, night.stderr
+    dead, live = (cache_dir / "artifacts" / f"tiny-{key}.tmp" for key in ("dead000000000000", "live000000000000"))
+    for partial in (dead, live):
+        partial.mkdir()
+        (partial / "model.onnx").write_bytes(b"half a model")
+    holders = [subprocess.Popen([sys.executable, "-c", HOLD, str(cache_dir), name], stdout=subprocess.DEVNULL)
+               for name in ("env-ort-1.32", f"artifact-{live.stem}")]
+    holder = holders[0]
     try:
-        wait_for(lambda: Path(f"/proc/{holder.pid}/stat").read_text().rpartition(")")[2].split()[0] == "T")
+        for one in holders:
+            wait_for(lambda: Path(f"/proc/{one.pid}/stat").read_text().rpartition(")")[2].split()[0] == "T")
         began = time.monotonic()
         done = trtmatrix("run", "-c", str(config), "--no-reuse", timeout=60)
         waited = time.monotonic() - began
@@ -267,15 +284,22 @@ def test_a_run_waits_for_an_environment_a_stopped_run_holds_no_longer_than_timeo
             ["bisect", "tiny/fp32", "--good", "1.20.1", "--bad", "1.32.0"])]
         said_by = [investigation.communicate(timeout=60)[1] for investigation in investigations]
     finally:
-        holder.kill()
-        holder.wait()
+        for one in holders:
+            one.kill()
+            one.wait()
+    assert not dead.exists() and (live / "model.onnx").is_file()
+    shutil.rmtree(live)
     said = f"run pid {holder.pid} which is running ort-1.32's cells (its process is stopped"
     assert f"ort-1.32: waiting for {said}" in done.stderr, done.stderr
     for stderr in said_by:
         assert f"ort-1.32: waiting for {said}" in stderr, stderr
-    # repro takes the cell the held environment left unrun for trtmatrix's own error, not the engine's
-    assert "error is trtmatrix's own, not the engine's: not run: environment ort-1.32 is held" in said_by[1], said_by[1]
+    # repro takes the cell the held environment left unrun for one not run, not the engine's failure
+    assert "is skipped, not a failing cell" in said_by[1] and "(not run: environment ort-1.32 is held" in said_by[1], \
+        said_by[1]
+    assert done.returncode == 0 and "newly fail" not in done.stderr, done.stderr
+    assert f"1 cell passed in run {Path(night.stdout.strip().splitlines()[-1]).name} and did not run now: " \
+           f"tiny/fp32/ort-1.32 (skipped: not run: environment ort-1.32 is held by" in done.stderr, done.stderr
     cell = read_run(Path(done.stdout.strip().splitlines()[-1])).iloc[0]
-    assert cell["status"] == "error" and cell["error"].startswith(
+    assert cell["status"] == "skipped" and cell["error"].startswith(
         f"not run: environment ort-1.32 is held by {said}"), cell["error"]
     assert "stopped for longer than timeout_s (3 s)" in cell["error"] and waited < 30, waited

@@ -43,6 +43,16 @@ def _baseline_holds(baseline, cell_ids) -> None:
                       soft_wrap=True)
 
 
+def _say_references(frame) -> None:
+    """What a run says once about its references (report/reference_lines.py): by `run` and `merge`
+    alike, since a cell not judged for want of a reference exits 1 and must say why."""
+    from ..report.console import console, escape
+    from ..report.reference_lines import reference_lines
+
+    for line in reference_lines(frame):
+        console.print(f"[bold yellow]{escape(line)}[/]", soft_wrap=True)
+
+
 def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bool:
     """Whether the run exits 1: a regression against `baseline` ((run folder, results); else the
     previous whole run in the reports folder) or, `strict`, any failure no known issue covers or a

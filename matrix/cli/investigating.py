@@ -55,7 +55,7 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
 
     if engine not in ENGINES:
         _fail(f"--engine {engine!r}: one of {', '.join(ENGINES)}")
-    run_dir, found = _investigated(config, None, BisectError, lambda the_plan: bisect_row(
+    run_dir, found = _investigated(config, None, row, BisectError, lambda the_plan: bisect_row(
         the_plan, row, engine, good, bad, pre, on_event=_investigation_progress))
     finding = found.to_json()
     # One finding per question asked: a fix bisect of a row beside its regression bisect, not over it.
@@ -71,11 +71,11 @@ def bisect(row: Annotated[str, typer.Argument(metavar="ROW", help="The row: case
         out.print(escape(f"written to {target}"), soft_wrap=True)
 
 
-def _investigated(config: Path, run_ref: str | None, refusal: type[Exception], investigate: Callable):
-    """(the run folder its finding goes into, what `investigate(plan)` found); its refusal, or bad
-    input met on the way, is one line and exit 2."""
+def _investigated(config: Path, run_ref: str | None, item: str, refusal: type[Exception], investigate: Callable):
+    """(the run folder its finding about `item` goes into, what `investigate(plan)` found); its
+    refusal, or bad input met on the way, is one line and exit 2."""
     the_plan = _plan(config)
-    run_dir = _finding_run(the_plan, run_ref)
+    run_dir = _finding_run(the_plan, item, run_ref)
     try:
         return run_dir, investigate(_judged_as(the_plan, run_dir))
     except (refusal, ConfigError) as exc:
@@ -106,17 +106,29 @@ def _judged_as(the_plan, run_dir: Path | None):
     return replace(the_plan, config=with_tolerances(the_plan.config, given))
 
 
-def _finding_run(the_plan, run_ref: str | None = None) -> Path | None:
-    """The run folder an investigation writes into (the newest by default; None when there is no
-    run yet), found before its trials run: a run asked for that does not exist costs nothing."""
-    from ..store import find_run
+def _finding_run(the_plan, item: str, run_ref: str | None = None) -> Path | None:
+    """The run folder an investigation of `item` (a cell, or a bisect's row) writes into and speaks
+    for: the newest that holds it by default (None when none does), found before its trials run; a
+    run asked for that does not exist, or does not hold it, costs nothing (one line, exit 2)."""
+    from ..store import find_run, holds, newest_holding
 
+    reports_dir = the_plan.path("reports_dir")
+    if run_ref is None:
+        return newest_holding(reports_dir, item)
     try:
-        return find_run(the_plan.path("reports_dir"), run_ref)
+        run_dir = find_run(reports_dir, run_ref)
     except FileNotFoundError as exc:
-        if run_ref is not None:
-            _fail(str(exc))
-        return None
+        _fail(str(exc))
+    try:
+        held = holds(run_dir, item)
+    except ConfigError as exc:  # a damaged run: named
+        _fail(str(exc))
+    if not held:
+        newest = newest_holding(reports_dir, item)
+        _fail(f"run {run_dir.name} does not hold {item}: its finding would speak for a run that did not run it; "
+              + (f"the newest run that holds it is {newest.name}: give that run, or none" if newest
+                 else "no run holds it: give none"))
+    return run_dir
 
 
 def _keep_finding(run_dir: Path | None, kind: str, item: str, finding: dict, tables=None) -> Path | None:
@@ -147,7 +159,7 @@ def explain(cell: Annotated[str, typer.Argument(metavar="CELL", help="The cell: 
     from ..report.console import escape, fits, out
     from ..report.investigation_text import explain_lines, explain_table, first_divergent_line, hidden_line
 
-    run_dir, found = _investigated(config, run_ref, ExplainError,
+    run_dir, found = _investigated(config, run_ref, cell, ExplainError,
                                    lambda the_plan: explain_cell(the_plan, cell, on_event=_investigation_progress))
     finding = found.to_json()
     target = _keep_finding(run_dir, "explain", cell, finding, {"layers": found.nodes})
@@ -181,7 +193,7 @@ def precision(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failin
     from ..report.console import escape, out
     from ..report.investigation_text import fixes_to_paste
 
-    run_dir, finding = _investigated(config, run_ref, PrecisionError,
+    run_dir, finding = _investigated(config, run_ref, cell, PrecisionError,
                                      lambda the_plan: find_fp32_nodes(the_plan, cell, on_event=_investigation_progress))
     target = _keep_finding(run_dir, "precision", cell, finding)
     if as_json:
@@ -199,7 +211,7 @@ def precision(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failin
 def repro(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing cell: case/k=v/profile/env.")],
           output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write (default: "
                                                          "repro/<cell> in the run folder).")] = None,
-          run_ref: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="The run it concerns (default: the newest).")] = None,
+          run_ref: Annotated[Optional[str], typer.Option("--run", metavar="RUN", help="The run it concerns (default: the newest that holds the cell).")] = None,
           config: ConfigOpt = Path("matrix.toml"), as_json: JsonOpt = False) -> None:
     """A folder to file upstream for a failing cell: the smallest model that still fails (from
     explain's first divergent node), its inputs, the float64 expected outputs, a repro.py that
@@ -213,7 +225,7 @@ def repro(cell: Annotated[str, typer.Argument(metavar="CELL", help="A failing ce
     from ..store.findings import finding_dir
 
     the_plan = _plan(config)
-    run_dir = _finding_run(the_plan, run_ref)
+    run_dir = _finding_run(the_plan, cell, run_ref)
     folder = (output or (finding_dir(run_dir, "repro", cell) if run_dir else Path("repro") / cell.replace("/", "__")))
     if problem := check_target(folder.resolve()):
         _fail(problem)

@@ -10,7 +10,7 @@ import typer
 
 from .common import (BaselineOpt, CasesOpt, CellsOpt, ConfigOpt, EXIT_REGRESSION, EXIT_USAGE, EnvsOpt, MAX_SHARDS,
                      ShardOpt, StrictOpt, _check_output, _fail, _plan, app, path_line)
-from .gate import _baseline, _baseline_holds, _gate
+from .gate import _baseline, _baseline_holds, _gate, _say_references
 
 
 @app.command()
@@ -69,7 +69,6 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     input (one line naming the file and key), 3 when trtmatrix itself fails, 128 + n when stopped
     by signal n, 0 otherwise."""
     from ..report.causes import no_tensorrt_compared
-    from ..report.reference_lines import reference_lines
     from ..report.console import RunProgress, console, escape, left_out_line, print_results, totals_line
     from ..report.junit import write_junit
     from ..report.look_at import LOOK_AT
@@ -96,9 +95,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
     console.print(escape(totals_line(frame)), soft_wrap=True)  # one line in a log too
     if said := no_tensorrt_compared(frame):  # a run that built engines must not read as one that checked them
         console.print(f"[bold]{escape(said)}[/]", soft_wrap=True)
-    unjudged = reference_lines(frame)  # a reference not to be trusted is said, and the run is not all well
-    for line in unjudged:
-        console.print(f"[bold yellow]{escape(line)}[/]", soft_wrap=True)
+    _say_references(frame)  # a reference not to be trusted is said, and the run is not all well
     _warn_several_issues(frame, the_plan.known_issues)
     console.print(escape(f"report: {run_dir / REPORT}"), soft_wrap=True)  # a path is never wrapped
     newly_failing = _gate(the_plan.path("reports_dir"), run_dir, frame, baseline_run, strict)

@@ -14,7 +14,7 @@ import typer
 from ..config import ConfigError
 from .common import (BaselineOpt, ConfigOpt, EXIT_REGRESSION, RunArg, RunsConfigOpt, StrictOpt, _check_output, _fail,
                      _matrix_file, _plan, _registry, _reports_dir, _run_dir, _write_output, app, path_line)
-from .gate import _baseline, _baseline_holds, _gate
+from .gate import _baseline, _baseline_holds, _gate, _say_references
 from .running import _warn_several_issues
 
 
@@ -123,6 +123,7 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
         except OSError as exc:
             _fail(f"--junit-xml {junit_xml}: {exc.strerror or exc}")
     typer.echo(f"{len(frame)} cells from {len(run_dirs)} shards", err=True)
+    _say_references(frame)  # as `run` says them: a disputed cell exits 1 here too
     typer.echo(f"report: {run_dir / REPORT}", err=True)
     typer.echo(path_line(run_dir))  # the last line, as `run` prints it
     if _gate(reports_dir, run_dir, frame, baseline_run, strict):  # the merged run is judged as a whole run is

@@ -355,6 +355,25 @@ def find_run(reports_dir: Path, run: str | None) -> Path:
     return matches[0]
 
 
+def newest_holding(reports_dir: Path, item: str) -> Path | None:
+    """The newest readable run that holds `item` (a cell id, or a row id: a bisect's), or None: an
+    investigation's finding goes into a run that ran what it speaks of, never into a newer one of
+    other cases (an ISSUE.md would say "no older release tried" of a run that tried none)."""
+    for run_dir in reversed(list_runs(reports_dir, warn=True)):
+        try:
+            if holds(run_dir, item):
+                return run_dir
+        except DamagedRun as exc:
+            left_out(exc)
+    return None
+
+
+def holds(run_dir: Path, item: str) -> bool:
+    """Whether the run holds `item`, a cell id or a row id. DamagedRun where it cannot be read."""
+    frame = read_run(run_dir, ["cell_id", "row_id"])
+    return bool((frame["cell_id"] == item).any() or (frame["row_id"] == item).any())
+
+
 def note_rejudged(run_dir: Path, how: dict) -> None:
     """run.json keeps each re-judging (`trtmatrix report`): its verdicts are no longer the run's own."""
     meta = read_run_meta(run_dir)

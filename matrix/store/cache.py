@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
+from filelock import Timeout
+
 from ..worker.files import DIGESTS, RESULT, file_digest
 from .hashing import hash_json
+from .locks import cache_lock
 
 # A crash or timeout may not happen again: those results are not reused.
 NOT_REUSED = {"crash", "timeout"}
@@ -55,6 +59,30 @@ def cache_folder(root: Path, cache_dir: str | None) -> Path:
 
 def artifacts_folder(cache_dir: Path) -> Path:
     return cache_dir / "artifacts"
+
+
+# The lock held while an artifacts folder is made (run.py): this, then the folder's name.
+ARTIFACT_LOCK = "artifact-"
+
+
+def remove_dead_artifacts(cache_dir: Path) -> list[str]:
+    """The half-made `<case>-<key>.tmp` folders of prepares whose process died (kill -9 of the run
+    while a case file's build ran), removed under their lock: a live prepare holds it while it
+    writes there. The next prepare of that case would remove one, but a case that stays prepared
+    is never prepared again. Returns the folders' names."""
+    removed = []
+    for partial in sorted(artifacts_folder(cache_dir).glob("*.tmp")):
+        lock = cache_lock(cache_dir, ARTIFACT_LOCK + partial.name.removesuffix(".tmp"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:  # being made now
+            continue
+        try:
+            shutil.rmtree(partial, ignore_errors=True)
+            removed.append(partial.name)
+        finally:
+            lock.release()
+    return removed
 
 
 def case_index(cache_dir: Path) -> Path:
