@@ -302,7 +302,7 @@ def model_for_profile(artifacts: Path, profile: Profile, fp16_copy: bool) -> Pat
     if not _copy_intact(target):
         model = onnx.load(str(artifacts / MODEL))
         tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
-        write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp)
+        write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp, artifacts / MODEL)
         _write_copy_facts(model, tmp, artifacts, target)
         tmp.replace(target)
     return target
