@@ -241,8 +241,44 @@ def test_onnx_gru_still_ignores_clip():
     assert not np.allclose(evaluate(node, inputs, 14, False), spec, atol=1e-3)
 
 
-@pytest.mark.parametrize("op, attribute", [("LSTM", {"input_forget": 1}), ("LSTM", {"clip": 0.3}),
-                                           ("RNN", {"clip": 0.3})])
+def _spec_lstm_coupled(x, w, r, b, p):
+    """ONNX LSTM, forward, gates i, o, f, c, peepholes i, o, f, with input_forget: f = 1 - i."""
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+
+    (wi, wo, _, wc), (ri, ro, _, rc) = np.split(w[0], 4), np.split(r[0], 4)
+    bias = np.split(b[0], 8)
+    pi, po, _ = np.split(p[0], 3)
+    state = cell = np.zeros((x.shape[1], r.shape[-1]))
+    ys = []
+    for step in x:
+        i = sigmoid(step @ wi.T + state @ ri.T + bias[0] + bias[4] + pi * cell)
+        candidate = np.tanh(step @ wc.T + state @ rc.T + bias[3] + bias[7])
+        cell = (1 - i) * cell + i * candidate
+        state = sigmoid(step @ wo.T + state @ ro.T + bias[1] + bias[5] + po * cell) * np.tanh(cell)
+        ys.append(state)
+    return np.stack(ys)[:, None]
+
+
+def _lstm_coupled():
+    inputs = {"x": RNG.standard_normal((4, 2, 2)), "w": 2 * RNG.standard_normal((1, 12, 2)),
+              "r": 2 * RNG.standard_normal((1, 12, 3)), "b": RNG.standard_normal((1, 24)), "p": RNG.standard_normal((1, 9))}
+    node = h.make_node("LSTM", ["x", "w", "r", "b", "", "", "", "p"], ["y"], hidden_size=3, input_forget=1)
+    return node, inputs, _spec_lstm_coupled(**inputs)
+
+
+def test_an_lstm_with_input_forget_couples_its_forget_gate_to_its_input_gate():
+    node, inputs, spec = _lstm_coupled()
+    assert np.allclose(evaluate(node, inputs, 14, True), spec, rtol=1e-12, atol=1e-12)
+
+
+def test_onnx_lstm_still_ignores_input_forget():
+    """When this fails, onnx's LSTM reads `input_forget`: remove ops.LSTM."""
+    node, inputs, spec = _lstm_coupled()
+    assert not np.allclose(evaluate(node, inputs, 14, False), spec, atol=1e-3)
+
+
+@pytest.mark.parametrize("op, attribute", [("LSTM", {"clip": 0.3}), ("RNN", {"clip": 0.3})])
 def test_onnx_recurrent_ops_still_ignore_what_the_disputed_line_names(op, attribute):
     """When this fails, onnx's `op` reads `attribute`: remove it from ops.IGNORED_ATTRIBUTES (or
     replace the op). Its output with the attribute is the very output without it; the line names it."""

@@ -12,6 +12,7 @@ import onnx
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTranspose
 from onnx.reference.ops.op_gru import GRU as OnnxGRU
+from onnx.reference.ops.op_lstm import LSTM as OnnxLSTM
 from onnx.reference.ops.op_quantize_linear import QuantizeLinear_25 as OnnxQuantizeLinear
 
 RECURRENT = {"RNN", "GRU", "LSTM"}
@@ -174,16 +175,40 @@ class GRU(OnnxGRU):
         return super().g(self._bounded(x))
 
 
+def _negated_copy(value: np.ndarray, parts: int, pairs: list[tuple[int, int]]) -> np.ndarray:
+    """`value` as `parts` gate blocks along axis 1, each block `to` of `pairs` the block `of` negated."""
+    blocks = np.split(value, parts, axis=1)
+    for to, of in pairs:
+        blocks[to] = -blocks[of]
+    return np.concatenate(blocks, axis=1)
+
+
+class LSTM(OnnxLSTM):
+    """onnx's ignores `input_forget`. The spec couples the forget gate to the input gate, f = 1 - i:
+    given to onnx's as a forget gate whose weights, biases and peephole are the input gate's negated
+    (sigmoid(-a) = 1 - sigmoid(a); gates i, o, f, c)."""
+
+    op_domain = ""
+
+    def _run(self, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, **attributes):
+        if self.input_forget:
+            W, R = _negated_copy(W, 4, [(2, 0)]), _negated_copy(R, 4, [(2, 0)])
+            B = None if B is None else _negated_copy(B, 8, [(2, 0), (6, 4)])
+            P = None if P is None else _negated_copy(P, 3, [(2, 0)])
+        return super()._run(X, W, R, B, sequence_lens, initial_h, initial_c, P, **attributes)
+
+
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
-                Softmax, LogSoftmax, Hardmax, GRU]
-# What of a recurrent node onnx.reference reads not at all (the GRU's clip is replaced above).
-IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip", "input_forget")}
+                Softmax, LogSoftmax, Hardmax, GRU, LSTM]
+# What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
+# input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
+IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
 
 
 def ignored_by_onnx_reference(node: onnx.NodeProto, given: dict[str, np.ndarray]) -> str | None:
     """What of this node onnx.reference leaves out, where it matters here: its RNN, GRU and LSTM
     read no `sequence_lens` (every sequence runs the input's whole length), its RNN and LSTM no
-    `clip`, its LSTM no `input_forget` (the forget gate coupled to the input gate)."""
+    `clip`."""
     if node.op_type not in RECURRENT:
         return None
     set_here = {a.name for a in node.attribute if onnx.helper.get_attribute_value(a)}
