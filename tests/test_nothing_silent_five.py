@@ -37,6 +37,18 @@ def _conv_same(folder) -> str:
         + 'profiles = ["fp32"]\n'
 
 
+def _lstm_batch_first(folder) -> str:
+    """LSTM with layout = 1 (batch first): valid ONNX that onnxruntime refuses, in FP32 and in FP16."""
+    rng = np.random.default_rng(0)
+    return _save(folder, "lstm_layout1", [helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=3, layout=1)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 2])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 1, 3])],
+                 {"x": rng.standard_normal((2, 4, 2)).astype(np.float32)},
+                 [onnx.numpy_helper.from_array(rng.standard_normal((1, 12, 2)).astype(np.float32), "w"),
+                  onnx.numpy_helper.from_array(rng.standard_normal((1, 12, 3)).astype(np.float32), "r")], opset=14) \
+        + 'profiles = ["fp32", "fp16"]\n'
+
+
 def _loop_mul(folder) -> str:
     """acc = acc * 1.5, three times, in a Loop: the only Mul is in the Loop's body."""
     body = helper.make_graph(
@@ -80,9 +92,10 @@ def test_refusals_and_keep_fp32_say_what_is_true(tmp_path, write_matrix):
     words and the reference, made without the referee, says so. Sweep 5 #9: keep_fp32 = ["Mul"] where the
     only Mul is in a Loop body said "matches no layer": now it says why and what to keep instead.
     Sweep 5 #15: `bisect` of a disputed row said it "did not run"; it was not judged. Sweep 5 #10: a
-    BFLOAT16 graph input could be given in no .npz form; its bit patterns as uint16 are taken."""
+    BFLOAT16 graph input could be given in no .npz form; its bit patterns as uint16 are taken. Sweep 6
+    #13: an attribute onnxruntime refuses (LSTM layout = 1) is `unsupported` in fp16 too."""
     body = PROFILES + '[profiles.keepmul]\nprecision = "fp16"\nkeep_fp32 = ["Mul"]\n' \
-        + _conv_same(tmp_path) + _loop_mul(tmp_path) + _floor_step(tmp_path) + _bf16_cast(tmp_path, BF16_BITS)
+        + _conv_same(tmp_path) + _lstm_batch_first(tmp_path) + _loop_mul(tmp_path) + _floor_step(tmp_path) + _bf16_cast(tmp_path, BF16_BITS)
     config = write_matrix(body, environments=("ort-1.32",))
     done = trtmatrix("run", "-c", str(config))
     assert "Traceback" not in done.stderr, done.stderr
@@ -95,6 +108,12 @@ def test_refusals_and_keep_fp32_say_what_is_true(tmp_path, write_matrix):
     assert "fix the inputs" not in done.stderr and "disputed" not in str(conv["reference_check"])
     assert "case conv_same: its reference is onnx.reference, every floating type made float64, not checked " \
            "(the referee refuses the model: Conv: Dilation not supported)" in done.stderr
+
+    # issue 41, sweep 6 #13: the same refusal was `error` "model variant failed" in the fp16 profile
+    for profile in ("fp32", "fp16"):
+        lstm = cells.loc[f"lstm_layout1/{profile}"]
+        assert lstm["status"] == "unsupported", (profile, lstm["status"], lstm["error"])
+        assert "Batchwise recurrent operations (layout == 1) are not supported — onnxruntime 1.32.0: " in lstm["error"]
 
     loop = cells.loc["loop_mul/keepmul"]
     assert loop["status"] == "error"

@@ -1065,7 +1065,7 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     engine could not load such a module ("No module named '_model'"). Third sweep, 21: weights read
     from a file beside the case file kept a stale pass when the file changed; 11: a forward() that
     draws random numbers "agreed with the ONNX export" and failed; 12: a forward() returning
-    `x, (y, z)` was "ONNX model has 3 outputs, the module returned 2"."""
+    `x, (y, z)` was "ONNX model has 3 outputs, the module returned 2". Sixth sweep, 4 and 9: below."""
     from matrix.plan import build_plan
     from matrix.sources.case_files import local_modules
 
@@ -1073,7 +1073,7 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     (cases / "parts").mkdir(parents=True)
     np.save(cases / "scale.npy", np.ones(8, np.float32))
     (cases / "helper_case.py").write_text(
-        "import os, sys\nimport numpy as np\nimport torch\nfrom matrix.case import case\n"
+        "import collections, os, sys\nimport numpy as np\nimport torch\nfrom matrix.case import Export, case\n"
         "HERE = os.path.dirname(os.path.abspath(__file__))\n"
         "sys.path.insert(0, HERE)\nfrom _model import Net\n\n\n"
         "@case(seed=0)\ndef helper_case():\n    net = Net()\n"
@@ -1090,13 +1090,22 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
         "class Recurrent(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.gru = torch.nn.GRU(4, 8, batch_first=True)\n\n    def forward(self, x):\n"
         "        return self.gru(x)[0]\n\n\n"
-        "@case(seed=0)\ndef gru():\n    return Recurrent(), {'x': torch.randn(2, 5, 4)}\n")
+        "@case(seed=0)\ndef gru():\n    return Recurrent(), {'x': torch.randn(2, 5, 4)}\n\n\n"
+        "class Output(collections.OrderedDict):\n    pass\n\n\n"  # as Hugging Face's ModelOutput
+        "class Heads(torch.nn.Module):\n    def __init__(self, wrap):\n        super().__init__()\n"
+        "        self.wrap = wrap\n\n    def forward(self, x):\n"
+        "        return self.wrap(logits=x * 2, probs=torch.softmax(x, -1))\n\n\n"
+        "@case(seed=0, export=Export(output_names=('logits', 'probs')))\n"
+        "def mapping():\n    return Heads(Output), {'x': torch.randn(2, 8)}\n\n\n"
+        "@case(seed=0, export=Export(opset=18, dynamo=True))\n"
+        "def dynamo_dict():\n    return Heads(dict), {'x': torch.randn(2, 8)}\n")
     (cases / "_model.py").write_text("import torch\nfrom parts import SCALE\n\n\nclass Net(torch.nn.Module):\n"
                                      "    def forward(self, x):\n        return torch.sqrt(x * self.scale)\n")
     (cases / "parts" / "__init__.py").write_text("SCALE = 1.0\n")
     (cases / "unrelated.py").write_text("X = 1\n")
     config = write_matrix(PROFILES + "".join(f'[cases.{name}]\nprofiles = ["fp32"]\n' for name in
-                                             ("helper_case", "noisy", "nested", "baked", "gru")),
+                                             ("helper_case", "noisy", "nested", "baked", "gru", "mapping",
+                                              "dynamo_dict")),
                           environments=("torch-host-cpu",), cases_dir=cases)
     # the torch engine unpickles the module: it imports _model (and what _model imports) as the case file did
     done = trtmatrix("run", "-c", str(config))
@@ -1117,6 +1126,14 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     assert "Warning" not in done.stderr and "next(self.gen)" not in done.stderr, done.stderr
     warned = json.loads((cache_dir / "artifacts" / cells.loc["gru", "artifact"] / "case.json").read_text())
     assert any("were assigned during export" in said for said in warned["export_warnings"]), warned["export_warnings"]
+    # issue 41, sweep 6 #4: a dict (or a ModelOutput-like mapping) returned is its values in order, as
+    # the export flattens it ("ONNX model has 2 outputs, the module returned 1"), in prepare and the torch engine
+    for name in ("mapping", "dynamo_dict"):
+        assert cells.loc[name, "status"] == "pass", cells.loc[name, "error"]
+    # sweep 6 #9: the dynamo exporter's logging (`W1127 … torchvision is not installed`) was printed raw
+    assert "torchvision" not in done.stderr + done.stdout, done.stderr
+    warned = json.loads((cache_dir / "artifacts" / cells.loc["dynamo_dict", "artifact"] / "case.json").read_text())
+    assert any("torchvision is not installed" in said for said in warned["export_warnings"]), warned["export_warnings"]
     kept = json.loads((cache_dir / "artifacts" / cells.loc["helper_case", "artifact"] / "case.json").read_text())
     # what its code read: the case's own files, not Python's, trtmatrix's or an install's metadata
     assert str(cases / "scale.npy") in kept["files_read"], kept["files_read"]

@@ -152,3 +152,145 @@ def test_onnx_conv_transpose_still_fails_for_groups():
     node, inputs, _ = _conv_transpose()
     with pytest.raises(ValueError, match="cannot reshape"):
         evaluate(node, inputs, 17, False)
+
+
+# Issue 41, sweep 6 #12: where onnx.reference broke the spec, cells were `disputed` "give the case
+# expected outputs" with nothing saying the float64 evaluation was the one wrong.
+
+def _softmax_rows(x):  # the spec's formula on the 2-D coerced input, along its second axis
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _hardmax_rows(x):
+    return np.eye(x.shape[1])[x.argmax(axis=1)]
+
+
+AXIS_OPS = {"Softmax": _softmax_rows, "LogSoftmax": lambda x: np.log(_softmax_rows(x)), "Hardmax": _hardmax_rows}
+
+
+@pytest.mark.parametrize("op", sorted(AXIS_OPS))
+@pytest.mark.parametrize("axis", [None, 1, 2, -1, 0])
+def test_softmax_family_before_opset_13_is_over_the_input_seen_as_2d(op, axis):
+    """Opset 11: x of [2, 3, 4] with axis 1 is [2, 12] (axis given or its default, 1)."""
+    x = RNG.standard_normal((2, 3, 4))
+    node = h.make_node(op, ["x"], ["y"], **({} if axis is None else {"axis": axis}))
+    split = (1 if axis is None else axis) % 3
+    spec = AXIS_OPS[op](x.reshape(int(np.prod(x.shape[:split])), -1)).reshape(x.shape)
+    assert np.allclose(evaluate(node, {"x": x}, 11, True), spec, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("op", sorted(AXIS_OPS))
+@pytest.mark.parametrize("axis", [None, 1, 0])
+def test_softmax_family_from_opset_13_is_along_its_axis(op, axis):
+    x = RNG.standard_normal((2, 3, 4))
+    node = h.make_node(op, ["x"], ["y"], **({} if axis is None else {"axis": axis}))
+    moved = np.moveaxis(x, -1 if axis is None else axis, -1)
+    spec = np.moveaxis(AXIS_OPS[op](moved.reshape(-1, moved.shape[-1])).reshape(moved.shape), -1,
+                       -1 if axis is None else axis)
+    assert np.allclose(evaluate(node, {"x": x}, 13, True), spec, rtol=1e-12, atol=1e-12)
+
+
+def test_onnx_softmax_before_opset_13_is_still_along_the_axis_alone():
+    """When this fails, onnx's Softmax coerces to 2-D before opset 13: remove ops.Softmax, LogSoftmax
+    and Hardmax (check their tests above with replaced=False)."""
+    x = RNG.standard_normal((2, 3, 4))
+    spec = _softmax_rows(x.reshape(2, 12)).reshape(x.shape)
+    assert not np.allclose(evaluate(h.make_node("Softmax", ["x"], ["y"], axis=1), {"x": x}, 11, False), spec, atol=1e-3)
+
+
+def _spec_gru(x, w, r, b, clip):
+    """ONNX GRU, forward, linear_before_reset 0, gates z, r, h: every activation's input bounded to
+    [-clip, clip]."""
+    def bounded(v):
+        return np.clip(v, -clip, clip)
+
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+
+    (wz, wr, wh), (rz, rr, rh) = np.split(w[0], 3), np.split(r[0], 3)
+    (wbz, wbr, wbh, rbz, rbr, rbh) = np.split(b[0], 6)
+    state, ys = np.zeros((x.shape[1], r.shape[-1])), []
+    for step in x:
+        z = sigmoid(bounded(step @ wz.T + state @ rz.T + wbz + rbz))
+        reset = sigmoid(bounded(step @ wr.T + state @ rr.T + wbr + rbr))
+        hidden = np.tanh(bounded(step @ wh.T + (reset * state) @ rh.T + rbh + wbh))
+        state = (1 - z) * hidden + z * state
+        ys.append(state)
+    return np.stack(ys)[:, None]
+
+
+def _gru_clip():
+    hidden = 3
+    inputs = {"x": RNG.standard_normal((4, 2, 2)), "w": 4 * RNG.standard_normal((1, 3 * hidden, 2)),
+              "r": 4 * RNG.standard_normal((1, 3 * hidden, hidden)), "b": RNG.standard_normal((1, 6 * hidden))}
+    node = h.make_node("GRU", ["x", "w", "r", "b"], ["y"], hidden_size=hidden, clip=0.3)
+    return node, inputs, _spec_gru(**inputs, clip=float(np.float32(0.3)))  # a FLOAT attribute
+
+
+def test_a_gru_bounds_its_activations_inputs_by_clip():
+    node, inputs, spec = _gru_clip()
+    assert np.allclose(evaluate(node, inputs, 14, True), spec, rtol=1e-12, atol=1e-12)
+    unclipped = h.make_node("GRU", ["x", "w", "r", "b"], ["y"], hidden_size=3)  # no clip: as before
+    assert np.allclose(evaluate(unclipped, inputs, 14, True), _spec_gru(**inputs, clip=np.inf), rtol=1e-12, atol=1e-12)
+
+
+def test_onnx_gru_still_ignores_clip():
+    """When this fails, onnx's GRU reads `clip`: remove ops.GRU."""
+    node, inputs, spec = _gru_clip()
+    assert not np.allclose(evaluate(node, inputs, 14, False), spec, atol=1e-3)
+
+
+def _spec_lstm_coupled(x, w, r, b, p):
+    """ONNX LSTM, forward, gates i, o, f, c, peepholes i, o, f, with input_forget: f = 1 - i."""
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+
+    (wi, wo, _, wc), (ri, ro, _, rc) = np.split(w[0], 4), np.split(r[0], 4)
+    bias = np.split(b[0], 8)
+    pi, po, _ = np.split(p[0], 3)
+    state = cell = np.zeros((x.shape[1], r.shape[-1]))
+    ys = []
+    for step in x:
+        i = sigmoid(step @ wi.T + state @ ri.T + bias[0] + bias[4] + pi * cell)
+        candidate = np.tanh(step @ wc.T + state @ rc.T + bias[3] + bias[7])
+        cell = (1 - i) * cell + i * candidate
+        state = sigmoid(step @ wo.T + state @ ro.T + bias[1] + bias[5] + po * cell) * np.tanh(cell)
+        ys.append(state)
+    return np.stack(ys)[:, None]
+
+
+def _lstm_coupled():
+    inputs = {"x": RNG.standard_normal((4, 2, 2)), "w": 2 * RNG.standard_normal((1, 12, 2)),
+              "r": 2 * RNG.standard_normal((1, 12, 3)), "b": RNG.standard_normal((1, 24)), "p": RNG.standard_normal((1, 9))}
+    node = h.make_node("LSTM", ["x", "w", "r", "b", "", "", "", "p"], ["y"], hidden_size=3, input_forget=1)
+    return node, inputs, _spec_lstm_coupled(**inputs)
+
+
+def test_an_lstm_with_input_forget_couples_its_forget_gate_to_its_input_gate():
+    node, inputs, spec = _lstm_coupled()
+    assert np.allclose(evaluate(node, inputs, 14, True), spec, rtol=1e-12, atol=1e-12)
+
+
+def test_onnx_lstm_still_ignores_input_forget():
+    """When this fails, onnx's LSTM reads `input_forget`: remove ops.LSTM."""
+    node, inputs, spec = _lstm_coupled()
+    assert not np.allclose(evaluate(node, inputs, 14, False), spec, atol=1e-3)
+
+
+@pytest.mark.parametrize("op, attribute", [("LSTM", {"clip": 0.3}), ("RNN", {"clip": 0.3})])
+def test_onnx_recurrent_ops_still_ignore_what_the_disputed_line_names(op, attribute):
+    """When this fails, onnx's `op` reads `attribute`: remove it from ops.IGNORED_ATTRIBUTES (or
+    replace the op). Its output with the attribute is the very output without it; the line names it."""
+    from matrix.reference.ops import ignored_by_onnx_reference
+
+    gates = {"LSTM": 4, "RNN": 1}[op]
+    inputs = {"x": RNG.standard_normal((4, 2, 2)), "w": 4 * RNG.standard_normal((1, gates * 3, 2)),
+              "r": 4 * RNG.standard_normal((1, gates * 3, 3))}
+    node = h.make_node(op, ["x", "w", "r"], ["y"], hidden_size=3, **attribute)
+    plain = h.make_node(op, ["x", "w", "r"], ["y"], hidden_size=3)
+    assert np.array_equal(evaluate(node, inputs, 14, True), evaluate(plain, inputs, 14, True))
+    [name] = attribute
+    assert ignored_by_onnx_reference(node, inputs) == \
+        f"onnx.reference's {op} ignores `{name}`: it is the float64 evaluation that misreads this node"
+    assert ignored_by_onnx_reference(plain, inputs) is None

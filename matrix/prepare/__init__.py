@@ -11,9 +11,8 @@ import json
 import os
 import shutil
 import threading
-import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -26,6 +25,7 @@ from ..store.cache import artifacts_folder, digest_memo
 from ..store.hashing import hash_files, remembered_digests
 from ..stops import removed_at_end
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, file_digest, save_arrays
+from ..worker.module_outputs import flat_outputs
 from ..worker.values import save_values
 from ..reference.conversion import changed_constants, copy_float64, reduced_values
 from ..reference import expected_reference, onnx_reference, reference_text, torch_reference_check
@@ -37,6 +37,7 @@ from .fingerprint import variant_key
 from .fp16_forecast import Forecast
 from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
+from .kept_warnings import kept_warnings
 from .layers import input_types, node_types, resolve_nodes
 from .torch_module import save_module
 
@@ -134,11 +135,6 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: 
     return target
 
 
-def _as_tuple(out: Any) -> tuple:
-    """The module's outputs flat, as its ONNX export lists them (`x, (y, z)` is three outputs)."""
-    return tuple(leaf for item in out for leaf in _as_tuple(item)) if isinstance(out, (tuple, list)) else (out,)
-
-
 def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str], None]) -> dict:
     import torch
 
@@ -156,8 +152,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     names = list(inputs)
     # The FP32 model's inputs are float32 whatever the case made (a float64 default dtype, say).
     args = tuple(a.float() if a.is_floating_point() else a for a in inputs.values())
-    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with torch.no_grad(), kept_warnings() as said:
         phase("its ONNX export")
         torch.onnx.export(
             module, args, str(out / MODEL),
@@ -171,12 +166,11 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         phase("its PyTorch reference (the module in float64)")
         reference = copy.deepcopy(module).double()
         ref_args = tuple(a.double() if a.is_floating_point() else a for a in args)
-        ref_outputs = _as_tuple(reference(*ref_args))
+        ref_outputs = flat_outputs(reference(*ref_args))
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
-    with warnings.catch_warnings(record=True) as programs:  # torch.export's own (a GRU's flat weights)
-        warnings.simplefilter("always")
+    with kept_warnings() as programs:  # torch.export's own (a GRU's flat weights)
         _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent)
     save_arrays(out / INPUTS, {n: a.detach().numpy() for n, a in zip(names, args)})
     reference = {n: r.detach().numpy() for n, r in zip(onnx_outputs, ref_outputs)}  # floats: float64 already
@@ -191,8 +185,8 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         "torch": torch.__version__,
         "files_read": files_read(skip=out.parent),
         "reference": reference_text("PyTorch, the case's module in float64", reference, "float64"),
-        # Exporter warnings (tracer, deprecation) belong with the case, not on the terminal.
-        "export_warnings": sorted({f"{w.category.__name__}: {w.message}" for w in [*caught, *programs]}),
+        # Exporter warnings (tracer, deprecation, the dynamo exporter's log) belong with the case, not on the terminal.
+        "export_warnings": sorted(said | programs),
     }
 
 
@@ -308,7 +302,7 @@ def model_for_profile(artifacts: Path, profile: Profile, fp16_copy: bool) -> Pat
     if not _copy_intact(target):
         model = onnx.load(str(artifacts / MODEL))
         tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
-        write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp)
+        write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp, artifacts / MODEL)
         _write_copy_facts(model, tmp, artifacts, target)
         tmp.replace(target)
     return target

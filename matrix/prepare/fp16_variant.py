@@ -124,9 +124,10 @@ def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
 NO_KERNEL = ("Could not find an implementation for", "Failed to find kernel for")
 
 
-def write_fp16_variant(model: onnx.ModelProto, keep_fp32: list[str], path: Path) -> None:
-    """Write the FP16 copy to `path`; raise InvalidVariant (and leave no file) if the conversion
-    fails, the checker rejects it or onnxruntime cannot load it."""
+def write_fp16_variant(model: onnx.ModelProto, keep_fp32: list[str], path: Path, original: Path) -> None:
+    """Write the FP16 copy of `model` (saved at `original`) to `path`; raise InvalidVariant (and
+    leave no file) if the conversion fails, the checker rejects it or onnxruntime cannot load it
+    where it loads the model itself."""
     import onnxruntime
 
     try:
@@ -152,10 +153,26 @@ def write_fp16_variant(model: onnx.ModelProto, keep_fp32: list[str], path: Path)
                                  f"pass: {_first_line(own)}") from None
         raise InvalidVariant(f"the FP16 variant fails the ONNX checker: {_first_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - onnxruntime's refusal names the node
-        if any(words in str(exc) for words in NO_KERNEL):  # a valid copy: the engine says what it lacks
-            return
+        if any(words in str(exc) for words in NO_KERNEL) or _refused_alike(exc, original, options):
+            return  # a valid copy: each engine says what it lacks or refuses, in its own cells
         path.unlink()
         raise InvalidVariant(f"onnxruntime {onnxruntime.__version__} cannot load the FP16 variant: {_first_line(exc)}") from None
+
+
+def _refused_alike(exc: Exception, original: Path, options) -> bool:
+    """Whether onnxruntime refuses the model itself as it refuses the copy (an attribute it does not
+    support: LSTM's `layout = 1`): no fault of the copy's, and its cells are `unsupported` as the
+    FP32 ones are, not an `error` (engines such as TensorRT may take it)."""
+    import onnxruntime
+
+    from ..worker.engines.onnxruntime_engine import refusal
+
+    try:
+        onnxruntime.InferenceSession(str(original), options, providers=["CPUExecutionProvider"])
+    except Exception as own:  # noqa: BLE001 - compared with the copy's refusal
+        cause = refusal(str(own).strip(), {})
+        return cause is not None and cause == refusal(str(exc).strip(), {})
+    return False
 
 
 def _first_line(exc: BaseException) -> str:

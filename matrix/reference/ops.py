@@ -11,6 +11,8 @@ import numpy as np
 import onnx
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTranspose
+from onnx.reference.ops.op_gru import GRU as OnnxGRU
+from onnx.reference.ops.op_lstm import LSTM as OnnxLSTM
 from onnx.reference.ops.op_quantize_linear import QuantizeLinear_25 as OnnxQuantizeLinear
 
 RECURRENT = {"RNN", "GRU", "LSTM"}
@@ -116,18 +118,109 @@ class ConvTranspose(OnnxConvTranspose):
                                 for x, w, b in zip(np.split(X, group, axis=1), np.split(W, group), biases)], axis=1),)
 
 
-REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose]
+class _AlongAxis(OpRun):
+    """Softmax, LogSoftmax and Hardmax. From opset 13 along `axis` (default -1); before 13 the spec
+    sees x as 2-D, [prod(shape[:axis]), prod(shape[axis:])] (axis default 1), and computes along its
+    second axis (an opset-11 softmax over axis 1 of [2, 3, 4] is over 12 values). onnx's computes
+    every opset the opset-13 way."""
+
+    op_domain = ""
+
+    def _run(self, x, axis=None):  # axis: the latest schema's default when the node has none
+        if x.size == 0:
+            return (x,)
+        given = next((a.i for a in self.onnx_node.attribute if a.name == "axis"), None)
+        if self.run_params["opsets"][""] >= 13:
+            return (self.along(x, -1 if given is None else given).astype(x.dtype),)
+        axis = (1 if given is None else given) % x.ndim
+        rows = x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
+        return (self.along(rows, 1).reshape(x.shape).astype(x.dtype),)
+
+
+class Softmax(_AlongAxis):
+    @staticmethod
+    def along(x, axis):
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+
+class LogSoftmax(_AlongAxis):
+    @staticmethod
+    def along(x, axis):
+        shifted = x - x.max(axis=axis, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+class Hardmax(_AlongAxis):
+    @staticmethod
+    def along(x, axis):  # 1 at the first maximum
+        y = np.zeros_like(x)
+        np.put_along_axis(y, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)
+        return y
+
+
+class GRU(OnnxGRU):
+    """onnx's ignores `clip`. The spec bounds the input of every activation to [-clip, clip]; onnx's
+    GRU applies its activations (f: sigmoid, g: tanh) there and nowhere else."""
+
+    op_domain = ""
+
+    def _bounded(self, x):
+        return x if self.clip is None else np.clip(x, -self.clip, self.clip)
+
+    def f(self, x):
+        return super().f(self._bounded(x))
+
+    def g(self, x):
+        return super().g(self._bounded(x))
+
+
+def _negated_copy(value: np.ndarray, parts: int, pairs: list[tuple[int, int]]) -> np.ndarray:
+    """`value` as `parts` gate blocks along axis 1, each block `to` of `pairs` the block `of` negated."""
+    blocks = np.split(value, parts, axis=1)
+    for to, of in pairs:
+        blocks[to] = -blocks[of]
+    return np.concatenate(blocks, axis=1)
+
+
+class LSTM(OnnxLSTM):
+    """onnx's ignores `input_forget`. The spec couples the forget gate to the input gate, f = 1 - i:
+    given to onnx's as a forget gate whose weights, biases and peephole are the input gate's negated
+    (sigmoid(-a) = 1 - sigmoid(a); gates i, o, f, c)."""
+
+    op_domain = ""
+
+    def _run(self, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None, **attributes):
+        if self.input_forget:
+            W, R = _negated_copy(W, 4, [(2, 0)]), _negated_copy(R, 4, [(2, 0)])
+            B = None if B is None else _negated_copy(B, 8, [(2, 0), (6, 4)])
+            P = None if P is None else _negated_copy(P, 3, [(2, 0)])
+        return super()._run(X, W, R, B, sequence_lens, initial_h, initial_c, P, **attributes)
+
+
+REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
+                Softmax, LogSoftmax, Hardmax, GRU, LSTM]
+# What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
+# input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
+IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
 
 
 def ignored_by_onnx_reference(node: onnx.NodeProto, given: dict[str, np.ndarray]) -> str | None:
     """What of this node onnx.reference leaves out, where it matters here: its RNN, GRU and LSTM
-    read no `sequence_lens` (every sequence runs the input's whole length)."""
-    if node.op_type not in RECURRENT or len(node.input) < 5 or node.input[4] not in given or node.input[0] not in given:
+    read no `sequence_lens` (every sequence runs the input's whole length), its RNN and LSTM no
+    `clip`."""
+    if node.op_type not in RECURRENT:
         return None
-    layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
-    steps = given[node.input[0]].shape[1 if layout else 0]
-    lengths = np.asarray(given[node.input[4]]).ravel()
-    if not (lengths < steps).any():
+    set_here = {a.name for a in node.attribute if onnx.helper.get_attribute_value(a)}
+    left_out = [f"`{name}`" for name in IGNORED_ATTRIBUTES.get(node.op_type, ()) if name in set_here]
+    if len(node.input) >= 5 and node.input[4] in given and node.input[0] in given:
+        layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+        steps = given[node.input[0]].shape[1 if layout else 0]
+        lengths = np.asarray(given[node.input[4]]).ravel()
+        if (lengths < steps).any():
+            left_out.append(f"`sequence_lens` (sequences of {sorted(set(lengths.tolist()))} steps, the input has "
+                            f"{steps})")
+    if not left_out:
         return None
-    return (f"onnx.reference's {node.op_type} ignores `sequence_lens` (sequences of {sorted(set(lengths.tolist()))} "
-            f"steps, the input has {steps}): it is the float64 evaluation that misreads this node")
+    return (f"onnx.reference's {node.op_type} ignores {' and '.join(left_out)}: it is the float64 evaluation that "
+            "misreads this node")

@@ -37,6 +37,7 @@ import torch
 
 from . import Unsupported, timed_runs
 from ..files import CASES_PACKAGE, PROGRAM_META
+from ..module_outputs import flat_outputs
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 CUDA_ONLY_SDPA = ("flash", "efficient", "cudnn")
@@ -176,13 +177,6 @@ def _same_bits(one, two):
     return torch.equal(one, two)
 
 
-def _flat(outputs):
-    """A module's outputs flat, as its ONNX export and reference list them (`x, (y, z)`: three)."""
-    if isinstance(outputs, (tuple, list)):
-        return tuple(leaf for item in outputs for leaf in _flat(item))
-    return (outputs,)
-
-
 def _to_arrays(names, outputs):
     """An inference's outputs on the host; the very arrays of an earlier inference of this cell
     whose outputs had the same bits (compared on the device, no copy): the worker writes and the
@@ -240,7 +234,7 @@ def run(spec, inputs, log):
             raise
         if on_cuda:
             torch.cuda.synchronize()
-        return _flat(outputs)
+        return flat_outputs(outputs)
 
     runs, times = timed_runs(infer, lambda outputs: _to_arrays(meta["outputs"], outputs))
     return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": {}}
