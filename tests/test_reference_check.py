@@ -203,14 +203,17 @@ def test_the_check_names_the_node_where_the_evaluations_part(tmp_path, monkeypat
     assert "shape [2, 1] against [2, 5, 1]" in found.check["text"]
 
 
-def test_a_float32_overflow_is_the_referees_rounding_not_a_dispute(tmp_path):
+def test_a_float32_overflow_is_named_where_float32_leaves_its_range(tmp_path):
     """Issue 41's second sweep: x * 2 at x = 3e38 is 6e38 in float64 and +inf in float32 (beyond its
-    largest, 3.4e38): the reference was "disputed" and the user told to give expected outputs."""
+    largest, 3.4e38): the reference was "disputed", the two evaluations said to part. Sweep 6 #3: an
+    "agreed" reference of 6e38 then failed every engine (Inf) for the model's own float32 arithmetic;
+    it is disputed naming the node where float32 leaves its range, as an underflow is."""
     proto = model(tmp_path / "twice.onnx", [h.make_node("Mul", ["x", "two"], ["y"], name="mul")], [("x", T.FLOAT, [2])],
                   [("y", T.FLOAT, [2])], [nh.from_array(np.float32(2), "two")])
     found = onnx_reference(proto, {"x": np.float32([3e38, -3e38])}, ["y"])
-    assert found.check["verdict"] == "agreed", found.check["text"]
-    assert np.allclose(found.arrays["y"], [6e38, -6e38])  # float64's right answer stays the reference
+    assert found.check["verdict"] == "disputed", found.check["text"]
+    assert found.check["text"].startswith("output 'y' leaves float32's range at node mul (Mul)"), found.check["text"]
+    assert "part" not in found.check["text"]  # no evaluation misreads the node
 
 
 def test_no_reference_is_an_error_of_its_own():
@@ -333,7 +336,9 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     an autocast export holds) was dropped from the float64 reference: both engines, exactly right per
     the spec, failed with Inf at 70000 (FP16's inf), and repro blamed FP32; a BF16 one was disputed.
     Fourth sweep, 2: a Cast of int64 to FLOAT was exact in the reference: right engines failed; 3: an
-    output float32 rounding decides (a bucketiser) failed exact engines. Sixth sweep, 12: below."""
+    output float32 rounding decides (a bucketiser) failed exact engines. Issue 41, sweep 6 #2 (steps
+    outside a closed list), #3 (float32 overflow), #7 (the model's own Cast DOUBLE → FLOAT) and #12
+    (below)."""
     # and a BF16 one (finding 9): the referee could not fetch its intermediate, "cannot run the model"
     model(tmp_path / "island.onnx", [h.make_node("Cast", ["x"], ["half"], to=T.FLOAT16, name="to16"),
                                      h.make_node("Cast", ["half"], ["y"], to=T.FLOAT, name="back"),
@@ -341,11 +346,43 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
                                      h.make_node("Cast", ["brain"], ["b"], to=T.FLOAT, name="backbf"),
                                      # fourth sweep, 2: ids past 2**24 through FLOAT are what FLOAT holds
                                      h.make_node("Cast", ["ids"], ["fids"], to=T.FLOAT, name="idsf"),
-                                     h.make_node("Cast", ["fids"], ["i"], to=T.INT64, name="back64")],
-          [("x", T.FLOAT, [4]), ("ids", T.INT64, [3])],
-          [("y", T.FLOAT, [4]), ("b", T.FLOAT, [4]), ("i", T.INT64, [3])])
+                                     h.make_node("Cast", ["fids"], ["i"], to=T.INT64, name="back64"),
+                                     # sweep 6 #7: so is a double feed the model narrows (16777217 is 16777216)
+                                     h.make_node("Cast", ["d"], ["df"], to=T.FLOAT, name="narrow"),
+                                     h.make_node("Sub", ["df", "c"], ["dm"], name="less")],
+          [("x", T.FLOAT, [4]), ("ids", T.INT64, [3]), ("d", T.DOUBLE, [2])],
+          [("y", T.FLOAT, [4]), ("b", T.FLOAT, [4]), ("i", T.INT64, [3]), ("dm", T.FLOAT, [2])],
+          [nh.from_array(np.float32(2 ** 24), "c")])
     x = np.array([1000.3, 0.1, 3.14159, 70000.0], np.float32)
     ids = np.array([2 ** 24 + 1, 3, -(2 ** 24) - 3], np.int64)
+    d = np.array([2 ** 24 + 1, 2 ** 24 + 3], np.float64)
+    # sweep 6 #2: steps outside any list, each fed a float32 Add that decides it (exact engines failed,
+    # NonZero's and NonMaxSuppression's lengths were an `error` "compare failed"): Shrink and
+    # ThresholdedRelu just above their threshold, MaxPool's indices on a tie float32 makes, NonZero of
+    # a difference float32 makes 0, NonMaxSuppression at its score_threshold, IsInf of an overflow
+    e = 2.0 ** -26
+    model(tmp_path / "steps6.onnx", [
+        h.make_node("Add", ["a1", "e1"], ["s1"]), h.make_node("Shrink", ["s1"], ["shrink"], lambd=3.0),
+        h.make_node("ThresholdedRelu", ["s1"], ["thr"], alpha=3.0),
+        h.make_node("Add", ["a2", "e2"], ["s2"]), h.make_node("MaxPool", ["s2"], ["v", "idx"], kernel_shape=[2], strides=[2]),
+        h.make_node("Add", ["a3", "e3"], ["s3"]), h.make_node("Sub", ["s3", "a3"], ["d3"]), h.make_node("NonZero", ["d3"], ["nz"]),
+        h.make_node("Add", ["a4", "e4"], ["s4"]), h.make_node("NonMaxSuppression", ["boxes", "s4", "most", "iou", "least"], ["nms"]),
+        h.make_node("Mul", ["a5", "big"], ["p5"]), h.make_node("Mul", ["p5", "big"], ["q5"]), h.make_node("IsInf", ["q5"], ["inf"])],
+        [("a1", T.FLOAT, [2]), ("a2", T.FLOAT, [1, 1, 4]), ("a3", T.FLOAT, [3]), ("a4", T.FLOAT, [1, 1, 2]), ("a5", T.FLOAT, [2])],
+        [("shrink", T.FLOAT, [2]), ("thr", T.FLOAT, [2]), ("idx", T.INT64, [1, 1, 2]), ("nz", T.INT64, [1, None]),
+         ("nms", T.INT64, [None, 3]), ("inf", T.BOOL, [2])],
+        [nh.from_array(np.float32([e, -e]), "e1"), nh.from_array(np.float32([[[0, e, 0, 2 * e]]]), "e2"),
+         nh.from_array(np.float32([e, 1, e]), "e3"), nh.from_array(np.float32(e), "e4"),
+         nh.from_array(np.float32([[[0, 0, 1, 1], [2, 2, 3, 3]]]), "boxes"), nh.from_array(np.int64([10]), "most"),
+         nh.from_array(np.float32([0.5]), "iou"), nh.from_array(np.float32([0.5]), "least"),
+         nh.from_array(np.float32(1e30), "big")])
+    # sweep 6 #3: float32 leaving its range, where float64 does not (x * 1e30 * 1e30 * 1e-30, a
+    # hand-written softmax at logits of 100): every engine failed Inf or NaN, the underflow was disputed
+    model(tmp_path / "ranges.onnx", [h.make_node("Mul", ["x", "big"], ["a"]), h.make_node("Mul", ["a", "big"], ["b"]),
+                                     h.make_node("Mul", ["b", "small"], ["y"]), h.make_node("Exp", ["logits"], ["e"]),
+                                     h.make_node("ReduceSum", ["e"], ["s"], keepdims=1), h.make_node("Div", ["e", "s"], ["soft"])],
+          [("x", T.FLOAT, [3]), ("logits", T.FLOAT, [1, 4])], [("y", T.FLOAT, [3]), ("soft", T.FLOAT, [1, 4])],
+          [nh.from_array(np.float32(1e30), "big"), nh.from_array(np.float32(1e-30), "small")])
     # fourth sweep, 3: Floor(x / 0.1) at 0.7 is 6 in float64 and 7 in float32: no reference can say
     model(tmp_path / "bucket.onnx", [h.make_node("Div", ["x", "tenth"], ["q"]), h.make_node("Floor", ["q"], ["y"])],
           [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], [nh.from_array(np.array(0.1, np.float32), "tenth")])
@@ -401,7 +438,12 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
                nh.from_array(4 * rng.standard_normal((1, 3 * gates, 3)).astype(np.float32), "r")])
     model(tmp_path / "emptymean.onnx", [h.make_node("ReduceMean", ["x"], ["y"], axes=[1], keepdims=0)],
           [("x", T.FLOAT, [2, 0])], [("y", T.FLOAT, [2])])
-    done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x, "ids": ids})
+    done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x, "ids": ids, "d": d})
+                      + case(tmp_path, "steps6", None, {"a1": np.float32([3, -3]), "a2": np.ones((1, 1, 4), np.float32),
+                                                         "a3": np.float32([1, 2, 4]), "a4": np.float32([[[0.5, 0.9]]]),
+                                                         "a5": np.float32([1, 1e-30])})
+                      + case(tmp_path, "ranges", None, {"x": np.float32([1, 2, 3]),
+                                                        "logits": np.float32([[100, 99, 98, 0]])})
                       + case(tmp_path, "bucket", None, {"x": np.array([0.3, 0.7, 1.1, 2.5], np.float32)})
                       + case(tmp_path, "fn", None, {"x": np.array([1.1, -2.3, 3.7, 0.3], np.float32)},
                              profiles=("fp16",))
@@ -439,6 +481,13 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     assert cells["bucket"]["status"] == "disputed", cells["bucket"]
     assert "output 'y' is decided by rounding at node Floor#1 (Floor)" in cells["bucket"]["error"]
     assert cells["island"]["status"] == "pass" and cells["island"]["max_abs"] == 0.0, cells["island"]
+    assert cells["steps6"]["status"] == "disputed", cells["steps6"]
+    assert "output 'shrink' is decided by rounding at node Shrink#1 (Shrink) (and 'thr' at node ThresholdedRelu#2 " \
+           "(ThresholdedRelu), 'idx' at node MaxPool#4 (MaxPool), 'nz' at node NonZero#7 (NonZero), 'nms' at node " \
+           "NonMaxSuppression#9 (NonMaxSuppression), 'inf' at node IsInf#12 (IsInf))" in cells["steps6"]["error"]
+    assert cells["ranges"]["status"] == "disputed", cells["ranges"]
+    assert "output 'y' leaves float32's range at node Mul#1 (Mul) (and 'soft' at node Exp#3 (Exp)): float32 holds " \
+           "±inf there" in cells["ranges"]["error"], cells["ranges"]["error"]
     assert "agrees with onnxruntime" in cells["island"]["reference_check"]
 
 

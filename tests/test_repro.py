@@ -536,8 +536,9 @@ def test_an_fp16_kernel_that_rounds_once_is_not_blamed_for_its_inputs_rounding(t
     (("Add", "Sub"), 1e8, [1.5, 2.25, -3.75, 0.1], "the tolerance is at fault, not onnxruntime: the model computed "
      "node by node in its own types (FP32) is already 3.75 off", "RuntimeWarning"),
     # y = x * 1e30 * 1e30 is +inf in float32: it said "loosen the tolerance" (none passes inf), with
-    # numpy's RuntimeWarning and its source line
-    (("Mul", "Mul"), 1e30, [1, 2, 3, 4], "the model's values do not fit FP32, not onnxruntime's fault", "loosen"),
+    # numpy's RuntimeWarning and its source line; since issue 41, sweep 6 #3 the run itself disputes it
+    # (every engine failed Inf for the model's own float32 arithmetic), and repro makes nothing of it
+    (("Mul", "Mul"), 1e30, [1, 2, 3, 4], "output 'y' leaves float32's range at node second (Mul)", "loosen"),
 ], ids=["cancellation", "overflow"])
 def test_what_float32_cannot_hold_is_blamed_on_the_precision_not_reported(tmp_path, cache_dir, ops, constant, x, said,
                                                                           never):

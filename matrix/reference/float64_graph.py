@@ -52,13 +52,15 @@ NARROW_CASTS = {TensorProto.FLOAT16: np.float16, TensorProto.BFLOAT16: ml_dtypes
 
 
 def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict[str, np.ndarray],
-              narrow: bool) -> dict[str, np.ndarray]:
+              narrow: bool, source_type: int | None = None) -> dict[str, np.ndarray]:
     """A Cast to FP16 or BF16 rounds as the model says, though its value is kept in float64:
     `Cast(Cast(x, FLOAT16), FLOAT)` is x rounded to FP16 (70000 is inf), not x. So does a Cast of
-    integers to FLOAT: 16777217 is 16777216 in the model (ids, positions), whatever follows."""
+    integers to FLOAT: 16777217 is 16777216 in the model (ids, positions), whatever follows; and a
+    Cast of DOUBLE to FLOAT (`source_type`, the input's declared type): a float64 feed narrowed by
+    the model itself is float32 from there on."""
     to = next((a.i for a in node.attribute if a.name == "to"), None) if narrow and node.op_type == "Cast" else None
     source = given.get(node.input[0]) if node.input else None
-    if to == TensorProto.FLOAT and source is not None and source.dtype.kind in "iub":
+    if to == TensorProto.FLOAT and source is not None and (source.dtype.kind in "iub" or source_type == TensorProto.DOUBLE):
         to_type = np.float32
     elif to in NARROW_CASTS:
         to_type = NARROW_CASTS[to]
@@ -190,9 +192,14 @@ def casts_to_string(node: onnx.NodeProto) -> bool:
     return node.op_type == "Cast" and any(a.name == "to" and a.i == TensorProto.STRING for a in node.attribute)
 
 
-def _string_source_types(model: onnx.ModelProto) -> dict[str, int]:
-    """{value: its element type in the model} for the inputs of Cast(to=STRING)."""
-    wanted = {node.input[0] for node in model.graph.node if casts_to_string(node)}
+def _cast_source_types(model: onnx.ModelProto) -> dict[str, int]:
+    """{value: its element type in the model} for the inputs of Cast(to=STRING), and of Cast(to=FLOAT)
+    in a model that holds DOUBLE at all: what making every float float64 hides, and those Casts read."""
+    doubles = any(v.type.tensor_type.elem_type == TensorProto.DOUBLE for v in model.graph.input) or any(
+        t.data_type == TensorProto.DOUBLE for t in model.graph.initializer) or any(
+        a.name in TYPE_ATTRIBUTES and a.i == TensorProto.DOUBLE for node in model.graph.node for a in node.attribute)
+    wanted = {node.input[0] for node in model.graph.node if casts_to_string(node) or doubles and node.op_type == "Cast"
+              and any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)}
     if not wanted:
         return {}
     try:
@@ -224,8 +231,9 @@ def _jumps_in_own_types(node: onnx.NodeProto, given: dict[str, np.ndarray], prod
     """The outputs of a step (Floor, a comparison, a Cast to integers) that jump when its float64
     inputs are held in the types the model declares for them (float32): `Floor(x / 0.1)` at 0.7 is 6
     in float64 and 7 in float32, and no reference can say which a float32 model means."""
-    held = {name: value.astype(types[name]).astype(np.float64) for name, value in given.items()
-            if name in types and value.dtype.kind == "f"}
+    with np.errstate(over="ignore"):  # beyond float32's range: its ±inf (IsInf after an overflow)
+        held = {name: value.astype(types[name]).astype(np.float64) for name, value in given.items()
+                if name in types and value.dtype.kind == "f"}
     if not held:
         return []
     try:
@@ -275,19 +283,19 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
     values.update({t.name: as_float64(numpy_helper.to_array(t)) for t in model.graph.initializer})
     reads = [node_inputs(node) for node in model.graph.node]
     last_use = {name: order for order, names in enumerate(reads) for name in names}
-    string_sources = _string_source_types(model)
+    source_types = _cast_source_types(model)
     for order, node in enumerate(model.graph.node):
         absent = [name for name in reads[order] if name not in values]
         given = {name: values[name] for name in reads[order] if name in values}
         if absent:
             yield order, node, given, f"no float64 value for its input {absent[0]!r}"
         else:
-            if node.input and node.input[0] in string_sources:  # Cast(to=STRING): the model's own float
-                source = node.input[0]
-                given = {**given, source: given[source].astype(helper.tensor_dtype_to_np_dtype(string_sources[source]))}
+            source_type = source_types.get(node.input[0]) if node.op_type == "Cast" else None
+            if casts_to_string(node) and source_type:  # Cast(to=STRING): the model's own float
+                given = {**given, node.input[0]: given[node.input[0]].astype(helper.tensor_dtype_to_np_dtype(source_type))}
             try:
                 produced = (stored and _in_own_types(node, given, model, types)) or \
-                    _narrowed(node, given, evaluate_node(float64_node(node), given, model), narrow)
+                    _narrowed(node, given, evaluate_node(float64_node(node), given, model), narrow, source_type)
                 with np.errstate(over="ignore"):  # stored: beyond the type's range is its ±inf
                     produced = {k: v.astype(types[k]).astype(np.float64) if k in types and v.dtype == np.float64
                                 else v for k, v in produced.items()}
@@ -334,7 +342,7 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
         before = frozenset().union(*(steps_before.get(name, ()) for name in reads))
         if step := next((decided[name] for name in reads if name in decided), None):
             decided.update(dict.fromkeys(node.output, step))
-        elif is_step(node) and any(value.dtype.kind == "f" for value in given.values()):
+        elif is_step(node, outputs) and any(value.dtype.kind == "f" for value in given.values()):
             types = storage_types(model) if types is None else types  # shape inference: once, and only here
             if jumps := _jumps_in_own_types(node, given, outputs, model, types):
                 decided.update(dict.fromkeys(jumps, f"{node_label(node, order)} ({node.op_type})"))

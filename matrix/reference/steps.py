@@ -6,33 +6,58 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto
 
-# Ops whose output jumps where their input crosses a value (Mod by its divisor), or whose output's
-# length is decided by their inputs' values (Range's count, Unique's distinct values).
-STEP_OPS = {"Floor", "Ceil", "Round", "Sign", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Equal", "ArgMax",
-            "ArgMin", "Hardmax", "TopK", "QuantizeLinear", "Mod", "Range", "Unique"}
+# Ops whose float output jumps where their input crosses a value (Mod by its divisor, Shrink at
+# ±lambd, ThresholdedRelu at alpha), or whose output's length is decided by their inputs' values
+# (Range's count, Unique's distinct values, TopK's). Any other op whose output is integers or
+# booleans read from floats is a step too (a comparison, ArgMax, a Cast to integers, IsInf,
+# NonZero, MaxPool's indices, NonMaxSuppression's selection): is_step.
+STEP_OPS = {"Floor", "Ceil", "Round", "Sign", "Hardmax", "TopK", "Mod", "Range", "Unique", "Shrink", "ThresholdedRelu"}
 # Those whose float outputs are whole numbers (a step's levels): held exactly. Other float outputs
-# (TopK's values, Range's) move with their inputs' rounding, as any value does: only their shape is a step's.
+# (TopK's values, Range's) move with their inputs' rounding, as any value does: only their shape is
+# a step's, or (Shrink, ThresholdedRelu) a jump beyond what rounding moves a value by.
 WHOLE_FLOAT_OUTPUTS = {"Floor", "Ceil", "Round", "Sign", "Hardmax"}
-INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8,
-                 TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64, TensorProto.BOOL}
+PIECEWISE = {"Shrink", "ThresholdedRelu"}
+# Integers that say nothing of their input's values (its shape), and nodes that hold a graph (an
+# If, a Loop: what they hold is checked node by node there).
+NO_STEP = {"Shape", "Size", "If", "Loop", "Scan"}
+# How far apart two values of one output are still the same side of any jump: a few float32 units.
+ROUNDING = 8.0 * float(np.finfo(np.float32).eps)
 
 
-def is_step(node: onnx.NodeProto) -> bool:
-    """One of STEP_OPS, or a Cast to integers (a Cast between floats is no step)."""
-    return node.op_type in STEP_OPS or node.op_type == "Cast" and \
-        next((a.i for a in node.attribute if a.name == "to"), None) in INTEGER_TYPES
+def is_step(node: onnx.NodeProto, produced: dict[str, np.ndarray]) -> bool:
+    """One of STEP_OPS, or a node (not NO_STEP) that gives integers or booleans: a Cast between
+    floats, an Add, is no step."""
+    return node.op_type in STEP_OPS or node.op_type not in NO_STEP and \
+        any(np.asarray(value).dtype.kind in "iub" for value in produced.values())
+
+
+def parted(one: np.ndarray, other: np.ndarray) -> bool:
+    """Whether two values of one output are apart beyond rounding: another shape, integers or
+    booleans that differ, or floats more than a few float32 units of their magnitude apart."""
+    if one.shape != other.shape:
+        return True
+    if one.dtype.kind != "f" or other.dtype.kind != "f":
+        return not np.array_equal(one, other)
+    a, b = one.astype(np.float64), other.astype(np.float64)
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not np.array_equal(a[~finite], b[~finite], equal_nan=True):
+        return True
+    scale = float(np.max(np.abs(np.concatenate([a[finite], b[finite]])), initial=0.0))
+    return bool(np.any(np.abs(a[finite] - b[finite]) > ROUNDING * scale))
 
 
 def jumped(node: onnx.NodeProto, one: np.ndarray, other: np.ndarray, divisor: np.ndarray | None = None) -> bool:
     """Whether two values of a step's output are on different sides of a jump: another shape,
-    integers or levels that differ, or (Mod) values apart by more than half the divisor, where the
-    remainder wraps (fmod(3 - 2**-26, 1) is 0 in float32, 0.99999998 in float64)."""
+    integers or levels that differ, (Shrink, ThresholdedRelu) values apart beyond rounding, or (Mod)
+    values apart by more than half the divisor, where the remainder wraps (fmod(3 - 2**-26, 1) is 0
+    in float32, 0.99999998 in float64)."""
     if one.shape != other.shape:
         return True
     if one.dtype.kind != "f" or node.op_type in WHOLE_FLOAT_OUTPUTS:
         return not np.array_equal(one, other, equal_nan=one.dtype.kind == "f")
+    if node.op_type in PIECEWISE:
+        return parted(one, other)
     if node.op_type == "Mod" and divisor is not None:
         with np.errstate(invalid="ignore"):
             return bool(np.any(np.abs(one.astype(np.float64) - other) > np.abs(divisor.astype(np.float64)) / 2))

@@ -1,0 +1,60 @@
+"""Outputs float32 cannot hold: a value beyond float32's range (3.4e38) is ±inf in the model's own
+type, and what follows it may be NaN (inf / inf), where float64 holds finite values. The referee's
+float32 values at every node show where the model leaves its range; the model's arithmetic in its
+declared type does it, not an engine, so no reference says what the float32 model means there, as
+for an underflow (agreement.py parts there) or a step rounding decides (rounding.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .float64_graph import node_inputs, node_label
+
+
+def _lost(float64: np.ndarray, theirs: np.ndarray) -> bool:
+    """±inf or NaN in float32 where float64 is finite."""
+    if theirs.dtype.kind != "f" or float64.shape != theirs.shape or np.asarray(float64).dtype.kind != "f":
+        return False
+    return bool(np.any(np.isfinite(float64) & ~np.isfinite(theirs)))
+
+
+def _upstream(model: onnx.ModelProto, name: str) -> set[int]:
+    """The orders of the nodes `name` is computed from."""
+    made_by = {output: order for order, node in enumerate(model.graph.node) for output in node.output}
+    found: set[int] = set()
+    wanted = [name]
+    while wanted:
+        order = made_by.get(wanted.pop())
+        if order is not None and order not in found:
+            found.add(order)
+            wanted.extend(node_inputs(model.graph.node[order]))
+    return found
+
+
+def _first_overflow(model: onnx.ModelProto, inputs: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+                    among: set[int]) -> str | None:
+    """'Mul#1 (Mul)': the first node of `among` whose referee output holds ±inf where all its float
+    inputs are finite."""
+    known = {**inputs, **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **theirs}
+    for order in sorted(among):
+        node = model.graph.node[order]
+        read = [np.asarray(known[name]) for name in node_inputs(node) if name in known]
+        made = [np.asarray(theirs[name]) for name in node.output if name in theirs]
+        if all(np.isfinite(value).all() for value in read if value.dtype.kind == "f") and \
+                any(value.dtype.kind == "f" and np.isinf(value).any() for value in made):
+            return f"{node_label(node, order)} ({node.op_type})"
+    return None
+
+
+def overflowed(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: dict[str, np.ndarray],
+               theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, str]:
+    """{output: the node where float32 leaves its range} for the outputs the referee gives as ±inf or
+    NaN where float64 (`float64`: the reference's outputs) holds finite values."""
+    found = {}
+    for name in names:
+        if name in float64 and name in theirs and _lost(np.asarray(float64[name]), np.asarray(theirs[name])):
+            if where := _first_overflow(model, inputs, theirs, _upstream(model, name)):
+                found[name] = where
+    return found
