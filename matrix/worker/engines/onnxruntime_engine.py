@@ -46,7 +46,7 @@ REFUSALS = [
 RUN_REFUSALS = [
     # after the node's name ("Name:'y_nchwc'"): the kernel's words from its status message on
     (r"while running (\w+) node\..*?(?:Status Message: )?([^.:]*?\bnot (?:yet )?supported)",
-     lambda m, _: "{}: {}".format(*m.groups())),
+     lambda m, _: "{}: {}".format(m.group(1), m.group(2).strip())),
 ]
 
 
