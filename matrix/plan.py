@@ -242,9 +242,12 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
                     cells.append(Cell(name, params, profile, env.name, artifact,
                                       content_key(artifact, config.profiles[profile], env, code, span), span))
     if only_cells:
-        unknown = set(only_cells) - {cell.cell_id for cell in cells}
-        if unknown:
-            raise ConfigError(config_path, "--cell", f"{sorted(unknown)[0]!r} is not a cell of the matrix")
+        unknown = sorted(set(only_cells) - {cell.cell_id for cell in cells})
+        if unknown:  # one of the matrix's cells outside --case/--env is said so (issue 41, sweep 7, sweep 6 #15)
+            case, env = unknown[0].split("/")[0], unknown[0].split("/")[-1]
+            where = "is outside the selected cases and environments (--case, --env)" \
+                if case in config.cases and env in config.run.environments else "is not a cell of the matrix"
+            raise ConfigError(config_path, "--cell", f"{unknown[0]!r} {where}")
         cells = [cell for cell in cells if cell.cell_id in only_cells]
     registry = registry_path(config_path, config)
     known_issues = load_registry(registry)

@@ -32,6 +32,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     from ..report.rejudge import not_in_matrix, rejudge
     from ..run import utc_now
     from ..store import REPORT, note_rejudged, read_run, read_run_meta, write_tables
+    from ..store.locks import held, rejudge_lock
 
     config = _matrix_file(config)
     if config is None:
@@ -47,27 +48,40 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
         issues = matrix_registry(config, matrix)
     except ConfigError as exc:
         _fail(str(exc))
-    stored = read_run(run_dir)
-    made_from = read_run_meta(run_dir).get("config")
-    if made_from and Path(made_from).resolve() != config.resolve():
-        typer.echo(f"warning: run {run_dir.name} was made from {made_from}, not {config}: re-judged with the "
-                   "tolerances and known issues of the second", err=True)
-    if unknown := not_in_matrix(stored, matrix):
-        typer.echo(f"warning: {len(unknown)} rows of run {run_dir.name} are of cases or profiles {config} does not "
-                   f"have ({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}): their verdicts are kept as the run "
-                   "judged them", err=True)
-    frame, problems = rejudge(run_dir, stored, matrix, issues)
-    _warn_several_issues(frame, issues)
-    write_tables(run_dir, frame)
-    # The verdicts are no longer the run's own: run.json and the report's header say with what.
-    note_rejudged(run_dir, {"at": utc_now(), "config": str(config.resolve()),
-                            "tolerances": str(tolerances.resolve()) if tolerances else None})
-    render_run(run_dir, frame)
-    typer.echo(changed_statuses(stored, frame, sum(problems.values())), err=True)
-    typer.echo(path_line(run_dir / REPORT))
-    if problems:  # the report is written, those cells marked; the verdicts it kept are said here
-        _fail(f"{sum(problems.values())} cells not re-judged (their verdicts are the run's, marked in the report): "
-              + "; ".join(problems))
+    # Re-judged in place: a second `report` of this run waits, so the run's files are all from one (N10).
+    with held(rejudge_lock(run_dir), f"re-judging run {run_dir.name}",
+              lambda who: typer.echo(f"waiting for {who}", err=True)):
+        stored = read_run(run_dir)
+        made_from = read_run_meta(run_dir).get("config")
+        if made_from and Path(made_from).resolve() != config.resolve():
+            typer.echo(f"warning: run {run_dir.name} was made from {made_from}, not {config}: re-judged with the "
+                       "tolerances and known issues of the second", err=True)
+        if unknown := not_in_matrix(stored, matrix):
+            typer.echo(f"warning: {len(unknown)} rows of run {run_dir.name} are of cases or profiles {config} does not "
+                       f"have ({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}): their verdicts are kept as the run "
+                       "judged them", err=True)
+        if tolerances is not None and matrix != own:
+            _say_unmatched(tolerances, run_dir, stored, {n for n in matrix.cases if matrix.cases[n] != own.cases[n]})
+        frame, problems = rejudge(run_dir, stored, matrix, issues)
+        _warn_several_issues(frame, issues)
+        write_tables(run_dir, frame)
+        # The verdicts are no longer the run's own: run.json and the report's header say with what.
+        note_rejudged(run_dir, {"at": utc_now(), "config": str(config.resolve()),
+                                "tolerances": str(tolerances.resolve()) if tolerances else None})
+        render_run(run_dir, frame)
+        typer.echo(changed_statuses(stored, frame, sum(problems.values())), err=True)
+        typer.echo(path_line(run_dir / REPORT))
+        if problems:  # the report is written, those cells marked; the verdicts it kept are said here
+            _fail(f"{sum(problems.values())} cells not re-judged (their verdicts are the run's, marked in the report): "
+                  + "; ".join(problems))
+
+
+def _say_unmatched(tolerances: Path, run_dir: Path, stored, changed: set) -> None:
+    """A tolerance file whose cases the run does not hold would re-judge to "none changed" as if it had
+    been tried (issue 41, sweep 7, sweep 6 #15): said so instead."""
+    if not changed & set(stored["case"]):
+        typer.echo(f"warning: {tolerances} matched no cell of run {run_dir.name}: its cases "
+                   f"({', '.join(sorted(changed))}) are not in the run", err=True)
 
 
 def changed_statuses(before, after, kept: int = 0) -> str:

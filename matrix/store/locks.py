@@ -75,7 +75,15 @@ def held_for(cache_dir: Path, name: str, doing: str, waiting: Callable[[str], No
     """The lock `name`, with a note saying who holds it for what (`doing`: "preparing bigloop");
     while another holds it, `waiting(who)` is told each time who changes, and LockWaitEnded is
     raised after `wait_s` seconds, or once the holder has been stopped for `stopped_s` on end."""
-    lock, said, started = cache_lock(cache_dir, name), None, time.monotonic()
+    with held(cache_lock(cache_dir, name), doing, waiting, wait_s, stopped_s):
+        yield
+
+
+@contextmanager
+def held(lock: FileLock, doing: str, waiting: Callable[[str], None], wait_s: float = math.inf,
+         stopped_s: float = math.inf) -> Iterator[None]:
+    """`lock`, held as held_for holds a cache's: waited for saying for whom, with a note while held."""
+    said, started = None, time.monotonic()
     stopped_since = None
     while True:
         try:
@@ -103,6 +111,12 @@ def run_lock(run_folder_parent: Path, run_id: str) -> FileLock:
     a run that died."""
     run_folder_parent.mkdir(parents=True, exist_ok=True)
     return FileLock(run_folder_parent / f".{run_id}.lock")
+
+
+def rejudge_lock(run_dir: Path) -> FileLock:
+    """Held while `report` re-judges a stored run in place, so a second re-judging waits and the run's
+    files are always all from one of them (issue 41, sweep 7 N10). Inside the run folder: it goes with it."""
+    return FileLock(run_dir / ".rejudging.lock")
 
 
 def is_free(lock: FileLock) -> bool:
