@@ -127,6 +127,8 @@ def _title_rest(facts: IssueFacts, repro: Repro, record: dict) -> str:
     history = facts.history
     if history.fixed_in:
         text += f"; fixed in {history.fixed_in}"
+    elif history.gone_in:
+        text += f"; finite on {history.gone_in}"
     elif len(history.releases) > 1 and history.newest_fails:
         text += f"; still fails on {history.releases[-1]}"
     return text

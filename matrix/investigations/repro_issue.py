@@ -30,8 +30,8 @@ from ..store.findings import read_findings
 from ..worker.engines import REPEATS, WARMUP
 from ..worker.files import PROGRAM_META
 from .bisect import BisectError, envdef_for
-from .release_history import ReleaseHistory, version_key
-from .issue_text import expected_words, outputs_sentence, profile_settings, title
+from .release_history import OTHER_FAULT, ReleaseHistory, version_key
+from .issue_text import expected_words, nonfinite, outputs_sentence, profile_settings, title
 from .repro_render import md, render_issue, render_script
 
 if TYPE_CHECKING:
@@ -104,6 +104,7 @@ class IssueFacts:
         cells = [{"env": r["env"], "engine": PRODUCTS.get(r["engine"], r["engine"]), "version": r["engine_version"]
                   if isinstance(r["engine_version"], str) else r["env_version"], "status": r["status"],
                   "worst": worst_error(r, 2) or "—", "label": r["engine"], "verdict": r["verdict"],
+                  "nan_count": r["nan_count"], "inf_count": r["inf_count"],
                   # a release that refused or raised, in the engine's own words
                   "said": (str(r["error"]).strip().splitlines() or [""])[0] if r["verdict"] not in ("pass", "fail")
                   and isinstance(r["error"], str) else ""}
@@ -116,6 +117,9 @@ class IssueFacts:
         verdicts.update({c["version"]: c["verdict"] for c in cells if c["label"] == envdef.label and c["version"]
                          and c["verdict"] in MEASURED})
         verdicts[version] = own["verdict"]
+        if any(nonfinite(own)):  # a release failing with finite outputs does not have this fault (sweep 7 N7)
+            verdicts.update({c["version"]: OTHER_FAULT for c in cells if c["label"] == envdef.label
+                             and c["version"] != version and verdicts.get(c["version"]) == "fail" and not any(nonfinite(c))})
         history = ReleaseHistory(version, verdicts)
         failing = [v for v in history.releases if v == version or verdicts[v] == own["verdict"]]
         goods = {v for v in history.releases if history.good(v)}
