@@ -9,6 +9,7 @@ import sys
 import tomllib
 
 import numpy as np
+import pandas as pd
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -169,6 +170,56 @@ def test_a_tolerance_file_with_no_suggestion_is_read_as_changing_nothing(large_o
     assert f"warning: {suggested} changes no tolerance of {config}: the run is re-judged with the matrix file's own" \
         in judged.stderr and "re-judged 2 cells: none changed" in judged.stderr
     assert list(read_run(run_dir)["status"]) == list(before["status"])
+    _two_rejudgings_of_one_run_are_one_after_the_other(config, run_dir, tmp_path)
+    _a_file_or_cell_outside_what_was_chosen_is_said_so(config, run_dir, tmp_path)
+
+
+def _two_rejudgings_of_one_run_are_one_after_the_other(config, run_dir, tmp_path):
+    """Issue 41, sweep 7 N10: two `report RUN --tolerances` at once: one exited 3 (OSError: Directory
+    not empty … report-details) and the run kept results.parquet from one re-judgement, its JSON, CSV
+    and page from the other. A re-judging holds the run's lock: a second waits, saying for whom."""
+    from filelock import FileLock
+
+    tight = tmp_path / "tight.toml"
+    tight.write_text("[cases.tiny.tolerances.fp32]\natol = 1e-9\nrtol = 1e-9\n")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from matrix.store.locks import held, rejudge_lock;"
+                               "from pathlib import Path\nwith held(rejudge_lock(Path(sys.argv[1])), 'checking', print):"
+                               "\n    print('held', flush=True); sys.stdin.read()", str(run_dir)],
+                              cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    second = subprocess.Popen([sys.executable, "-m", "matrix.cli", "report", run_dir.name, "-c", str(config),
+                               "--tolerances", str(tight)], cwd=REPO, stderr=subprocess.PIPE, text=True)
+    assert second.stderr.readline() == f"waiting for run pid {holder.pid} which is checking\n"
+    assert second.poll() is None and set(read_run(run_dir)["status"]) != {"fail"}  # nothing re-judged meanwhile
+    holder.communicate("")
+    assert second.wait(timeout=120) == 0
+    loose = tmp_path / "loose.toml"
+    loose.write_text("[cases.tiny.tolerances.fp32]\natol = 1e30\nrtol = 1e-3\n")
+    both = [subprocess.Popen([sys.executable, "-m", "matrix.cli", "report", run_dir.name, "-c", str(config),
+                              "--tolerances", str(file)], cwd=REPO, stderr=subprocess.PIPE, text=True)
+            for file in (tight, loose)]
+    said = [p.communicate(timeout=120)[1] for p in both]
+    assert [p.returncode for p in both] == [0, 0], said
+    stored = list(read_run(run_dir)["status"])  # every file from the re-judging that finished last
+    assert [r["status"] for r in json.loads((run_dir / "results.json").read_text())] == stored
+    assert list(pd.read_csv(run_dir / "results.csv")["status"]) == stored
+
+
+def _a_file_or_cell_outside_what_was_chosen_is_said_so(config, run_dir, tmp_path):
+    """Issue 41, sweep 7 (sweep 6 #15 still open): `report --tolerances FILE` whose cases the run does
+    not hold said only "none changed"; `--cell X` of the matrix outside `--case` said "is not a cell
+    of the matrix"."""
+    config.write_text(config.read_text() + config.read_text().split("[cases.tiny]")[1].join(["[cases.other]", ""]))
+    other = tmp_path / "other.toml"
+    other.write_text("[cases.other.tolerances.fp32]\natol = 1\nrtol = 1e-3\n")
+    judged = cli("report", run_dir.name, "-c", str(config), "--tolerances", str(other))
+    assert judged.returncode == 0 and f"warning: {other} matched no cell of run {run_dir.name}: its cases (other) " \
+        "are not in the run" in judged.stderr, judged.stderr
+    outside = cli("run", "-c", str(config), "--case", "tiny", "--cell", "other/fp32/ort-1.32")
+    assert outside.returncode == 2 and "'other/fp32/ort-1.32' is outside the selected cases and environments " \
+        "(--case, --env)" in outside.stderr, outside.stderr
+    unknown = cli("run", "-c", str(config), "--case", "tiny", "--cell", "nothing/fp32/ort-1.32")
+    assert unknown.returncode == 2 and "is not a cell of the matrix" in unknown.stderr, unknown.stderr
 
 
 def test_a_drifting_cell_s_floor_is_its_drift_at_the_configured_rtol(tmp_path, cache_dir, tiny_model):
