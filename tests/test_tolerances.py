@@ -4,6 +4,7 @@ wrong (1.17.3's FP16 LayerNorm drift, known issue ort-layernorm-fp16-mem-pattern
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -193,6 +194,17 @@ def _two_rejudgings_of_one_run_are_one_after_the_other(config, run_dir, tmp_path
     assert second.poll() is None and set(read_run(run_dir)["status"]) != {"fail"}  # nothing re-judged meanwhile
     holder.communicate("")
     assert second.wait(timeout=120) == 0
+    # A re-judging that is stopped (Ctrl-Z) is not waited for without end: one line, exit 2.
+    holder = subprocess.Popen(holder.args, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    os.kill(holder.pid, signal.SIGSTOP)
+    try:
+        refused = cli("report", run_dir.name, "-c", str(config), "--tolerances", str(tight))
+    finally:
+        os.kill(holder.pid, signal.SIGCONT)
+        holder.communicate("")
+    assert refused.returncode == 2 and f"error: run {run_dir.name} is being re-judged by run pid {holder.pid} which " \
+        "is checking (its process is stopped: SIGSTOP or a suspended job), stopped for 5 s" in refused.stderr, refused.stderr
     loose = tmp_path / "loose.toml"
     loose.write_text("[cases.tiny.tolerances.fp32]\natol = 1e30\nrtol = 1e-3\n")
     both = [subprocess.Popen([sys.executable, "-m", "matrix.cli", "report", run_dir.name, "-c", str(config),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from contextlib import ExitStack
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Optional
@@ -16,6 +17,9 @@ from .common import (BaselineOpt, ConfigOpt, EXIT_REGRESSION, RunArg, RunsConfig
                      _matrix_file, _plan, _registry, _reports_dir, _run_dir, _write_output, app, path_line)
 from .gate import _baseline, _baseline_holds, _gate, _say_references
 from .running import _warn_several_issues
+
+# How long a `report` waits for a re-judging of the same run that is stopped (SIGSTOP, Ctrl-Z).
+STOPPED_S = 5
 
 
 @app.command()
@@ -32,7 +36,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     from ..report.rejudge import not_in_matrix, rejudge
     from ..run import utc_now
     from ..store import REPORT, note_rejudged, read_run, read_run_meta, write_tables
-    from ..store.locks import held, rejudge_lock
+    from ..store.locks import LockWaitEnded, held, rejudge_lock
 
     config = _matrix_file(config)
     if config is None:
@@ -48,9 +52,15 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
         issues = matrix_registry(config, matrix)
     except ConfigError as exc:
         _fail(str(exc))
-    # Re-judged in place: a second `report` of this run waits, so the run's files are all from one (N10).
-    with held(rejudge_lock(run_dir), f"re-judging run {run_dir.name}",
-              lambda who: typer.echo(f"waiting for {who}", err=True)):
+    # Re-judged in place: a second `report` of this run waits, so the run's files are all from one (N10);
+    # not for a re-judging that is stopped (Ctrl-Z) and might never go on.
+    with ExitStack() as rejudging:
+        try:
+            rejudging.enter_context(held(rejudge_lock(run_dir), f"re-judging run {run_dir.name}",
+                                         lambda who: typer.echo(f"waiting for {who}", err=True), stopped_s=STOPPED_S))
+        except LockWaitEnded as exc:
+            _fail(f"run {run_dir.name} is being re-judged by {exc.who}, stopped for {STOPPED_S} s: let it go on "
+                  "(kill -CONT) or end it, then report again")
         stored = read_run(run_dir)
         made_from = read_run_meta(run_dir).get("config")
         if made_from and Path(made_from).resolve() != config.resolve():
