@@ -26,7 +26,7 @@ import onnx
 from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .referee import referee_label, referee_values
-from .overflow import overflowed
+from .overflow import crossed_an_edge, overflowed
 from .rounding import decided_by_rounding
 from .steps import parted
 
@@ -113,6 +113,9 @@ ROUNDING_DECIDES = ("is decided by rounding", "a step whose inputs in float32 (h
 FLOAT32_OVERFLOWS = ("leaves float32's range", "float32 holds ±inf there (and NaN after it, inf / inf) where float64 "
                      "holds finite values: the model's own arithmetic in its declared type, which every engine "
                      "shares, so no reference says what the float32 model gives")
+CROSSES_AN_EDGE = ("leaves its domain in float64", "float64 holds NaN or ±inf there (Sqrt, Log or Pow of an input "
+                   "below 0, 1 / 0) where float32, whose rounding put that input on the other side of the edge, "
+                   "holds another value, so no reference says which side the model means")
 
 
 def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
@@ -164,7 +167,9 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     if decided := _decided(decided_by_rounding(model, inputs, float64, theirs.values), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \
             _decided(overflowed(model, inputs, float64.values, theirs.values, names), names, checked,
-                     "give inputs whose values fit float32, or `expected` outputs", FLOAT32_OVERFLOWS):
+                     "give inputs whose values fit float32, or `expected` outputs", FLOAT32_OVERFLOWS) or \
+            _decided(crossed_an_edge(model, inputs, float64.values, theirs.values, names), names, checked,
+                     "give inputs away from the edge, or `expected` outputs", CROSSES_AN_EDGE):
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided)
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
@@ -225,7 +230,9 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     fix = "judge its ONNX export as an ONNX-file case with `expected` outputs"
     if decided := _decided(decided, list(torch64), 0, f"give inputs away from the step, or {fix}") or \
             _decided(overflowed(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
-                     f"give inputs whose values fit float32, or {fix}", FLOAT32_OVERFLOWS):
+                     f"give inputs whose values fit float32, or {fix}", FLOAT32_OVERFLOWS) or \
+            _decided(crossed_an_edge(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
+                     f"give inputs away from the edge, or {fix}", CROSSES_AN_EDGE):
         return decided
     unchecked = [name for name in torch64 if name not in checked]
     return _check(AGREED, f"agrees with the ONNX export evaluated in float64 ({len(checked)} output"
