@@ -338,7 +338,8 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     Fourth sweep, 2: a Cast of int64 to FLOAT was exact in the reference: right engines failed; 3: an
     output float32 rounding decides (a bucketiser) failed exact engines. Issue 41, sweep 6 #2 (steps
     outside a closed list), #3 (float32 overflow), #7 (the model's own Cast DOUBLE → FLOAT) and #12
-    (below); sweep 7 N14 (a domain edge float32 rounding decides)."""
+    (below); sweep 7 N14 (a domain edge float32 rounding decides)
+    and N3 (a flipped step an output does not hang on)."""
     # and a BF16 one (finding 9): the referee could not fetch its intermediate, "cannot run the model"
     model(tmp_path / "island.onnx", [h.make_node("Cast", ["x"], ["half"], to=T.FLOAT16, name="to16"),
                                      h.make_node("Cast", ["half"], ["y"], to=T.FLOAT, name="back"),
@@ -445,6 +446,15 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
                                    h.make_node("Pow", ["d", "half"], ["pow"])],
           [("x", T.FLOAT, [3])], [("root", T.FLOAT, [3]), ("log", T.FLOAT, [3]), ("pow", T.FLOAT, [3])],
           [nh.from_array(np.float32(0.1), "tenth"), nh.from_array(np.float32(0.3), "t"), nh.from_array(np.float32(0.5), "half")])
+    # issue 41, sweep 7 N3: 3 * 0.1f >= 0.3f is true in float32, false in float64, but Where(g, x, x), a
+    # flag times 0 and a hinge at its joint do not hang on it: they were disputed for ever
+    model(tmp_path / "joint.onnx", [h.make_node("Mul", ["x", "tenth"], ["p"]), h.make_node("GreaterOrEqual", ["p", "t"], ["g"]),
+                                    h.make_node("Where", ["g", "x", "x"], ["same"]), h.make_node("Sub", ["p", "t"], ["d"]),
+                                    h.make_node("Where", ["g", "d", "zero"], ["hinge"]),
+                                    h.make_node("Cast", ["g"], ["flag"], to=T.FLOAT), h.make_node("Mul", ["flag", "zero"], ["off"]),
+                                    h.make_node("Add", ["x", "off"], ["times0"])],
+          [("x", T.FLOAT, [3])], [("same", T.FLOAT, [3]), ("hinge", T.FLOAT, [3]), ("times0", T.FLOAT, [3])],
+          [nh.from_array(np.float32(0.1), "tenth"), nh.from_array(np.float32(0.3), "t"), nh.from_array(np.float32(0), "zero")])
     done, cells = run(write_matrix, case(tmp_path, "island", None, {"x": x, "ids": ids, "d": d})
                       + case(tmp_path, "steps6", None, {"a1": np.float32([3, -3]), "a2": np.ones((1, 1, 4), np.float32),
                                                          "a3": np.float32([1, 2, 4]), "a4": np.float32([[[0.5, 0.9]]]),
@@ -457,6 +467,7 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
                       + case(tmp_path, "int4", None, {"x": np.array([0.3, 1.7, -2.9], np.float32)})
                       + case(tmp_path, "emptymean", None, {"x": np.zeros((2, 0), np.float32)})
                       + case(tmp_path, "edge", None, {"x": np.float32([3, 4, 5])})
+                      + case(tmp_path, "joint", None, {"x": np.float32([3, 1, 5])})
                       + case(tmp_path, "tie", None, {"a": np.float32([[1, 1]]), "b": np.float32([[0, 2 ** -26]])})
                       + case(tmp_path, "sign", None, {"a": np.float32([3, 1])})
                       + case(tmp_path, "fmod", None, {"a": np.float32([3, 5]), "b": np.float32([2 ** -26, 2 ** -26])})
@@ -500,6 +511,7 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     assert cells["edge"]["status"] == "disputed", cells["edge"]
     assert "output 'root' leaves its domain in float64 at node Sqrt#2 (Sqrt) (and 'log' at node Log#3 (Log), 'pow' " \
            "at node Pow#4 (Pow)): float64 holds NaN or ±inf there" in cells["edge"]["error"], cells["edge"]["error"]
+    assert cells["joint"]["status"] == "pass", cells["joint"]
 
 
 def test_constants_given_as_value_floats_have_a_float64_reference_and_an_fp16_copy(tmp_path, write_matrix):
