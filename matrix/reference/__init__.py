@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from ..acceptance import judged_positions
 from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .referee import referee_label, referee_values
@@ -118,12 +119,22 @@ CROSSES_AN_EDGE = ("leaves its domain in float64", "float64 holds NaN or ±inf t
                    "holds another value, so no reference says which side the model means")
 
 
-def _parting(decided: dict[str, str], reference: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -> dict[str, str]:
-    """The outputs of `decided` whose reference and referee values part beyond rounding: a flipped
-    step an output reaches but does not hang on (`Where(g, x, x)`, a hinge at its joint) decides
-    nothing there (issue 41, sweep 7 N3)."""
+def _judged(array: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """The elements of an output the case's mask keeps (acceptance.judged_positions)."""
+    kept = judged_positions(mask, array.shape)
+    return array if kept is None else array[kept]
+
+
+def _parting(decided: dict[str, str], reference: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+             mask: np.ndarray | None = None) -> dict[str, str]:
+    """The outputs of `decided` whose reference and referee values part beyond rounding, on the
+    elements the mask keeps: a flipped step an output reaches but does not hang on (`Where(g, x, x)`,
+    a hinge at its joint), or whose flip only padding holds, decides nothing judged (issue 41, sweep
+    7 N3, N13)."""
+    def parts(one: np.ndarray, other: np.ndarray) -> bool:
+        return parted(one, other) if one.shape != other.shape else parted(_judged(one, mask), _judged(other, mask))
     return {name: step for name, step in decided.items()
-            if name not in theirs or name not in reference or parted(np.asarray(reference[name]), np.asarray(theirs[name]))}
+            if name not in theirs or name not in reference or parts(np.asarray(reference[name]), np.asarray(theirs[name]))}
 
 
 def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
@@ -139,7 +150,7 @@ def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
 
 
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
-                   float64: Float64Values | None = None) -> Reference:
+                   float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
     checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
     model = inlined(model)
@@ -173,7 +184,7 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)",
                          _check(DISPUTED, parting.text(theirs.label), parting, checked))
     if decided := _decided(_parting(decided_by_rounding(model, inputs, float64, theirs.values), float64.values,
-                                    theirs.values), names, checked,
+                                    theirs.values, mask), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \
             _decided(overflowed(model, inputs, float64.values, theirs.values, names), names, checked,
                      "give inputs whose values fit float32, or `expected` outputs", FLOAT32_OVERFLOWS) or \
@@ -191,11 +202,11 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
 
 
 def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray],
-                       how: str, float64: Float64Values | None = None) -> Reference:
+                       how: str, float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
     """A user's expected outputs, as given; the model's own evaluation kept beside them, so that a
     cell that fails only against the file can name the file (run.py)."""
     try:
-        second = onnx_reference(model, inputs, list(expected), float64)
+        second = onnx_reference(model, inputs, list(expected), float64, mask)
     except NoReference as exc:
         return Reference(expected, how, _check(EXPECTED, f"your file; not checked ({exc})"))
     if second.check["verdict"] != AGREED:  # only a float64 evaluation the referee agrees with can name the file
@@ -206,7 +217,7 @@ def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], ex
 
 
 def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray],
-                          float64: Float64Values | None = None) -> dict:
+                          float64: Float64Values | None = None, mask: np.ndarray | None = None) -> dict:
     """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
     what float32 rounding explains (the referee's distance from the latter)."""
     model = inlined(model)
@@ -234,7 +245,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
         decided = float64.decided  # the referee parts from float64 at a node: its flipped step is no rounding
     # Sweep 6 #1: the reference is PyTorch's float64; where it and float32 agree, a step the export's
     # float32 constants (0.1f, 0.3f) move in float64 decides nothing
-    decided = _parting(decided, torch64, theirs)
+    decided = _parting(decided, torch64, theirs, mask)
     fix = "judge its ONNX export as an ONNX-file case with `expected` outputs"
     if decided := _decided(decided, list(torch64), 0, f"give inputs away from the step, or {fix}") or \
             _decided(overflowed(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
