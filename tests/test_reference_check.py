@@ -339,7 +339,8 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     output float32 rounding decides (a bucketiser) failed exact engines. Issue 41, sweep 6 #2 (steps
     outside a closed list), #3 (float32 overflow), #7 (the model's own Cast DOUBLE → FLOAT) and #12
     (below); sweep 7 N14 (a domain edge float32 rounding decides)
-    and N3 (a flipped step an output does not hang on), N13 (or only padding holds), N4 (a top1 that float32 saturation ties)."""
+    and N3 (a flipped step an output does not hang on), N13 (or only padding holds), N4 (a top1 that float32 saturation ties),
+    N6 (a fail against an expected file of a rounding-decided step names the step)."""
     # and a BF16 one (finding 9): the referee could not fetch its intermediate, "cannot run the model"
     model(tmp_path / "island.onnx", [h.make_node("Cast", ["x"], ["half"], to=T.FLOAT16, name="to16"),
                                      h.make_node("Cast", ["half"], ["y"], to=T.FLOAT, name="back"),
@@ -455,6 +456,10 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
                                     h.make_node("Add", ["x", "off"], ["times0"])],
           [("x", T.FLOAT, [3])], [("same", T.FLOAT, [3]), ("hinge", T.FLOAT, [3]), ("times0", T.FLOAT, [3])],
           [nh.from_array(np.float32(0.1), "tenth"), nh.from_array(np.float32(0.3), "t"), nh.from_array(np.float32(0), "zero")])
+    # N6: the same step with an expected file of its float64 side ([0, 0, 5], as numpy gives): failed with no cause
+    model(tmp_path / "stepfile.onnx", [h.make_node("Mul", ["x", "tenth"], ["p"]), h.make_node("GreaterOrEqual", ["p", "t"], ["g"]),
+                                       h.make_node("Where", ["g", "x", "zero"], ["y"])], [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])],
+          [nh.from_array(np.float32(0.1), "tenth"), nh.from_array(np.float32(0.3), "t"), nh.from_array(np.float32(0), "zero")])
     # N4: sigmoid(20) and sigmoid(25) are both 1.0f: a `top1` rule failed every float32 engine
     model(tmp_path / "saturated.onnx", [h.make_node("Sigmoid", ["x"], ["y"])], [("x", T.FLOAT, [2, 3])], [("y", T.FLOAT, [2, 3])])
     # N13: the one element float32 rounding decides (3 * 0.1f >= 0.3f) is padding the case's mask leaves out
@@ -478,6 +483,7 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
                       + case(tmp_path, "joint", None, {"x": np.float32([3, 1, 5])})
                       + case(tmp_path, "padded", None, {"x": np.float32([[3, 1, 5]]), "m": np.int64([[0, 1, 1]])})
                       + 'mask = "m"\n'
+                      + case(tmp_path, "stepfile", None, {"x": np.float32([3, 1, 5])}, expected={"y": np.float32([0, 0, 5])})
                       + case(tmp_path, "saturated", None, {"x": np.float32([[20, 25, 0], [1, 3, 2]])})
                       + "[cases.saturated.accept.fp32]\ntop1 = 1.0\n"
                       + case(tmp_path, "tie", None, {"a": np.float32([[1, 1]]), "b": np.float32([[0, 2 ** -26]])})
@@ -525,6 +531,9 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
            "at node Pow#4 (Pow)): float64 holds NaN or ±inf there" in cells["edge"]["error"], cells["edge"]["error"]
     assert cells["joint"]["status"] == "pass" and cells["padded"]["status"] == "pass", (cells["joint"], cells["padded"])
     assert cells["saturated"]["status"] == "pass" and cells["saturated"]["top1"] == 1.0, cells["saturated"]
+    assert cells["stepfile"]["status"] == "fail", cells["stepfile"]
+    assert str(cells["stepfile"]["error"]).startswith("in the model's own evaluation output 'y' is decided by rounding "
+                                                      "at node GreaterOrEqual#1 (GreaterOrEqual)"), cells["stepfile"]["error"]
 
 
 def test_constants_given_as_value_floats_have_a_float64_reference_and_an_fp16_copy(tmp_path, write_matrix):
