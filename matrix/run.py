@@ -48,7 +48,7 @@ from .sources import fault_patterns, known_issues
 from .sources.known_issues import KnownIssue, apply_known_issues, faults_found, known_status, to_observe
 from .sources.pattern_notes import with_unchecked_patterns
 from .sources.onnx_suites import suite_label
-from .statuses import EXPECTED_CAUSE, ORDER
+from .statuses import EXPECTED_CAUSE, ORDER, STEP_CAUSE
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, speed_tests
 from .store.cache_tag import tag_cache
@@ -118,7 +118,7 @@ def _against_a_step(decided: str) -> str:
     """The cause of a fail against a user's expected file where float32 rounding decides the output
     in the model's own evaluation (issue 41, sweep 7 N6): the file holds one side of that step, a
     float32 engine may give the other, and no tolerance settles which."""
-    return (f"in the model's own evaluation {decided} (float32 and float64 take different sides of it): your "
+    return (f"{STEP_CAUSE}{decided} (float32 and float64 take different sides of it): your "
             "expected file holds one side, a float32 engine may give the other; give inputs away from it")
 
 

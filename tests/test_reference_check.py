@@ -534,6 +534,11 @@ def test_a_models_own_cast_to_fp16_rounds_in_its_reference(tmp_path, write_matri
     assert cells["stepfile"]["status"] == "fail", cells["stepfile"]
     assert str(cells["stepfile"]["error"]).startswith("in the model's own evaluation output 'y' is decided by rounding "
                                                       "at node GreaterOrEqual#1 (GreaterOrEqual)"), cells["stepfile"]["error"]
+    for command in ("repro", "explain"):  # both advised "loosen the tolerance" / blamed Where, a right kernel
+        said = subprocess.run([TRTMATRIX, command, f"stepfile/fp32/{ENV}", "-c", str(tmp_path / "matrix.toml")],
+                              capture_output=True, text=True)
+        assert said.returncode == 2 and "fails against its expected file at a step float32 rounding decides" in \
+            said.stderr, (command, said.stdout, said.stderr)
 
 
 def test_constants_given_as_value_floats_have_a_float64_reference_and_an_fp16_copy(tmp_path, write_matrix):
