@@ -110,7 +110,8 @@ class Plan:
 
 def artifact_key(spec: CaseSpec, params: Params) -> str:
     """What decides a case's prepared artifacts: its files (external data included) or its source,
-    parameters, options and the files they name, seed, export settings, the host tools' versions
+    parameters, options and the files they name, seed, export settings, its mask (the reference
+    check disputes no element the mask leaves out), the host tools' versions
     and prepare's own code."""
     # The case and its parameters are part of every key: two cases of identical files are two
     # rows, and their cells must not share one result folder (two parts of an environment on two
@@ -121,13 +122,14 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
     if spec.is_onnx_file:
         paths = spec.onnx_paths(params)
         return hash_json({"files": hash_files([*paths.values(), *external_data_files(paths["onnx"])]),
-                          "case": spec.name, "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
+                          "case": spec.name, "mask": spec.entry.mask, "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
     case = spec.torch_case
     return hash_json({
         "source": hash_files([case.source, *local_modules(case.source)]),
         "name": spec.name,
         "params": params,
         "options": spec.entry.options,
+        "mask": spec.entry.mask,
         "option_files": option_files(spec.entry.options),
         "seed": case.seed,
         "export": case.export,

@@ -89,3 +89,7 @@ def gained_and_lost(counts: dict[str, int]) -> str:
 # How a failing cell's cause begins where a user's expected file alone makes it fail (run.py): the
 # engine computed the model right, so no engine fault (a known issue's) explains it.
 EXPECTED_CAUSE = "the expected file is the cause, not the engine: "
+# How it begins where float32 rounding decides the output in the model's own evaluation and the
+# file holds one side of that step (run.py): neither an engine nor a tolerance is to blame, so
+# explain and repro stop there (issue 41, sweep 7 N6).
+STEP_CAUSE = "in the model's own evaluation "

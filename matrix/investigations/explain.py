@@ -31,7 +31,7 @@ from ..prepare.layers import resolve_nodes
 from ..run import MatrixRun
 from ..store.locks import held_for
 from ..worker.files import save_arrays
-from ..statuses import EXPECTED_CAUSE
+from ..statuses import EXPECTED_CAUSE, STEP_CAUSE
 from ..reference.agreement import subgraph_nodes
 from ..reference.float64_graph import FLOAT_TYPES, float64_values, node_label
 from ..prepare.fp16_forecast import stand_in_only
@@ -225,6 +225,9 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     if str(own["error"]).startswith(EXPECTED_CAUSE):  # the engine computed the model right
         raise ExplainError(f"{cell_id} fails against its expected file alone; start there, not at the engine: "
                            f"{str(own['error']).removeprefix(EXPECTED_CAUSE)}")
+    if str(own["error"]).startswith(STEP_CAUSE):  # no engine computes it otherwise than float32 does
+        raise ExplainError(f"{cell_id} fails against its expected file at a step float32 rounding decides; start "
+                           f"there, not at the engine: {own['error']}")
     cache = plan.path("cache_dir")
     artifacts = artifact_dir(cache, cell.case, cell.artifact_key)
     model = onnx.load(str(artifacts / MODEL))

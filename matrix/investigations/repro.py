@@ -38,6 +38,7 @@ from ..plan import Cell, Plan, plan_of_trials
 from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, copy_facts, model_for_profile
 from ..reference.float64_graph import float64_values
 from ..run import MatrixRun
+from ..statuses import STEP_CAUSE
 from ..stops import alive
 from ..store.locks import cache_lock, held_for
 from ..worker.files import PROGRAM, PROGRAM_META, save_arrays
@@ -261,6 +262,9 @@ def _refuse_unless_reproducible(cell_id: str, own: dict) -> None:
     if verdict not in EXPECTED:
         raise ReproError(f"{cell_id} is {status}, not a failing cell: repro makes folders for wrong numbers (fail, "
                          f"xfail), engine errors and crashes" + (f" ({error})" if error else ""))
+    if str(error or "").startswith(STEP_CAUSE):
+        raise ReproError(f"{cell_id} fails against its expected file at a step float32 rounding decides, no engine's "
+                         f"fault or tolerance's: {error}")
     if verdict == "error" and str(error or "").startswith(OWN_ERRORS):
         raise ReproError(f"{cell_id}'s error is trtmatrix's own, not the engine's: {error}")
 

@@ -127,7 +127,7 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: 
     meta["fp16_forecast"] = forecast.result(model)
     if spec.suite is None:  # a suite's expected outputs are the spec's own test data
         phase(f"its reference check against {referee_label()}")
-        meta.update(_checked_reference(meta, model, inputs, float64, tmp))
+        meta.update(_checked_reference(meta, model, inputs, float64, tmp, inputs.get(spec.entry.mask)))
     meta["digests"] = checked_digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
@@ -231,16 +231,17 @@ def _prepare_onnx_file(spec: CaseSpec, params: Params, out: Path) -> dict:
 
 
 def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: Float64Values,
-                       out: Path) -> dict:
+                       out: Path, mask: np.ndarray | None) -> dict:
     """The reference, checked (matrix/reference/): a case's PyTorch outputs against its export in
     float64; a user's expected outputs kept with the model's own evaluation beside them; an ONNX
-    file's float64 evaluation made and checked against the referee."""
+    file's float64 evaluation made and checked against the referee. `mask`: the case's, whose
+    left-out elements no rounding-decided step disputes."""
     if meta["kind"] == "torch":
-        return {"reference_check": torch_reference_check(model, inputs, typed_tensors(out / REFERENCE), float64)}
+        return {"reference_check": torch_reference_check(model, inputs, typed_tensors(out / REFERENCE), float64, mask)}
     if "reference" in meta:  # the user's expected outputs
-        reference = expected_reference(model, inputs, typed_tensors(out / REFERENCE), meta["reference"], float64)
+        reference = expected_reference(model, inputs, typed_tensors(out / REFERENCE), meta["reference"], float64, mask)
     else:
-        reference = onnx_reference(model, inputs, [o.name for o in model.graph.output], float64)
+        reference = onnx_reference(model, inputs, [o.name for o in model.graph.output], float64, mask)
     save_arrays(out / REFERENCE, reference.arrays)
     if reference.second:
         save_arrays(out / SECOND, reference.second)

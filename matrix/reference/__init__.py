@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from ..acceptance import judged_positions
 from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .referee import referee_label, referee_values
-from .overflow import overflowed
+from .overflow import crossed_an_edge, overflowed
 from .rounding import decided_by_rounding
 from .steps import parted
 
@@ -113,6 +114,27 @@ ROUNDING_DECIDES = ("is decided by rounding", "a step whose inputs in float32 (h
 FLOAT32_OVERFLOWS = ("leaves float32's range", "float32 holds ±inf there (and NaN after it, inf / inf) where float64 "
                      "holds finite values: the model's own arithmetic in its declared type, which every engine "
                      "shares, so no reference says what the float32 model gives")
+CROSSES_AN_EDGE = ("leaves its domain in float64", "float64 holds NaN or ±inf there (Sqrt, Log or Pow of an input "
+                   "below 0, 1 / 0) where float32, whose rounding put that input on the other side of the edge, "
+                   "holds another value, so no reference says which side the model means")
+
+
+def _judged(array: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """The elements of an output the case's mask keeps (acceptance.judged_positions)."""
+    kept = judged_positions(mask, array.shape)
+    return array if kept is None else array[kept]
+
+
+def _parting(decided: dict[str, str], reference: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+             mask: np.ndarray | None = None) -> dict[str, str]:
+    """The outputs of `decided` whose reference and referee values part beyond rounding, on the
+    elements the mask keeps: a flipped step an output reaches but does not hang on (`Where(g, x, x)`,
+    a hinge at its joint), or whose flip only padding holds, decides nothing judged (issue 41, sweep
+    7 N3, N13)."""
+    def parts(one: np.ndarray, other: np.ndarray) -> bool:
+        return parted(one, other) if one.shape != other.shape else parted(_judged(one, mask), _judged(other, mask))
+    return {name: step for name, step in decided.items()
+            if name not in theirs or name not in reference or parts(np.asarray(reference[name]), np.asarray(theirs[name]))}
 
 
 def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
@@ -124,11 +146,12 @@ def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
         return None
     verb, because = why
     also = f" (and {', '.join(f'{name!r} at node {decided[name]}' for name in more)})" if more else ""
-    return _check(DISPUTED, f"output {first!r} {verb} at node {decided[first]}{also}: {because}; {fix}", None, checked)
+    where = f"output {first!r} {verb} at node {decided[first]}{also}"
+    return {**_check(DISPUTED, f"{where}: {because}; {fix}", None, checked), "decided": where}
 
 
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
-                   float64: Float64Values | None = None) -> Reference:
+                   float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
     checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
     model = inlined(model)
@@ -161,10 +184,13 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     if parting:
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)",
                          _check(DISPUTED, parting.text(theirs.label), parting, checked))
-    if decided := _decided(decided_by_rounding(model, inputs, float64, theirs.values), names, checked,
+    if decided := _decided(_parting(decided_by_rounding(model, inputs, float64, theirs.values), float64.values,
+                                    theirs.values, mask), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \
             _decided(overflowed(model, inputs, float64.values, theirs.values, names), names, checked,
-                     "give inputs whose values fit float32, or `expected` outputs", FLOAT32_OVERFLOWS):
+                     "give inputs whose values fit float32, or `expected` outputs", FLOAT32_OVERFLOWS) or \
+            _decided(crossed_an_edge(model, inputs, float64.values, theirs.values, names), names, checked,
+                     "give inputs away from the edge, or `expected` outputs", CROSSES_AN_EDGE):
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided)
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
@@ -177,22 +203,24 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
 
 
 def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray],
-                       how: str, float64: Float64Values | None = None) -> Reference:
+                       how: str, float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
     """A user's expected outputs, as given; the model's own evaluation kept beside them, so that a
     cell that fails only against the file can name the file (run.py)."""
     try:
-        second = onnx_reference(model, inputs, list(expected), float64)
+        second = onnx_reference(model, inputs, list(expected), float64, mask)
     except NoReference as exc:
         return Reference(expected, how, _check(EXPECTED, f"your file; not checked ({exc})"))
     if second.check["verdict"] != AGREED:  # only a float64 evaluation the referee agrees with can name the file
-        return Reference(expected, how, _check(EXPECTED, f"your file; the model's own evaluation is not float64 "
-                                                         f"throughout, or disputed ({second.check['text']})"))
+        check = _check(EXPECTED, f"your file; the model's own evaluation is not float64 throughout, or disputed "
+                                 f"({second.check['text']})")
+        # sweep 7 N6: a fail against the file names the step float32 rounding decides (run.py)
+        return Reference(expected, how, {**check, **({"decided": second.check["decided"]} if "decided" in second.check else {})})
     return Reference(expected, how, _check(EXPECTED, f"your file, beside the model's own evaluation ({second.how})"),
                      second.arrays)
 
 
 def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray],
-                          float64: Float64Values | None = None) -> dict:
+                          float64: Float64Values | None = None, mask: np.ndarray | None = None) -> dict:
     """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
     what float32 rounding explains (the referee's distance from the latter)."""
     model = inlined(model)
@@ -220,12 +248,13 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
         decided = float64.decided  # the referee parts from float64 at a node: its flipped step is no rounding
     # Sweep 6 #1: the reference is PyTorch's float64; where it and float32 agree, a step the export's
     # float32 constants (0.1f, 0.3f) move in float64 decides nothing
-    decided = {name: step for name, step in decided.items()
-               if name not in theirs or name not in torch64 or parted(np.asarray(torch64[name]), np.asarray(theirs[name]))}
+    decided = _parting(decided, torch64, theirs, mask)
     fix = "judge its ONNX export as an ONNX-file case with `expected` outputs"
     if decided := _decided(decided, list(torch64), 0, f"give inputs away from the step, or {fix}") or \
             _decided(overflowed(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
-                     f"give inputs whose values fit float32, or {fix}", FLOAT32_OVERFLOWS):
+                     f"give inputs whose values fit float32, or {fix}", FLOAT32_OVERFLOWS) or \
+            _decided(crossed_an_edge(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
+                     f"give inputs away from the edge, or {fix}", CROSSES_AN_EDGE):
         return decided
     unchecked = [name for name in torch64 if name not in checked]
     return _check(AGREED, f"agrees with the ONNX export evaluated in float64 ({len(checked)} output"

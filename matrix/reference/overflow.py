@@ -2,7 +2,10 @@
 type, and what follows it may be NaN (inf / inf), where float64 holds finite values. The referee's
 float32 values at every node show where the model leaves its range; the model's arithmetic in its
 declared type does it, not an engine, so no reference says what the float32 model means there, as
-for an underflow (agreement.py parts there) or a step rounding decides (rounding.py)."""
+for an underflow (agreement.py parts there) or a step rounding decides (rounding.py). Its mirror, a
+domain's edge: `Sqrt(x * 0.1 - 0.3)` at 3 takes 0 in float32 and -7.45e-9 in float64 (NaN), so
+float64 holds NaN or ±inf where float32 holds another value; which side the model means, float32's
+rounding decides (issue 41, sweep 7 N14)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .float64_graph import node_inputs, node_label
+from .float64_graph import float64_nodes, node_inputs, node_label
 
 
 def _lost(float64: np.ndarray, theirs: np.ndarray) -> bool:
@@ -56,5 +59,38 @@ def overflowed(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: d
     for name in names:
         if name in float64 and name in theirs and _lost(np.asarray(float64[name]), np.asarray(theirs[name])):
             if where := _first_overflow(model, inputs, theirs, _upstream(model, name)):
+                found[name] = where
+    return found
+
+
+def _off_the_edge(float64: np.ndarray, theirs: np.ndarray) -> bool:
+    """NaN or ±inf in float64 where float32 holds another value (Sqrt: 0 for NaN; Log: -inf for NaN)."""
+    if theirs.dtype.kind != "f" or float64.shape != theirs.shape or np.asarray(float64).dtype.kind != "f":
+        return False
+    with np.errstate(invalid="ignore"):
+        same = (float64 == theirs) | (np.isnan(float64) & np.isnan(theirs))
+    return bool(np.any(~np.isfinite(float64) & ~same))
+
+
+def _first_edge(model: onnx.ModelProto, inputs: dict[str, np.ndarray], among: set[int]) -> str | None:
+    """'Sqrt#2 (Sqrt)': the first node of `among` whose float64 output holds NaN or ±inf where all its
+    float64 float inputs are finite."""
+    for order, node, given, produced in float64_nodes(model, inputs):
+        if order in among and not isinstance(produced, str) and \
+                all(np.isfinite(value).all() for value in given.values() if value.dtype.kind == "f") and \
+                any(value.dtype.kind == "f" and not np.isfinite(value).all() for value in produced.values()):
+            return f"{node_label(node, order)} ({node.op_type})"
+    return None
+
+
+def crossed_an_edge(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: dict[str, np.ndarray],
+                    theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, str]:
+    """{output: the node where float64 leaves its domain} for the outputs float64 (`float64`: the
+    reference's outputs) holds as NaN or ±inf where the referee's float32 holds other values, after
+    the two agreed at every node: float32's rounding put the node's input on the edge's other side."""
+    found = {}
+    for name in names:
+        if name in float64 and name in theirs and _off_the_edge(np.asarray(float64[name]), np.asarray(theirs[name])):
+            if where := _first_edge(model, inputs, _upstream(model, name)):
                 found[name] = where
     return found
