@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,12 @@ def test_cosine_one_passes_bit_identical_outputs(tmp_path, write_matrix):
                           environments=(ENV,))
     cell = run_cell(tmp_path, config)
     assert (cell["status"], cell["cosine"]) == ("pass", 1.0), cell["worst_slice"]
+    # issue 41, sweep 7 N11: suggest made the exact cell's rule `cosine = 0.999999999999999`, which only
+    # bit-exact outputs reach; it leaves float32's rounding room now (its machine epsilon, 2^-23)
+    said = trtmatrix("tolerances", "suggest", "-c", str(config), "--trusted", ENV)
+    suggested = tomllib.loads(said.stdout)["cases"]["ident"]["accept"]["fp32"]
+    assert suggested["cosine"] <= 1 - 2.0 ** -23 and suggested["axis"] == 0, said.stdout
+    assert "never closer to 1 than 1.19e-07 (fp32's machine epsilon)" in said.stdout, said.stdout
 
 
 def test_top1_passes_identical_outputs_that_hold_minus_infinity(tmp_path, write_matrix):
