@@ -83,11 +83,11 @@ def _bf16_cast(folder, x) -> str:
 
 
 BF16_VALUES = np.array([1.0, 1.5, 100.25, -7.0], np.float32)  # each a bfloat16 value
-def _float8_out(folder) -> str:
-    """y = Cast(x, FLOAT8E4M3FN) as the graph output (448 saturates): onnxruntime returns its bits."""
-    return _save(folder, "f8out", [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT8E4M3FN)],
+def _narrow_out(folder, name: str, to: int) -> str:
+    """y = Cast(x, to) as the graph output: a type numpy lacks (FLOAT8E4M3FN: 448 saturates)."""
+    return _save(folder, name, [helper.make_node("Cast", ["x"], ["y"], to=to)],
                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
-                 [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [5])],
+                 [helper.make_tensor_value_info("y", to, [5])],
                  {"x": np.array([0.3, 500, 1000, 1.1, -2.7], np.float32)}, opset=21, ir=10) + 'profiles = ["fp32"]\n'
 
 
@@ -104,7 +104,7 @@ def test_refusals_and_keep_fp32_say_what_is_true(tmp_path, write_matrix):
     #13: an attribute onnxruntime refuses (LSTM layout = 1) is `unsupported` in fp16 too."""
     body = PROFILES + '[profiles.keepmul]\nprecision = "fp16"\nkeep_fp32 = ["Mul"]\n' \
         + _conv_same(tmp_path) + _lstm_batch_first(tmp_path) + _loop_mul(tmp_path) + _floor_step(tmp_path) + _bf16_cast(tmp_path, BF16_BITS) \
-        + _float8_out(tmp_path)
+        + _narrow_out(tmp_path, "f8out", TensorProto.FLOAT8E4M3FN) + _narrow_out(tmp_path, "bf16out", TensorProto.BFLOAT16)
     config = write_matrix(body, environments=("ort-1.32",))
     done = trtmatrix("run", "-c", str(config))
     assert "Traceback" not in done.stderr, done.stderr
@@ -138,6 +138,13 @@ def test_refusals_and_keep_fp32_say_what_is_true(tmp_path, write_matrix):
     # array element with a sequence"; onnxruntime's bits equal the reference's: judged, bit for bit
     f8 = cells.loc["f8out/fp32"]
     assert f8["status"] == "pass", (f8["status"], f8["error"])
+    # sweep 7 N2: a bfloat16 graph output was `disputed` "give the case `expected` outputs" (then
+    # `error` "No corresponding Numpy type" with them): onnxruntime cannot return it, said as such
+    bf16out = cells.loc["bf16out/fp32"]
+    assert bf16out["status"] == "unsupported", (bf16out["status"], bf16out["error"], bf16out["reference_check"])
+    assert bf16out["error"].startswith("a bfloat16 output: numpy has no such type, so onnxruntime's Python API cannot "
+                                       "return it — onnxruntime 1.32.0: "), bf16out["error"]
+    assert "give the case `expected` outputs" not in done.stderr, done.stderr
 
     assert cells.loc["floor_step/fp32", "status"] == "disputed"
     bisect = trtmatrix("bisect", "-c", str(config), "floor_step/fp32", "--good", "1.32.0", "--bad", "1.17.3")
