@@ -15,7 +15,7 @@ _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_O
 def module_and_inputs(built) -> tuple:
     """What a case function returned, checked to be `(module, {input_name: tensor})` (ValueError,
     one line saying what came instead; issue 41, sweep 7 N9)."""
-    if not (isinstance(built, tuple) and len(built) == 2):
+    if not (isinstance(built, (tuple, list)) and len(built) == 2):
         raise ValueError(f"the case function returned {_kind(built)}, not (module, {{input_name: tensor}})")
     if not isinstance(built[1], Mapping):
         raise ValueError(f"the case function returned its inputs as {_kind(built[1])}, not a dict {{input_name: tensor}}")
