@@ -318,13 +318,13 @@ def _first_error(path: Path, exc: ValidationError) -> ConfigError:
     cause = err.get("ctx", {}).get("error")
     if isinstance(cause, KeyedError):  # its key is below where the error was raised
         return ConfigError(path, ".".join([*map(str, err["loc"]), cause.key]), str(cause))
-    key = ".".join(str(part) for part in err["loc"])
+    key = ".".join(str(part) for part in err["loc"] if part != "[key]")  # pydantic's mark of a dict key: the key is shown
     message = err["msg"].removeprefix("Value error, ")
     if err["type"].endswith("_type") and isinstance(err["input"], PARAM_TYPES):
         message += f", not {_shown(err['input'])}"
     if err["type"] == "string_pattern_mismatch":
         pattern = err["ctx"]["pattern"]
-        message = (f"{err['input']!r} is not a valid name (letters, digits, _ . + -; starts with a letter or digit)"
+        message = (f"{err['input']!r} is not a valid name (ASCII letters, digits, _ . + -; starts with a letter or digit)"
                    if pattern == NAME_PATTERN else f"{err['input']!r} is not allowed here (must match {pattern})")
     return ConfigError(path, key, message)
 
