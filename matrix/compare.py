@@ -130,12 +130,27 @@ def _compare_integers(name: str, shape: tuple[int, ...], out: np.ndarray, ref: n
 
 
 def _compare_strings(name: str, actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
-    """Strings (a string tensor's elements) match exactly; no tolerance makes two texts equal. Each
-    element's error is 0 (equal) or 1 (not): max_abs 1 and mismatch_frac the share that differ."""
-    bad = actual.astype(str).ravel() != reference.astype(str).ravel()
+    """Strings (a string tensor's elements) match exactly; no tolerance makes two texts equal."""
+    return _compare_whole(name, tuple(actual.shape), actual.astype(str).ravel() != reference.astype(str).ravel())
+
+
+def _compare_bits(name: str, shape: tuple[int, ...], actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
+    """A tensor of a type numpy lacks (float8, bfloat16, int4…: ml_dtypes' types, or the raw bytes
+    numpy saves them as, or the unsigned bits onnxruntime returns) matches its reference bit for bit:
+    the type itself is not kept with the bytes, so no value is decoded (issue 41, sweep 7 N1)."""
+    bits = np.dtype(f"u{reference.dtype.itemsize}")
+    if actual.dtype.itemsize != bits.itemsize:
+        raise ValueError(f"output {name!r} holds {actual.dtype.itemsize}-byte values, its reference "
+                         f"{bits.itemsize}-byte values of a type numpy lacks")
+    return _compare_whole(name, shape, actual.view(bits).ravel() != reference.view(bits).ravel())
+
+
+def _compare_whole(name: str, shape: tuple[int, ...], bad: np.ndarray) -> OutputMetrics:
+    """Elements that match exactly or not at all: each element's error is 0 (equal) or 1 (not):
+    max_abs 1 and mismatch_frac the share that differ."""
     share = float(bad.mean()) if bad.size else 0.0
     worst = float(bad.any())
-    return OutputMetrics(name, tuple(actual.shape), max_abs=worst, max_rel=worst, mean_abs=share, rmse=math.sqrt(share),
+    return OutputMetrics(name, shape, max_abs=worst, max_rel=worst, mean_abs=share, rmse=math.sqrt(share),
                          cosine=1.0 - share, mismatch_frac=share, nan_count=0, inf_count=0,
                          atol_needed=INF if worst else 0.0, rtol_needed=INF if worst else 0.0)
 
@@ -164,6 +179,8 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
     left_out = 0 if kept is None else int(kept.size - kept.sum())
     if kept is not None:
         actual, reference = actual[kept], reference[kept]
+    if reference.dtype.kind == "V" or actual.dtype.kind == "V":
+        return replace(_compare_bits(name, shape, actual, reference), left_out=left_out)
     if np.iscomplexobj(actual) or np.iscomplexobj(reference):
         actual, reference = _parts(actual), _parts(reference)
     if exact_kind(actual) and exact_kind(reference):

@@ -318,13 +318,13 @@ def _first_error(path: Path, exc: ValidationError) -> ConfigError:
     cause = err.get("ctx", {}).get("error")
     if isinstance(cause, KeyedError):  # its key is below where the error was raised
         return ConfigError(path, ".".join([*map(str, err["loc"]), cause.key]), str(cause))
-    key = ".".join(str(part) for part in err["loc"])
+    key = ".".join(str(part) for part in err["loc"] if part != "[key]")  # pydantic's mark of a dict key: the key is shown
     message = err["msg"].removeprefix("Value error, ")
     if err["type"].endswith("_type") and isinstance(err["input"], PARAM_TYPES):
         message += f", not {_shown(err['input'])}"
     if err["type"] == "string_pattern_mismatch":
         pattern = err["ctx"]["pattern"]
-        message = (f"{err['input']!r} is not a valid name (letters, digits, _ . + -; starts with a letter or digit)"
+        message = (f"{err['input']!r} is not a valid name (ASCII letters, digits, _ . + -; starts with a letter or digit)"
                    if pattern == NAME_PATTERN else f"{err['input']!r} is not allowed here (must match {pattern})")
     return ConfigError(path, key, message)
 
@@ -384,10 +384,25 @@ class ToleranceFile(Strict):
     cases: dict[Name, CaseTolerances] = {}
 
 
+def _not_a_matrix_file(raw: dict, path: Path) -> None:
+    """A matrix file given for a tolerance file is said as such, not as pydantic's "Extra inputs are
+    not permitted" on its first case key (issue 41, sweep 7 N5)."""
+    cases = raw.get("cases") if isinstance(raw.get("cases"), dict) else {}
+    keys = [f"cases.{name}.{key}" for name, entry in cases.items() if isinstance(entry, dict)
+            for key in entry if key not in ("tolerances", "accept")]
+    found = [key for key in raw if key != "cases"] + keys
+    if found:
+        raise ConfigError(path, "", f"not a tolerance file (it has `{found[0]}`: a matrix file?); a tolerance file holds "
+                                    "only [cases.<case>.tolerances.<profile>] and [cases.<case>.accept.<profile>] tables, "
+                                    "as `trtmatrix tolerances suggest` writes them")
+
+
 def with_tolerances(config: MatrixConfig, path: Path) -> MatrixConfig:
     """The matrix with a tolerance file's entries in place of its own; an entry for a case or
     profile the matrix does not have is an error, not silently ignored."""
-    given = validate(ToleranceFile, read_toml(path), path)
+    raw = read_toml(path)
+    _not_a_matrix_file(raw, path)
+    given = validate(ToleranceFile, raw, path)
     cases = dict(config.cases)
     for name, entry in given.cases.items():
         if name not in cases:

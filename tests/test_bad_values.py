@@ -177,6 +177,10 @@ def test_a_case_files_own_parameter_names_are_checked_too(project, tmp_path):
     (tmp_path / "cases" / "toy.py").write_text(CASE_FILE.replace('"batch"', '"a b"') % ("[1]", "toy"))
     line = refused("plan", "-c", str(project()))
     assert line == f"error: {tmp_path / 'cases' / 'toy.py'}: toy.params: 'a b' is not a valid name", line
+    # issue 41, sweep 7 N5: `[cases."ümlaut"]` was "cases.ümlaut.[key]: … (letters, …)": ü is a letter, not an ASCII one
+    line = refused("plan", "-c", str(project(TOY + '[cases."ümlaut"]\nprofiles = ["fp32"]\n')))
+    assert line.endswith(": cases.ümlaut: 'ümlaut' is not a valid name (ASCII letters, digits, _ . + -; starts with a "
+                         "letter or digit)"), line
 
 
 def test_tame_parameter_values_make_distinct_rows(project):

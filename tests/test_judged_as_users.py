@@ -83,8 +83,8 @@ axis_name = "sentence"
     found, said = run_said(write_matrix(body, environments=(ENV,)))
     assert found[f"emb/whole/{ENV}"]["status"] == "pass"
     # The two profiles are alike: one cell runs and both are judged from its outputs (two workers
-    # writing one result folder at once once broke a cell's result.json).
-    assert f"{ENV}: 1 cells to run" in said.stdout + said.stderr
+    # writing one result folder at once once broke a cell's result.json). Issue 41, sweep 7 N5: "1 cells".
+    assert f"{ENV}: 1 cell to run" in said.stdout + said.stderr
     each = found[f"emb/each/{ENV}"]
     assert each["status"] == "fail"
     assert each["worst_slice"].startswith("embedding, sentence 3 of 4: cosine 0.996")

@@ -16,9 +16,9 @@ from matrix.store import list_runs, read_run
 from test_nothing_silent_four import trtmatrix
 
 
-def _save(folder, name: str, nodes, inputs, outputs, feeds, initializers=(), opset: int = 17) -> str:
+def _save(folder, name: str, nodes, inputs, outputs, feeds, initializers=(), opset: int = 17, ir: int = 8) -> str:
     model = helper.make_model(helper.make_graph(nodes, name, inputs, outputs, list(initializers)),
-                              opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+                              opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
     onnx.checker.check_model(model)
     onnx.save(model, folder / f"{name}.onnx")
     np.savez(folder / f"{name}_in.npz", **feeds)
@@ -83,6 +83,14 @@ def _bf16_cast(folder, x) -> str:
 
 
 BF16_VALUES = np.array([1.0, 1.5, 100.25, -7.0], np.float32)  # each a bfloat16 value
+def _narrow_out(folder, name: str, to: int) -> str:
+    """y = Cast(x, to) as the graph output: a type numpy lacks (FLOAT8E4M3FN: 448 saturates)."""
+    return _save(folder, name, [helper.make_node("Cast", ["x"], ["y"], to=to)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [5])],
+                 [helper.make_tensor_value_info("y", to, [5])],
+                 {"x": np.array([0.3, 500, 1000, 1.1, -2.7], np.float32)}, opset=21, ir=10) + 'profiles = ["fp32"]\n'
+
+
 BF16_BITS = (BF16_VALUES.view(np.uint32) >> 16).astype(np.uint16)
 
 
@@ -95,7 +103,8 @@ def test_refusals_and_keep_fp32_say_what_is_true(tmp_path, write_matrix):
     BFLOAT16 graph input could be given in no .npz form; its bit patterns as uint16 are taken. Sweep 6
     #13: an attribute onnxruntime refuses (LSTM layout = 1) is `unsupported` in fp16 too."""
     body = PROFILES + '[profiles.keepmul]\nprecision = "fp16"\nkeep_fp32 = ["Mul"]\n' \
-        + _conv_same(tmp_path) + _lstm_batch_first(tmp_path) + _loop_mul(tmp_path) + _floor_step(tmp_path) + _bf16_cast(tmp_path, BF16_BITS)
+        + _conv_same(tmp_path) + _lstm_batch_first(tmp_path) + _loop_mul(tmp_path) + _floor_step(tmp_path) + _bf16_cast(tmp_path, BF16_BITS) \
+        + _narrow_out(tmp_path, "f8out", TensorProto.FLOAT8E4M3FN) + _narrow_out(tmp_path, "bf16out", TensorProto.BFLOAT16)
     config = write_matrix(body, environments=("ort-1.32",))
     done = trtmatrix("run", "-c", str(config))
     assert "Traceback" not in done.stderr, done.stderr
@@ -124,6 +133,18 @@ def test_refusals_and_keep_fp32_say_what_is_true(tmp_path, write_matrix):
     bf16 = cells.loc["bf16_cast/fp32"]  # the float64 reference made and checked on the bfloat16 values
     assert bf16["reference_check"].startswith("agrees with onnxruntime 1.32.0 CPU"), bf16["reference_check"]
     assert bf16["status"] == "skipped" and "cannot take a bfloat16 tensor" in bf16["error"]
+
+    # issue 41, sweep 7 N1: a float8 graph output was `error` "compare failed: ValueError: setting an
+    # array element with a sequence"; onnxruntime's bits equal the reference's: judged, bit for bit
+    f8 = cells.loc["f8out/fp32"]
+    assert f8["status"] == "pass", (f8["status"], f8["error"])
+    # sweep 7 N2: a bfloat16 graph output was `disputed` "give the case `expected` outputs" (then
+    # `error` "No corresponding Numpy type" with them): onnxruntime cannot return it, said as such
+    bf16out = cells.loc["bf16out/fp32"]
+    assert bf16out["status"] == "unsupported", (bf16out["status"], bf16out["error"], bf16out["reference_check"])
+    assert bf16out["error"].startswith("a bfloat16 output: numpy has no such type, so onnxruntime's Python API cannot "
+                                       "return it — onnxruntime 1.32.0: "), bf16out["error"]
+    assert "give the case `expected` outputs" not in done.stderr, done.stderr
 
     assert cells.loc["floor_step/fp32", "status"] == "disputed"
     bisect = trtmatrix("bisect", "-c", str(config), "floor_step/fp32", "--good", "1.32.0", "--bad", "1.17.3")

@@ -115,6 +115,10 @@ def test_nan_in_a_trusted_cell_gives_no_suggestion_and_bad_input_is_one_line(tmp
     bad.write_text("[cases.nope.tolerances.fp32]\natol = 1e-3\nrtol = 0.0\n")
     refused = cli("report", "-c", str(config), "--tolerances", str(bad))
     assert refused.returncode == 2 and "cases.nope" in refused.stderr and refused.stderr.count("\n") == 1
+    # issue 41, sweep 7 N5: the matrix file given as the tolerance file was pydantic's "Extra inputs are not permitted"
+    mixed = cli("report", "-c", str(config), "--tolerances", str(config))
+    assert mixed.returncode == 2 and "Extra inputs" not in mixed.stderr and mixed.stderr.count("\n") == 1, mixed.stderr
+    assert f"{config}: not a tolerance file (it has `run`: a matrix file?)" in mixed.stderr, mixed.stderr
 
 
 def _large_outputs_model(directory):

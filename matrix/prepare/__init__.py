@@ -32,7 +32,7 @@ from ..reference import expected_reference, onnx_reference, reference_text, torc
 from ..reference.float64_graph import Float64Values, float64_values
 from ..reference.referee import referee_label
 from .files_read import changed_since, files_read, recording
-from .forward_inputs import bound_by_name
+from .forward_inputs import bound_by_name, module_and_inputs
 from .fingerprint import variant_key
 from .fp16_forecast import Forecast
 from .fp16_variant import write_fp16_variant
@@ -144,7 +144,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     try:
         phase("the case's build")
         with recording():  # the files its import and build read: a changed one prepares it again
-            module, inputs = case.build(**params, **spec.entry.options)
+            module, inputs = module_and_inputs(case.build(**params, **spec.entry.options))
     finally:  # a case that sets float64 as the default must not make every later case's FP32 cells float64
         torch.set_default_dtype(default)
     module = module.float().eval()

@@ -7,8 +7,25 @@ names that are not its parameters bind in the dict's order, as they always did."
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def module_and_inputs(built) -> tuple:
+    """What a case function returned, checked to be `(module, {input_name: tensor})` (ValueError,
+    one line saying what came instead; issue 41, sweep 7 N9)."""
+    if not (isinstance(built, (tuple, list)) and len(built) == 2):
+        raise ValueError(f"the case function returned {_kind(built)}, not (module, {{input_name: tensor}})")
+    if not isinstance(built[1], Mapping):
+        raise ValueError(f"the case function returned its inputs as {_kind(built[1])}, not a dict {{input_name: tensor}}")
+    return built
+
+
+def _kind(value) -> str:
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
 
 
 def bound_by_name(module, inputs: dict) -> dict:

@@ -164,7 +164,7 @@ class RunProgress:
         elif kind == "ready" and event["to_run"]:
             took = f" (environment and its models ready in {event['setup_s']:.1f} s)" if event["setup_s"] >= 1 else ""
             reused = f", {event['reused']} reused" if event["reused"] else ""
-            self._say(f"{event['env']}: {event['to_run']} cells to run{reused}{took}")
+            self._say(f"{event['env']}: {event['to_run']} cell{'s' * (event['to_run'] != 1)} to run{reused}{took}")
         elif kind == "start" and console.is_terminal:
             self._say(event["cell_id"])
         elif kind == "recorded":
@@ -270,7 +270,7 @@ def look_lines(frame: pd.DataFrame, full_list: Path | None = None) -> list[str]:
     drifted = frame["drift_max_abs"].fillna(0).gt(0)
     single = frame[frame["status"].isin(ONE_BY_ONE) | (drifted & ~frame["status"].isin(BY_CAUSE))]
     if len(single):
-        lines.append(f"{len(single)} cells to look at:")
+        lines.append(f"{len(single)} cell{'s' * (len(single) != 1)} to look at:")
         order = single["status"].map({s: i for i, s in enumerate(ONE_BY_ONE)}).fillna(len(ONE_BY_ONE))
         lines += [_cell_line(r) for _, r in single.assign(_o=order).sort_values("_o", kind="stable").head(SHOWN).iterrows()]
         if len(single) > SHOWN:
@@ -448,7 +448,7 @@ def summary_line(frame: pd.DataFrame) -> str:
 def totals_line(frame: pd.DataFrame) -> str:
     """'323 cells: 110 pass, … (209 reused from earlier runs, none run now)': a re-run that
     computed nothing must not read like one that did."""
-    line = f"{len(frame)} cells: {summary_line(frame)}"
+    line = f"{len(frame)} cell{'s' * (len(frame) != 1)}: {summary_line(frame)}"
     reused = frame["reused"].fillna(False).astype(bool) if "reused" in frame else None
     if reused is not None and reused.any():
         ran = int((~reused & (frame["status"] != "skipped")).sum())

@@ -7,8 +7,10 @@ itself taken at the configured rtol as atol_needed is: an output of values near 
 rounding of 1e7 that rtol covers, and as an atol it would pass any error on the case's other outputs.
 A profile judged by an acceptance rule gets the rule's cosine threshold instead (atol and rtol
 have no effect there): 1 - factor x the largest gap from 1 the trusted cells showed (per slice
-where the rule has an axis), never above what the case's FP32 cells reach, the rest of the rule
-as configured. A suggestion comes only from trusted environments, so a fault in another one stays
+where the rule has an axis), never above what the case's FP32 cells reach nor above 1 - the
+profile precision's machine epsilon (a trusted cell that happened to be exact, or did not compute
+in that precision, would otherwise give a threshold only bit-exact outputs reach), the rest of the
+rule as configured. A suggestion comes only from trusted environments, so a fault in another one stays
 red when the run is re-judged with it (`trtmatrix report --tolerances FILE`).
 """
 
@@ -30,6 +32,9 @@ from ..store import DamagedRun, cell_file, run_inputs
 from ..worker.files import OUTPUTS, REPEATS
 
 RAN = {"pass", "fail"}
+# Machine epsilon of each profile precision (its mantissa's last bit): the least gap from 1 a
+# suggested cosine threshold leaves (issue 41, sweep 7 N11).
+EPSILON = {"fp32": 2.0 ** -23, "tf32": 2.0 ** -10, "fp16": 2.0 ** -10, "bf16": 2.0 ** -7}
 
 
 @dataclass
@@ -96,9 +101,11 @@ def _rule(suggestion: Suggestion, frame: pd.DataFrame, measured: pd.DataFrame, a
         suggestion.why = "NaN/Inf in a trusted cell: no cosine passes it"
         return
     fp32 = frame[(frame["case"] == suggestion.case) & (frame["precision"] == "fp32") & frame["verdict"].isin(RAN)]
-    floor = 1 - float(fp32["cosine"].min()) if fp32["cosine"].notna().any() else 0.0
-    gap = round_up(max(factor * (1 - float(worst["cosine"])), floor, 1e-15))
-    suggestion.needed, suggestion.floor, suggestion.floor_from = float(worst["cosine"]), floor, "FP32 vs float64"
+    precision = str(measured["precision"].iloc[0])
+    floor = max((1 - float(fp32["cosine"].min()) if fp32["cosine"].notna().any() else 0.0, "FP32 vs float64 gap"),
+                (EPSILON[precision], f"{precision}'s machine epsilon"))
+    gap = round_up(max(factor * (1 - float(worst["cosine"])), floor[0]))
+    suggestion.needed, (suggestion.floor, suggestion.floor_from) = float(worst["cosine"]), floor
     suggestion.worst = worst["worst_slice"] if isinstance(worst.get("worst_slice"), str) else worst["cell_id"]
     suggestion.rule = {**accept.model_dump(exclude_defaults=True), "cosine": float(f"{1 - gap:.15g}")}
     _accepted(factor, suggestion, lambda: Acceptance(**suggestion.rule))
@@ -169,7 +176,7 @@ def to_toml(suggestions: list[Suggestion], run_id: str, trusted: list[str], fact
         if s.rule is not None:
             lines += [f"[cases.{s.case}.accept.{s.profile}]",
                       f"# judged by a rule: the worst cosine was {s.needed!r} ({s.worst}; worst of {s.cells} trusted "
-                      f"cells); FP32 vs float64 gap {s.floor:.2e}",
+                      f"cells); never closer to 1 than {s.floor:.2e} ({s.floor_from})",
                       *(f"{key} = {json.dumps(value)}" for key, value in s.rule.items()), ""]
             continue
         if s.atol is None:

@@ -47,6 +47,10 @@ RUN_REFUSALS = [
     # after the node's name ("Name:'y_nchwc'"): the kernel's words from its status message on
     (r"while running (\w+) node\..*?(?:Status Message: )?([^.:]*?\bnot (?:yet )?supported)",
      lambda m, _: "{}: {}".format(m.group(1), m.group(2).strip())),
+    # an output of a type numpy lacks (bfloat16, int4): its Python API cannot hand the value back
+    # (issue 41, sweep 7 N2; a float8 output comes back as its bits and is judged)
+    (r"No corresponding Numpy type for Tensor Type\. (\w+)",
+     lambda m, _: "a {} output: numpy has no such type, so onnxruntime's Python API cannot return it".format(m.group(1))),
 ]
 
 
