@@ -3,8 +3,9 @@
 A case is a function that builds a PyTorch module and its example inputs, decorated with
 `@case(...)`. It is discovered by path (like pytest discovers tests), so a case file needs no
 registration anywhere else. The function is called once per combination of `params` values,
-after seeding torch with `seed`, with the combination (and any `options` from matrix.toml) as
-keyword arguments, and returns `(module, {input_name: tensor})`.
+after seeding torch, numpy's global generator and Python's `random` with `seed`, with the
+combination (and any `options` from matrix.toml) as keyword arguments, and returns
+`(module, {input_name: tensor})`.
 """
 
 from __future__ import annotations

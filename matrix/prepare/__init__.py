@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import shutil
 import threading
 from pathlib import Path
@@ -139,7 +140,11 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     import torch
 
     case = spec.torch_case
+    # numpy's and Python's global generators too: inputs drawn with np.random.rand are the same on
+    # every preparation, --reprepare included (issue 41, sweep 7 N5); numpy takes 0 <= seed < 2**32
     torch.manual_seed(case.seed)
+    np.random.seed(case.seed % 2 ** 32)
+    random.seed(case.seed)
     default = torch.get_default_dtype()
     try:
         phase("the case's build")

@@ -26,6 +26,7 @@ import onnx
 from ..acceptance import judged_positions
 from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
+from .loop_steps import step_in_loop
 from .referee import referee_label, referee_values
 from .overflow import crossed_an_edge, overflowed
 from .rounding import decided_by_rounding
@@ -181,9 +182,12 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     parting, checked = first_parting(model, inputs, theirs.values)
     if not checked:  # no node's value could be held against the referee's: the outputs are
         parting = outputs_parting(float64.values, theirs.values, names)
-    if parting:
-        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)",
-                         _check(DISPUTED, parting.text(theirs.label), parting, checked))
+    if parting:  # sweep 7 N12: a Loop parts where a step in its body flips: name the step
+        in_loop = step_in_loop(model, inputs, theirs.values, parting)
+        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", in_loop and _decided(
+            _parting(in_loop.decided, float64.values, theirs.values, mask), names, checked,
+            "give inputs away from the step, or `expected` outputs", in_loop.why)
+            or _check(DISPUTED, parting.text(theirs.label), parting, checked))
     if decided := _decided(_parting(decided_by_rounding(model, inputs, float64, theirs.values), float64.values,
                                     theirs.values, mask), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -74,19 +75,28 @@ def _terms(node: onnx.NodeProto, given: dict[str, np.ndarray], out: np.ndarray, 
     return max([1] + [v.size // max(out.size, 1) for v in float_inputs])
 
 
-NARROW = {onnx.TensorProto.FLOAT16: float(np.finfo(np.float16).eps), onnx.TensorProto.BFLOAT16: 2.0 ** -7}
+# The floats narrower than float32 a node may round to. A type's finfo gives its unit of rounding
+# (eps) and the fixed spacing of its subnormals, below whose magnitude a value's rounding is no longer
+# a fraction of it: float32 holds x * 1e-40 to 1.4e-45, 1e-5 of itself (issue 41, sweep 7 N5).
+NARROW = {onnx.TensorProto.FLOAT16: np.finfo(np.float16), onnx.TensorProto.BFLOAT16: ml_dtypes.finfo(ml_dtypes.bfloat16)}
 
 
-def narrowest_eps(node: onnx.NodeProto) -> float:
-    """The unit of rounding of the narrowest float a node or its subgraphs cast to or hold (an If
-    whose branch casts to FP16 rounds there, though its output is float32); 0 where none is narrower
-    than its output's."""
-    found = [NARROW.get(a.i, 0.0) for a in node.attribute if a.name == "to" and a.type == onnx.AttributeProto.INT]
-    found += [NARROW.get(a.t.data_type, 0.0) for a in node.attribute if a.type == onnx.AttributeProto.TENSOR]
+def _narrow_types(node: onnx.NodeProto) -> list:
+    """The finfo of each float narrower than float32 a node or its subgraphs cast to or hold."""
+    found = [NARROW[a.i] for a in node.attribute if a.name == "to" and a.type == onnx.AttributeProto.INT and a.i in NARROW]
+    found += [NARROW[a.t.data_type] for a in node.attribute if a.type == onnx.AttributeProto.TENSOR and a.t.data_type in NARROW]
     for graph in subgraphs(node):
-        found += [NARROW.get(t.data_type, 0.0) for t in graph.initializer]
-        found += [narrowest_eps(inner) for inner in graph.node]
-    return max(found, default=0.0)
+        found += [NARROW[t.data_type] for t in graph.initializer if t.data_type in NARROW]
+        found += [kind for inner in graph.node for kind in _narrow_types(inner)]
+    return found
+
+
+def rounding_unit(node: onnx.NodeProto, dtype: np.dtype) -> tuple[float, float]:
+    """(eps, its subnormals' spacing) of the narrowest float among an output's `dtype` and those the
+    node or its subgraphs cast to or hold (an If whose branch casts to FP16 rounds there, though its
+    output is float32)."""
+    unit = max([np.finfo(dtype), *_narrow_types(node)], key=lambda kind: float(kind.eps))
+    return float(unit.eps), float(unit.smallest_subnormal)
 
 
 def subgraph_nodes(node: onnx.NodeProto) -> int:
@@ -99,8 +109,9 @@ def _finite_max(array: np.ndarray) -> float:
     return float(finite.max()) if finite.size else 0.0
 
 
-def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64: np.ndarray, eps: float,
+def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64: np.ndarray, unit: tuple[float, float],
            model: onnx.ModelProto) -> float:
+    eps, tiny = unit
     floats = {k for k, v in given.items() if v.dtype.kind == "f"}
     rng = np.random.default_rng(0)
     moved = {k: v * (1 + eps * rng.choice([-1.0, 1.0], size=v.shape)) if k in floats else v for k, v in given.items()}
@@ -116,7 +127,7 @@ def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64:
             summed = 0.0
     # A node that holds a subgraph (If, Loop, Scan) computes all of its nodes: it rounds once per node.
     steps = max(1, subgraph_nodes(node64))
-    return UNITS * steps * (eps * (_finite_max(y64) + summed) + conditioning)
+    return UNITS * steps * (eps * (_finite_max(y64) + summed) + conditioning + tiny)
 
 
 def _differs(y64: np.ndarray, theirs: np.ndarray) -> tuple[float, str]:
@@ -164,10 +175,12 @@ def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
             if why:
                 return Parting(node_label(node, order), node.op_type, name, delta, 0.0, why,
                                ignored_by_onnx_reference(node, given) or ""), checked
-            eps = max(float(np.finfo(theirs[name].dtype).eps), narrowest_eps(node)) if theirs[name].dtype.kind == "f" else 0.0
-            if not eps or delta <= UNITS * eps * _finite_max(mine[name]):  # within rounding of the result itself: no need to ask more
+            if theirs[name].dtype.kind != "f":  # integers, booleans and strings: equal (_differs says where not)
                 continue
-            if delta > (bound := _bound(node64, given, name, mine[name], eps, model)):
+            eps, tiny = unit = rounding_unit(node, theirs[name].dtype)
+            if delta <= UNITS * (eps * _finite_max(mine[name]) + tiny):  # within rounding of the result itself
+                continue
+            if delta > (bound := _bound(node64, given, name, mine[name], unit, model)):
                 return Parting(node_label(node, order), node.op_type, name, delta, bound,
                                known=ignored_by_onnx_reference(node, given) or ""), checked
     return None, checked
@@ -180,9 +193,10 @@ def outputs_parting(float64: dict[str, np.ndarray], theirs: dict[str, np.ndarray
         if name not in float64 or name not in theirs:
             continue
         delta, why = _differs(float64[name], theirs[name])
-        eps = float(np.finfo(theirs[name].dtype).eps) if theirs[name].dtype.kind == "f" else 0.0
-        if why or delta > UNITS * eps * _finite_max(float64[name]):
-            return Parting("", "", name, delta, UNITS * eps * _finite_max(float64[name]),
+        kind = np.finfo(theirs[name].dtype) if theirs[name].dtype.kind == "f" else None
+        bound = UNITS * (float(kind.eps) * _finite_max(float64[name]) + float(kind.smallest_subnormal)) if kind else 0.0
+        if why or delta > bound:
+            return Parting("", "", name, delta, bound,
                            why or f"|Δ| {delta:.3g} at the output, where no node between could be held against "
                                   "each other")
     return None
