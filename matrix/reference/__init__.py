@@ -146,7 +146,9 @@ def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
     if first is None:
         return None
     verb, because = why
-    also = f" (and {', '.join(f'{name!r} at node {decided[name]}' for name in more)})" if more else ""
+    # outputs decided at the first one's node are named once ("(and 'trace')"), the node not said again
+    also = ", ".join(f"{name!r}" + (f" at node {decided[name]}" if decided[name] != decided[first] else "") for name in more)
+    also = f" (and {also})" if more else ""
     where = f"output {first!r} {verb} at node {decided[first]}{also}"
     return {**_check(DISPUTED, f"{where}: {because}; {fix}", None, checked), "decided": where}
 
