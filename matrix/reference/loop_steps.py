@@ -93,6 +93,8 @@ def step_in_loop(model: onnx.ModelProto, inputs: dict[str, np.ndarray], theirs: 
     order = next(order for order, node in enumerate(model.graph.node) if node_label(node, order) == parting.node)
     node = model.graph.node[order]
     loop, traced = _traced(node, _element_types(model, order))
+    if not traced:
+        return None
     known = {**inputs, **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **theirs}
     own = {name: np.asarray(known[name]) for name in node_inputs(node)}
     try:
@@ -100,7 +102,7 @@ def step_in_loop(model: onnx.ModelProto, inputs: dict[str, np.ndarray], theirs: 
         narrow = evaluate_node(loop, own, model)
     except Exception:  # noqa: BLE001 - a trace that changes size per iteration: the parting stands
         return None
-    if not traced or any(name in theirs and parted(narrow[name], np.asarray(theirs[name])) for name in node.output):
+    if any(name in theirs and parted(narrow[name], np.asarray(theirs[name])) for name in node.output):
         return None  # onnx.reference in the model's own types is not the referee: no rounding explains it
     flips = [(iteration, body_order, inner) for row, (body_order, inner) in traced.items()
              if is_step(inner, {row: narrow[row]})
