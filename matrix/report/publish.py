@@ -13,8 +13,8 @@ import pandas as pd
 
 from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
 from ..store.findings import read_findings
-from ..store.swap import refuse_other_kind
 from ..store.outputs import write_text_output
+from ..store.swap import refuse_other_kind
 from .a_vs_b import a_vs_b
 from .look_at import LOOK_AT, look_at_text
 from .html import DETAILS, STATUSES, TEMPLATES, TIMING, Report, render_report
