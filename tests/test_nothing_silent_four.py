@@ -419,9 +419,9 @@ def test_a_report_details_that_is_a_file_is_named_and_no_temporary_folder_stays(
     shutil.rmtree(run_dir / "report-details")
     (run_dir / "report-details").write_text("mine")
     assert refused("report", "-c", str(config)) == (
-        f"error: {run_dir / 'report-details'}: not a folder: the report's details go there; move it away")
+        f"error: {run_dir / 'report-details'}: not a folder: the run's report-details/ goes there; move it away")
     assert (run_dir / "report-details").read_text() == "mine"
-    assert not list(run_dir.glob(".report-details.*"))
+    assert not list(run_dir.glob(".report-details.*")) and not list(run_dir.glob(".rejudging.staged"))
 
 
 def test_a_stopped_supervisor_left_by_a_killed_run_is_ended_by_the_next_run(tmp_path, write_matrix):

@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import PROFILES, REPO, matrix_file, tiny_case
+from conftest import PROFILES, REPO, matrix_file, report_details, tiny_case
 from matrix.store import list_runs, read_run
 
 BODY = """\
@@ -176,7 +176,74 @@ def test_a_tolerance_file_with_no_suggestion_is_read_as_changing_nothing(large_o
         in judged.stderr and "re-judged 2 cells: none changed" in judged.stderr
     assert list(read_run(run_dir)["status"]) == list(before["status"])
     _two_rejudgings_of_one_run_are_one_after_the_other(config, run_dir, tmp_path)
-    _a_file_or_cell_outside_what_was_chosen_is_said_so(config, run_dir, tmp_path)
+    _a_file_or_cell_outside_what_was_chosen_is_said_so(config, run_dir, tmp_path)  # re-judged as the run was
+    _a_rejudging_killed_midway_leaves_the_run_of_one_judgement(config, run_dir, tmp_path)
+
+
+def _a_rejudging_killed_midway_leaves_the_run_of_one_judgement(config, run_dir, tmp_path):
+    """issue 41, sweep 6 #14: a `kill -9` of `report --tolerances` between two of the files it
+    rewrites left results.parquet re-judged and the JSON, CSV, run.json and report.html of the
+    judgement before, and no one was told. A real `report` is stopped (SIGSTOP) the moment it first
+    adds to the run folder and killed (SIGKILL): the next command reads the run rolled back. Stopped
+    once its new files are all staged, and killed: the next command reads the swap finished. Each
+    says so in one line."""
+    tight = tmp_path / "killed.toml"
+    tight.write_text("[cases.tiny.tolerances.fp32]\natol = 1e-9\nrtol = 1e-9\n")
+    before = _one_judgement(run_dir)
+    _kill_report_midway(config, run_dir, tight, staged=False)
+    read = cli("summary", run_dir.name, "-c", str(config))
+    assert _one_judgement(run_dir) == before
+    assert read.returncode == 0 and read.stderr.count("\n") == 2 and read.stderr.startswith(
+        f"note: run {run_dir.name}: a re-judging (trtmatrix report) was cut off before its files were all written: "
+        "rolled back, every file of the run is as before it\n"), read.stderr  # the other line: summary's own note
+    _kill_report_midway(config, run_dir, tight, staged=True)
+    read = cli("export", run_dir.name, "-c", str(config), "--format", "json")
+    assert read.returncode == 0 and read.stderr == (
+        f"note: run {run_dir.name}: a re-judging (trtmatrix report) was cut off while its files were swapped in: "
+        "finished, every file of the run is of that re-judging\n"), read.stderr
+    after = _one_judgement(run_dir)
+    assert after[1] == str(tight.resolve()) and set(after[0].values()) == {"fail"} != set(before[0].values()), after
+    assert [row["status"] for row in json.loads(read.stdout)] == list(after[0].values())  # atol 1e-9 fails both
+
+
+def _kill_report_midway(config, run_dir, tolerances, staged: bool) -> None:
+    """`report RUN --tolerances FILE`, stopped the moment a name is added to the run folder (the first
+    file it writes) and, with `staged`, let run on in slices of a few microseconds until the marker
+    that says its staging is complete is there; then killed."""
+    own = {p.name for p in run_dir.iterdir()} | {".rejudging.lock", ".rejudging.holder.json"}  # the lock's own
+    report = subprocess.Popen([sys.executable, "-m", "matrix.cli", "report", run_dir.name, "-c", str(config),
+                               "--tolerances", str(tolerances)], cwd=REPO, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    while not {p.name for p in run_dir.iterdir()} - own:
+        assert report.poll() is None, "report ended before it wrote anything into the run folder"
+    os.kill(report.pid, signal.SIGSTOP)
+    while True:
+        _, status = os.waitpid(report.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), "report ended before it was caught midway"
+        if not staged or (run_dir / ".rejudging.complete").exists():
+            break
+        os.kill(report.pid, signal.SIGCONT)
+        os.kill(report.pid, signal.SIGSTOP)
+    os.kill(report.pid, signal.SIGKILL)
+    report.wait()
+
+
+def _one_judgement(run_dir) -> tuple[dict, str]:
+    """({cell: status}, the same in every file of the run: tables, report page and details, summary;
+    the tolerance file run.json says judged it last), with no staging or temporary file left."""
+    statuses = dict(zip(*(read_run(run_dir)[column] for column in ("cell_id", "status"))))
+    for records in (json.loads((run_dir / "results.json").read_text()),
+                    [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()],
+                    pd.read_csv(run_dir / "results.csv").to_dict("records"),
+                    report_details(run_dir)):
+        assert {r["cell_id"]: r["status"] for r in records} == statuses
+    counts = pd.Series(list(statuses.values())).value_counts()
+    page = (run_dir / "report.html").read_text()
+    assert all(f"<b>{status}</b> {n}</span>" in page for status, n in counts.items())
+    summary = json.loads((run_dir / "summary.json").read_text())["content"]["counts"]
+    assert summary == {status: int(counts.get(status, 0)) for status in summary}
+    assert {p.name for p in run_dir.iterdir() if p.name.startswith(".")} <= {".rejudging.lock", ".rejudging.holder.json"}
+    return statuses, json.loads((run_dir / "run.json").read_text())["rejudged"][-1]["tolerances"]
 
 
 def _two_rejudgings_of_one_run_are_one_after_the_other(config, run_dir, tmp_path):

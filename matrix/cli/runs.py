@@ -32,11 +32,12 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     place; run.json and the report's header say when and with which files."""
     from ..config import load_config, with_tolerances
     from ..sources.known_issues import matrix_registry
-    from ..report.publish import render_run
+    from ..report.publish import render_index, write_report
     from ..report.rejudge import not_in_matrix, rejudge
     from ..run import utc_now
     from ..store import REPORT, note_rejudged, read_run, read_run_meta, write_tables
     from ..store.locks import LockWaitEnded, held, rejudge_lock
+    from ..store.swap import staged_swap
 
     config = _matrix_file(config)
     if config is None:
@@ -74,11 +75,13 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
             _say_unmatched(tolerances, run_dir, stored, {n for n in matrix.cases if matrix.cases[n] != own.cases[n]})
         frame, problems = rejudge(run_dir, stored, matrix, issues)
         _warn_several_issues(frame, issues)
-        write_tables(run_dir, frame)
-        # The verdicts are no longer the run's own: run.json and the report's header say with what.
-        note_rejudged(run_dir, {"at": utc_now(), "config": str(config.resolve()),
-                                "tolerances": str(tolerances.resolve()) if tolerances else None})
-        render_run(run_dir, frame)
+        with staged_swap(run_dir) as staging:  # a kill leaves the run all of one judgement (sweep 6 #14)
+            write_tables(staging, frame)
+            # The verdicts are no longer the run's own: run.json and the report's header say with what.
+            note_rejudged(run_dir, {"at": utc_now(), "config": str(config.resolve()),
+                                    "tolerances": str(tolerances.resolve()) if tolerances else None}, staging)
+            write_report(run_dir, frame, into=staging)
+        render_index(run_dir.parent.parent)
         typer.echo(changed_statuses(stored, frame, sum(problems.values())), err=True)
         typer.echo(path_line(run_dir / REPORT))
         if problems:  # the report is written, those cells marked; the verdicts it kept are said here

@@ -4,7 +4,6 @@ with its environments and counts) and reports/history.html (each cell's status o
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import sys
@@ -15,6 +14,7 @@ import pandas as pd
 from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
 from ..store.findings import read_findings
 from ..store.outputs import write_text_output
+from ..store.swap import refuse_other_kind
 from .a_vs_b import a_vs_b
 from .look_at import LOOK_AT, look_at_text
 from .html import DETAILS, STATUSES, TEMPLATES, TIMING, Report, render_report
@@ -45,17 +45,19 @@ def foreign_page(reports_dir: Path) -> str | None:
     return None
 
 
-def write_report(run_dir: Path, frame: pd.DataFrame, speed_tests: Path | None = None) -> None:
-    """`speed_tests`: as for html.render_report."""
+def write_report(run_dir: Path, frame: pd.DataFrame, speed_tests: Path | None = None, into: Path | None = None) -> None:
+    """`speed_tests`: as for html.render_report. `into`: where the report's files go, beside the
+    run.json it shows (a re-judging's staging folder, store/swap.py); the run folder by default."""
+    into = into or run_dir
     pair = default_pair(frame)
     try:
         against = a_vs_b(run_dir, frame, *pair) if pair else None
     except DamagedRun as exc:  # the report is written all the same, without B against A
         print(f"warning: {exc}; B against A is left out of the report", file=sys.stderr, flush=True)
         against = None
-    write_rendered(run_dir, render_report(frame, read_run_meta(run_dir), read_findings(run_dir), against, speed_tests))
-    write_text_atomically(run_dir / LOOK_AT, look_at_text(frame))
-    write_summaries(run_dir, frame)
+    write_rendered(into, render_report(frame, read_run_meta(into), read_findings(run_dir), against, speed_tests))
+    write_text_atomically(into / LOOK_AT, look_at_text(frame))
+    write_summaries(into, frame)
 
 
 def write_rendered(folder: Path, report: Report) -> None:
@@ -63,9 +65,7 @@ def write_rendered(folder: Path, report: Report) -> None:
     Something else under the details folder's name (a file, a link) is named and left as it is;
     the temporary folder never stays behind."""
     tmp, target = folder / f".{DETAILS}.{os.getpid()}.tmp", folder / DETAILS
-    if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise NotADirectoryError(errno.ENOTDIR, "not a folder: the report's details go there; move it away",
-                                 str(target))
+    refuse_other_kind(target, folder=True)
     try:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()

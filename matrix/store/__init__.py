@@ -27,6 +27,7 @@ from ..config import ConfigError
 from ..worker.files import INPUTS, LOG, OUTPUTS, REPEATS, file_digest
 from .locks import is_free, run_lock
 from .records import COLUMNS
+from .swap import settle
 from .table_check import table_problem
 
 RUNS = "runs"
@@ -312,6 +313,7 @@ def _runs_and_damaged(reports_dir: Path) -> tuple[list[Path], list[tuple[Path, D
     for run_dir in sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []:
         if not run_dir.is_dir() or run_dir.name.startswith(".") or run_dir.name.endswith(".partial"):
             continue
+        settle(run_dir)  # a re-judging a kill cut off: finished or rolled back before the run is read
         if missing := [name for name in (RUN_META, PARQUET) if not (run_dir / name).is_file()]:
             damaged.append((run_dir, DamagedRun(run_dir, "", f"{' and '.join(missing)} missing, a damaged run?")))
             continue
@@ -345,7 +347,7 @@ def find_run(reports_dir: Path, run: str | None) -> Path:
             raise FileNotFoundError(f"no runs under {reports_dir / RUNS}")
         return runs[-1]
     if Path(run).is_dir() and (Path(run) / PARQUET).is_file():
-        return Path(run)
+        return settle(Path(run))
     runs, damaged = _runs_and_damaged(reports_dir)
     matches = [p for p in runs if p.name.startswith(run)]
     if not matches and (named := [exc for run_dir, exc in damaged if run_dir.name.startswith(run)]):
@@ -374,11 +376,12 @@ def holds(run_dir: Path, item: str) -> bool:
     return bool((frame["cell_id"] == item).any() or (frame["row_id"] == item).any())
 
 
-def note_rejudged(run_dir: Path, how: dict) -> None:
-    """run.json keeps each re-judging (`trtmatrix report`): its verdicts are no longer the run's own."""
+def note_rejudged(run_dir: Path, how: dict, into: Path) -> None:
+    """run.json keeps each re-judging (`trtmatrix report`): its verdicts are no longer the run's own.
+    Written `into` the re-judging's staging folder (swap.py), with the run id, which its name is not."""
     meta = read_run_meta(run_dir)
     meta["rejudged"] = [*meta.get("rejudged", []), how]
-    replace_atomically(run_dir / RUN_META, lambda tmp: tmp.write_text(json.dumps(meta, indent=1)))
+    (into / RUN_META).write_text(json.dumps(meta, indent=1))
 
 
 def read_run_meta(run_dir: Path) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..config import ConfigError
 from . import PARQUET, read_run_meta
+from .swap import settle
 
 DEPTH = 4  # reports/runs/<run id>/results.parquet in an artifact's own folder: deep enough
 
@@ -20,7 +21,7 @@ def find_baseline(path: Path) -> Path:
     """The newest whole run folder at or under `path` (run ids start with a UTC timestamp)."""
     if not path.is_dir():
         raise NoBaseline(path, "", "not a folder (give a run folder or an unpacked artifact that holds one)")
-    found = [p.parent for p in _results(path, DEPTH)]
+    found = [settle(p.parent) for p in _results(path, DEPTH)]
     whole = [run for run in found if not read_run_meta(run).get("shard")]
     if not whole:
         said = f"only shards ({len(found)}): merge them, and give the merged run" if found else \
