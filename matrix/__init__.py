@@ -25,6 +25,8 @@ A map of the package (the flow of one run is plan → prepare → execute → co
     case.py           the API that case files import (@case, Export)
     stops.py          a stop signal, and what must not outlive the process: its temporary files and
                       the processes case code started
+    graph_walk.py     what an ONNX graph's nodes read and what each value is computed from: the one
+                      walk the reference, prepare and the known-issue registry share
     worker/           runs inside each environment; imports nothing of the rest (stdlib + numpy + engine)
 
 Layers go downward only (import-linter contracts in pyproject.toml, checked by .ci/run). Importing

@@ -34,10 +34,47 @@ def cli(*args):
                           env={**os.environ, "COLUMNS": "250"})
 
 
-def test_node_suite_tests_are_rows_with_their_own_tolerances_and_an_old_runtime_says_why(tmp_path, cache_dir):
-    config = matrix_file(tmp_path, cache_dir, NODE, environments=("ort-1.17", "ort-1.32"))
-    assert cli("run", "-c", str(config)).returncode == 0
-    frame = read_run(list_runs(tmp_path / "reports")[-1]).set_index("cell_id")
+SIMPLE = Path(onnx.__file__).parent / "backend" / "test" / "data" / "simple"
+ZOO = (f'[cases.zoo]\nsuite_dir = "{SIMPLE}"\nprofiles = ["fp32"]\n'
+       'include = ["test_expand_shape_model*", "test_s*"]\nexclude = ["test_s*"]\n')
+LIGHT = '[cases.light]\nsuite = "onnx-backend-light"\nprofiles = ["fp32"]\ninclude = ["light_resnet50", "light_squeezenet"]\n'
+SCALARS = ["test_clip_example", "test_dft", "test_blackmanwindow", "test_cast_DOUBLE_to_FLOAT", "test_pow_bcast_scalar"]
+
+
+def node_tests(case: str, tests: list[str]) -> str:
+    return f'[cases.{case}]\nsuite = "onnx-backend-node"\nprofiles = ["fp32"]\ninclude = {json.dumps(tests)}\n'
+
+
+def string_tests(cache_dir) -> list[str]:
+    """The node tests whose tensors are all strings or sequences."""
+    from matrix.sources.onnx_suites import node_suite
+    from matrix.worker.values import SEQUENCE, STRING
+
+    return sorted(n for n, t in node_suite(cache_dir).tests.items() if t.kinds and t.kinds <= {STRING, SEQUENCE})
+
+
+@pytest.fixture(scope="module")
+def small_suites(tmp_path_factory, cache_dir):
+    """One `trtmatrix run` of every small suite case of this file (each test reads its own case's
+    rows): the node tests NODE picks, a folder in the ONNX test layout, two light networks, the
+    scalar and TensorProto tests and the string and sequence tests, on ort-1.17 and ort-1.32; one run
+    instead of five, as the suite's time budget asks. (tmp folder, frame, run folder)."""
+    home = tmp_path_factory.mktemp("small-suites")
+    body = NODE + ZOO + LIGHT + node_tests("scalars", SCALARS) + \
+        node_tests("strings", string_tests(cache_dir) + ["test_cast_FLOAT_to_BFLOAT16"])
+    config = matrix_file(home, cache_dir, body, environments=("ort-1.17", "ort-1.32"))
+    done = cli("run", "-c", str(config))
+    assert done.returncode == 0, done.stderr
+    run_dir = list_runs(home / "reports")[-1]
+    return home, read_run(run_dir), run_dir
+
+
+def of_case(frame, case: str, env: str | None = None):
+    return frame[(frame["case"] == case) & ((frame["env"] == env) if env else True)]
+
+
+def test_node_suite_tests_are_rows_with_their_own_tolerances_and_an_old_runtime_says_why(small_suites):
+    frame = of_case(small_suites[1], "node").set_index("cell_id")
     tests = {row.split("/")[1].removeprefix("test=") for row in frame["row_id"]}
     assert tests == {"test_abs", "test_relu", "test_softmax_axis_1", "test_softmax_axis_2", "test_rms_normalization_2d_axis0"}
     with warnings.catch_warnings():  # the generators' own overflow warnings
@@ -57,16 +94,12 @@ def test_node_suite_tests_are_rows_with_their_own_tolerances_and_an_old_runtime_
     assert frame.loc["node/test=test_rms_normalization_2d_axis0/fp32/ort-1.32", "status"] == "pass"
 
 
-def test_a_folder_in_the_onnx_test_layout_is_a_suite_and_an_empty_choice_is_refused(tmp_path, cache_dir):
-    simple = Path(onnx.__file__).parent / "backend" / "test" / "data" / "simple"
-    body = ('[profiles.fp32]\nprecision = "fp32"\n[cases.zoo]\n'
-            f'suite_dir = "{simple}"\nprofiles = ["fp32"]\ninclude = ["test_expand_shape_model*", "test_s*"]\nexclude = ["test_s*"]\n')
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
-    assert cli("run", "-c", str(config)).returncode == 0
-    frame = read_run(list_runs(tmp_path / "reports")[-1])
+def test_a_folder_in_the_onnx_test_layout_is_a_suite_and_an_empty_choice_is_refused(small_suites, tmp_path, cache_dir):
+    frame = of_case(small_suites[1], "zoo", "ort-1.32")
     assert sorted(frame["row_id"]) == [f"zoo/test=test_expand_shape_model{i}/fp32" for i in range(1, 5)]
     assert set(frame["status"]) == {"pass"}
 
+    body = '[profiles.fp32]\nprecision = "fp32"\n' + ZOO
     none = matrix_file(tmp_path, cache_dir, body.replace("test_expand_shape_model*", "nothing*"), environments=("ort-1.32",),
                        name="none.toml")
     refused = cli("plan", "-c", str(none))
@@ -143,15 +176,12 @@ def test_the_whole_node_suite_runs_on_three_versions_and_the_report_lists_what_c
     assert f"{n} unsupported of {n}" in counts and f"{n} pass of {n}" in counts
 
 
-def test_the_light_models_are_real_network_shapes_with_onnx_own_inputs(tmp_path, cache_dir):
+def test_the_light_models_are_real_network_shapes_with_onnx_own_inputs(small_suites, cache_dir):
     """onnx's "light" networks: weights generated (their outputs are uniform), shapes real."""
     from onnx.backend.test.runner import Runner
 
-    body = '[profiles.fp32]\nprecision = "fp32"\n[cases.light]\nsuite = "onnx-backend-light"\nprofiles = ["fp32"]\n' \
-           'include = ["light_resnet50", "light_squeezenet"]\n'
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
-    assert cli("run", "-c", str(config)).returncode == 0
-    frame = read_run(list_runs(tmp_path / "reports")[-1]).set_index("row_id")
+    frame = of_case(small_suites[1], "light", "ort-1.32").set_index("row_id")
+    assert sorted(frame.index) == ["light/test=light_resnet50/fp32", "light/test=light_squeezenet/fp32"]
     assert set(frame["status"]) == {"pass"}
     assert "Conv" in frame.loc["light/test=light_resnet50/fp32", "operators"].split()
     model = onnx.load(str(Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"))
@@ -176,18 +206,14 @@ print(verdicts)
 """
 
 
-def test_scalar_and_tensorproto_tests_are_rows_judged_as_plain_onnxruntime_judges_them(tmp_path, cache_dir):
+def test_scalar_and_tensorproto_tests_are_rows_judged_as_plain_onnxruntime_judges_them(small_suites, tmp_path, cache_dir):
     """Tests with a 0-d input (Clip's bounds, DFT's length, a window's size) and standard dtypes held in a
     TensorProto were left out before; now rows, each verdict the same as a plain session's with the test's own
     tolerance (DFT's single-precision error fails on onnxruntime either way)."""
     from matrix.sources.onnx_suites import node_suite
 
-    wanted = ["test_clip_example", "test_dft", "test_blackmanwindow", "test_cast_DOUBLE_to_FLOAT", "test_pow_bcast_scalar"]
-    body = NODE.replace('include = ["test_abs", "test_relu", "test_softmax_axis_*", "test_rms_normalization_2d_axis0"]',
-                        f"include = {json.dumps(wanted)}")
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
-    assert cli("run", "-c", str(config)).returncode == 0
-    frame = read_run(list_runs(tmp_path / "reports")[-1])
+    wanted = SCALARS
+    frame = of_case(small_suites[1], "scalars", "ort-1.32")
     ours = {row.split("/")[1][5:]: status for row, status in zip(frame["row_id"], frame["status"])}
     suite = node_suite(cache_dir).tests
     (tmp_path / "tests.pickle").write_bytes(pickle.dumps(
@@ -224,23 +250,18 @@ print(verdicts)
 """
 
 
-def test_strings_and_sequences_are_rows_judged_as_plain_onnxruntime_judges_them(tmp_path, cache_dir):
+def test_strings_and_sequences_are_rows_judged_as_plain_onnxruntime_judges_them(small_suites, tmp_path, cache_dir):
     """onnxruntime's Python API takes string tensors and sequences, so their suite tests are rows where
     onnxruntime runs (they were left out as unfeedable): every verdict as a plain session's, strings
     compared exactly, a sequence item by item. Tensors of types numpy lacks stay out here, saying that a
     TensorRT build takes them."""
     from matrix.sources.onnx_suites import node_suite
-    from matrix.worker.values import SEQUENCE, STRING
 
     suite = node_suite(cache_dir).tests
-    wanted = sorted(n for n, t in suite.items() if t.kinds and t.kinds <= {STRING, SEQUENCE})
+    wanted = string_tests(cache_dir)
     assert len(wanted) > 40
-    body = NODE.replace('include = ["test_abs", "test_relu", "test_softmax_axis_*", "test_rms_normalization_2d_axis0"]',
-                        f"include = {json.dumps(wanted + ['test_cast_FLOAT_to_BFLOAT16'])}").replace("exclude", "# exclude")
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
-    assert cli("run", "-c", str(config)).returncode == 0
-    run_dir = list_runs(tmp_path / "reports")[-1]
-    frame = read_run(run_dir)
+    _, frame, run_dir = small_suites
+    frame = of_case(frame, "strings", "ort-1.32")
     ours = {row.split("/")[1][5:]: status for row, status in zip(frame["row_id"], frame["status"])}
     assert ours["test_strnormalizer_export_monday_casesensintive_nochangecase"] == "pass"
     (tmp_path / "tests.pickle").write_bytes(pickle.dumps(
@@ -253,5 +274,5 @@ def test_strings_and_sequences_are_rows_judged_as_plain_onnxruntime_judges_them(
     theirs = ast.literal_eval(plain.stdout)
     assert {n: {"unsupported": "raised", "error": "raised"}.get(s, s) for n, s in ours.items()} == theirs
     assert list(theirs.values()).count("pass") > 30
-    left_out = json.loads((run_dir / "run.json").read_text())["left_out"]["node"]
+    left_out = json.loads((run_dir / "run.json").read_text())["left_out"]["strings"]
     assert left_out == {"test_cast_FLOAT_to_BFLOAT16": "bfloat16 tensor (taken by tensorrt; no such environment in this matrix)"}

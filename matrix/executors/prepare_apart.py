@@ -22,9 +22,9 @@ from pathlib import Path
 
 import onnx
 
+from ..graph_walk import every_node
 from ..prepare import artifact_dir, prepare, prepared
 from ..reference import NoReference
-from ..reference.float64_graph import every_node
 from ..sources import CaseSpec, Params, case_specs
 from ..stops import end_with_parent, run_apart
 from ..worker.oom import oom_kills, oom_note

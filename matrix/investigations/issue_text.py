@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..reference.float64_graph import every_node
+from ..graph_walk import every_node
 
 if TYPE_CHECKING:
     from .repro import Repro

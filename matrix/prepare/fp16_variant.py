@@ -21,7 +21,8 @@ from pathlib import Path
 
 import onnx
 
-from ..reference.float64_graph import as_tensor_constant, every_node, inlined, node_inputs
+from ..graph_walk import every_node, node_inputs
+from ..reference.float64_graph import as_tensor_constant, inlined
 
 
 class InvalidVariant(ValueError):

@@ -20,8 +20,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .float64_graph import (as_float64, casts_to_string, evaluate_node, every_node, float64_node, node_inputs, node_label,
-                            subgraphs)
+from ..graph_walk import every_node, node_inputs, subgraphs
+from .float64_graph import as_float64, casts_to_string, evaluate_node, float64_node, node_label
 from .ops import ignored_by_onnx_reference
 
 # A few units of rounding: an op's kernel (exp, erf, tanh) may be off by more than half a unit.

@@ -22,6 +22,7 @@ import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from ..graph_walk import node_inputs
 from .ops import REPLACEMENTS
 from .steps import is_step, jumped
 
@@ -31,20 +32,6 @@ RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUnifor
 # Attributes that name an output element type (Cast's `to`, RandomNormal's `dtype`, DequantizeLinear's
 # `output_dtype`, ...).
 TYPE_ATTRIBUTES = {"to", "dtype", "output_dtype"}
-
-
-def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    """The graphs a node holds (an If's branches, a Loop's or a Scan's body)."""
-    return [graph for attribute in node.attribute
-            for graph in ([attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else attribute.graphs)]
-
-
-def every_node(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    """The graph's nodes and, after each, those of its subgraphs, at any depth."""
-    for node in graph.node:
-        yield node
-        for inner in subgraphs(node):
-            yield from every_node(inner)
 
 
 # A Cast to these is the model's own rounding (an autocast export's FP16 island): kept in float64.
@@ -111,31 +98,6 @@ def _float64_attributes(node: onnx.NodeProto) -> None:
         elif attribute.type == onnx.AttributeProto.GRAPHS:
             for graph in attribute.graphs:
                 _float64_graph(graph)
-
-
-def outer_reads(node: onnx.NodeProto) -> list[str]:
-    """The names a node's subgraphs (If, Loop, Scan bodies, at any depth) read from the scopes
-    around it: inputs it has that its `input` list does not show."""
-    found: list[str] = []
-
-    def walk(graph: onnx.GraphProto, defined: set[str]) -> None:
-        defined = defined | {v.name for v in graph.input} | {t.name for t in graph.initializer}
-        for inner in graph.node:
-            for name in inner.input:
-                if name and name not in defined and name not in found:
-                    found.append(name)
-            for sub in subgraphs(inner):
-                walk(sub, defined)
-            defined = defined | set(inner.output)
-
-    for graph in subgraphs(node):
-        walk(graph, set())
-    return found
-
-
-def node_inputs(node: onnx.NodeProto) -> list[str]:
-    """Every value a node reads: its inputs, then what its subgraphs read from outside."""
-    return [name for name in dict.fromkeys([*node.input, *outer_reads(node)]) if name]
 
 
 def _value_info(name: str, value) -> onnx.ValueInfoProto:

@@ -13,7 +13,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .float64_graph import float64_nodes, node_inputs, node_label
+from ..graph_walk import Upstream, node_inputs
+from .float64_graph import float64_nodes, node_label
 
 
 def _lost(float64: np.ndarray, theirs: np.ndarray) -> bool:
@@ -23,24 +24,10 @@ def _lost(float64: np.ndarray, theirs: np.ndarray) -> bool:
     return bool(np.any(np.isfinite(float64) & ~np.isfinite(theirs)))
 
 
-def _upstream(model: onnx.ModelProto, name: str) -> set[int]:
-    """The orders of the nodes `name` is computed from."""
-    made_by = {output: order for order, node in enumerate(model.graph.node) for output in node.output}
-    found: set[int] = set()
-    wanted = [name]
-    while wanted:
-        order = made_by.get(wanted.pop())
-        if order is not None and order not in found:
-            found.add(order)
-            wanted.extend(node_inputs(model.graph.node[order]))
-    return found
-
-
-def _first_overflow(model: onnx.ModelProto, inputs: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+def _first_overflow(model: onnx.ModelProto, known: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
                     among: set[int]) -> str | None:
     """'Mul#1 (Mul)': the first node of `among` whose referee output holds ±inf where all its float
-    inputs are finite."""
-    known = {**inputs, **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **theirs}
+    inputs (`known`: the inputs, weights and referee values) are finite."""
     for order in sorted(among):
         node = model.graph.node[order]
         read = [np.asarray(known[name]) for name in node_inputs(node) if name in known]
@@ -55,11 +42,16 @@ def overflowed(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: d
                theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, str]:
     """{output: the node where float32 leaves its range} for the outputs the referee gives as ±inf or
     NaN where float64 (`float64`: the reference's outputs) holds finite values."""
+    lost = [name for name in names if name in float64 and name in theirs
+            and _lost(np.asarray(float64[name]), np.asarray(theirs[name]))]
+    if not lost:
+        return {}
+    upstream = Upstream(model.graph)  # once per model, as the weights below
+    known = {**inputs, **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **theirs}
     found = {}
-    for name in names:
-        if name in float64 and name in theirs and _lost(np.asarray(float64[name]), np.asarray(theirs[name])):
-            if where := _first_overflow(model, inputs, theirs, _upstream(model, name)):
-                found[name] = where
+    for name in lost:
+        if where := _first_overflow(model, known, theirs, upstream.of([name])):
+            found[name] = where
     return found
 
 
@@ -72,15 +64,14 @@ def _off_the_edge(float64: np.ndarray, theirs: np.ndarray) -> bool:
     return bool(np.any(~np.isfinite(float64) & ~same))
 
 
-def _first_edge(model: onnx.ModelProto, inputs: dict[str, np.ndarray], among: set[int]) -> str | None:
-    """'Sqrt#2 (Sqrt)': the first node of `among` whose float64 output holds NaN or ±inf where all its
-    float64 float inputs are finite."""
-    for order, node, given, produced in float64_nodes(model, inputs):
-        if order in among and not isinstance(produced, str) and \
-                all(np.isfinite(value).all() for value in given.values() if value.dtype.kind == "f") and \
-                any(value.dtype.kind == "f" and not np.isfinite(value).all() for value in produced.values()):
-            return f"{node_label(node, order)} ({node.op_type})"
-    return None
+def _edges(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[int, str]:
+    """{order: 'Sqrt#2 (Sqrt)'} of the nodes whose float64 output holds NaN or ±inf where all their
+    float64 float inputs are finite, in one float64 pass over the model."""
+    return {order: f"{node_label(node, order)} ({node.op_type})"
+            for order, node, given, produced in float64_nodes(model, inputs)
+            if not isinstance(produced, str)
+            and all(np.isfinite(value).all() for value in given.values() if value.dtype.kind == "f")
+            and any(value.dtype.kind == "f" and not np.isfinite(value).all() for value in produced.values())}
 
 
 def crossed_an_edge(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: dict[str, np.ndarray],
@@ -88,9 +79,13 @@ def crossed_an_edge(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float
     """{output: the node where float64 leaves its domain} for the outputs float64 (`float64`: the
     reference's outputs) holds as NaN or ±inf where the referee's float32 holds other values, after
     the two agreed at every node: float32's rounding put the node's input on the edge's other side."""
+    off = [name for name in names if name in float64 and name in theirs
+           and _off_the_edge(np.asarray(float64[name]), np.asarray(theirs[name]))]
+    if not off:
+        return {}
+    upstream, edges = Upstream(model.graph), _edges(model, inputs)
     found = {}
-    for name in names:
-        if name in float64 and name in theirs and _off_the_edge(np.asarray(float64[name]), np.asarray(theirs[name])):
-            if where := _first_edge(model, inputs, _upstream(model, name)):
-                found[name] = where
+    for name in off:
+        if among := upstream.of([name]) & edges.keys():
+            found[name] = edges[min(among)]
     return found

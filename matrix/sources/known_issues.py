@@ -20,6 +20,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import field_validator, model_validator
 
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
+from ..graph_walk import Upstream, node_inputs
 from ..statuses import EXPECTED_CAUSE
 from .case_files import declared_cases
 from .fault_patterns import FaultPattern
@@ -216,50 +217,34 @@ def _fault_reach(text) -> dict[str, tuple[list[str] | None, dict[str, str]]]:
 SHAPE_ONLY = {"Shape", "Size"}
 
 
+def _shape_only(node: onnx.NodeProto) -> bool:
+    return node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx")
+
+
 def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> dict:
     """{"reaches": the graph outputs computed from the values of any of `nodes`' outputs (the reach
     stops at SHAPE_ONLY ops: an output that depends on the pattern only through a Shape is not its),
     "beside": {such an output: a node beside the pattern it also reads (SHAPE_ONLY's note)}}."""
+    graph = model.graph
     tainted = {name for node in nodes for name in node.output}
-    valued = {i.name for i in model.graph.input} - {i.name for i in model.graph.initializer}
-    for node in model.graph.node:  # in topological order
-        shape_only = node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx")
-        if not shape_only and tainted.intersection(_reads(node)):
+    valued = {i.name for i in graph.input} - {i.name for i in graph.initializer}
+    for node in graph.node:  # in topological order
+        if not _shape_only(node) and tainted.intersection(node_inputs(node)):
             tainted.update(node.output)
-        if not shape_only and valued.intersection(_reads(node)):
+        if not _shape_only(node) and valued.intersection(node_inputs(node)):
             valued.update(node.output)
-    reaches = [o.name for o in model.graph.output if o.name in tainted]
-    producers = {name: (order, node) for order, node in enumerate(model.graph.node) for name in node.output if name}
-    before = {id(node) for _, node in _upstream(producers, [name for node in nodes for name in _reads(node)])}
-    before |= {id(node) for node in nodes}
+    reaches = [o.name for o in graph.output if o.name in tainted]
+    upstream = Upstream(graph)  # one walk for every output the pattern reaches
+    before = upstream.of(name for node in nodes for name in node.output)  # the pattern and what it reads
     beside = {}
     for name in reaches:
-        found = [(order, node) for order, node in _upstream(producers, [name]) if id(node) not in before
-                 and not tainted.intersection(node.output) and valued.intersection(_reads(node))
-                 and not (node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx"))]
+        found = [order for order in sorted(upstream.of([name]) - before)
+                 if not tainted.intersection(graph.node[order].output)
+                 and valued.intersection(node_inputs(graph.node[order])) and not _shape_only(graph.node[order])]
         if found:
-            order, node = min(found, key=lambda item: item[0])
-            beside[name] = f"{node.name or f'{node.op_type}#{order}'} ({node.op_type})"
+            node = graph.node[found[0]]
+            beside[name] = f"{node.name or f'{node.op_type}#{found[0]}'} ({node.op_type})"
     return {"reaches": reaches, "beside": beside}
-
-
-def _upstream(producers: dict, names: list[str]) -> list[tuple[int, onnx.NodeProto]]:
-    """(order, node) of every node the tensors `names` are computed from, at any distance."""
-    seen: dict[str, tuple[int, onnx.NodeProto]] = {}
-    todo = [name for name in names if name in producers]
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen[name] = producers[name]
-            todo.extend(n for n in _reads(producers[name][1]) if n in producers and n not in seen)
-    return list({id(node): (order, node) for order, node in seen.values()}.values())
-
-
-def _reads(node: onnx.NodeProto) -> list[str]:
-    """A node's inputs and what its subgraphs (an If's branches, a Loop's body) read, at any depth."""
-    inner = [name for a in node.attribute for g in ([a.g] if a.HasField("g") else list(a.graphs))
-             for n in g.node for name in _reads(n)]
-    return [*node.input, *inner]
 
 
 def faults_found(model: onnx.ModelProto, issues: tuple[KnownIssue, ...], engine: str,
