@@ -75,7 +75,7 @@ def test_what_cannot_load_here_draws_nothing_or_is_text_is_said_or_judged(tmp_pa
         + _dropout(tmp_path, "dropout_on", True, 0.5) \
         + _encoded(tmp_path, "str_in", WORDS) + _encoded(tmp_path, "bytes_in", WORDS.astype(bytes))
     done = trtmatrix("run", "-c", str(write_matrix(body, environments=("ort-1.32",))))
-    assert "Traceback" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and list_runs(tmp_path / "reports"), done.stderr
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("row_id")
 
     # A5: the same status and cause without and with an expected file; nothing asks for one
