@@ -1,10 +1,10 @@
 """Check an ONNX-file case's files when the plan is built, not as `error` cells in every environment.
 
-A corrupt model, an inputs file that lacks a graph input or holds one of the wrong shape or dtype,
-an expected-outputs file with wrong names or shapes: each is one ConfigError naming the offending
-file, so the CLI prints one line and exits 2. Cheap: the checker and the loader read the model
-without its external data, and only the declared inputs and outputs are compared (a symbolic or
-unknown dimension matches any size).
+A corrupt model or one whose node is given a type its operator does not take, an inputs file that
+lacks a graph input or holds one of the wrong shape or dtype, an expected-outputs file with wrong
+names or shapes: each is one ConfigError naming the offending file, so the CLI prints one line and
+exits 2. Cheap: the checker and the loader read the model without its external data, and only the
+declared inputs and outputs are compared (a symbolic or unknown dimension matches any size).
 """
 
 from __future__ import annotations
