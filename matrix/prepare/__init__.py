@@ -27,7 +27,7 @@ from ..store.hashing import hash_files, remembered_digests
 from ..stops import removed_at_end
 from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, file_digest, save_arrays
 from ..worker.module_outputs import flat_outputs
-from ..worker.values import save_values
+from ..worker.values import as_text, save_values
 from ..reference.conversion import changed_constants, copy_float64, reduced_values
 from ..reference import expected_reference, onnx_reference, reference_text, torch_reference_check
 from ..reference.float64_graph import Float64Values, float64_values
@@ -222,10 +222,9 @@ def _prepare_onnx_file(spec: CaseSpec, params: Params, out: Path) -> dict:
     with np.load(paths["inputs"]) as data:  # checked against the model when the plan was built
         inputs = {n: data[n] for n in data.files}
     bfloat16 = {v.name for v in model.graph.input if v.type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16}
-    if bfloat16 & set(inputs):  # kept as a suite's tensors of types numpy lacks (worker/values.py)
-        save_values(out / INPUTS, {n: as_bfloat16(a) if n in bfloat16 else a for n, a in inputs.items()})
-    else:
-        save_arrays(out / INPUTS, inputs)
+    # kept as a suite's values (worker/values.py): bfloat16 as bits, strings as str (bytes decoded),
+    # named in the file so an engine that cannot take them says so (issue 41, sweep 8 A4)
+    save_values(out / INPUTS, {n: as_bfloat16(a) if n in bfloat16 else a for n, a in inputs.items()})
     meta = {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "input_file": str(paths["inputs"])}
     if "expected" in paths:
         with np.load(paths["expected"]) as data:  # as given: integers stay integers, float32 float32
@@ -233,6 +232,12 @@ def _prepare_onnx_file(spec: CaseSpec, params: Params, out: Path) -> dict:
         save_arrays(out / REFERENCE, expected)
         meta["reference"] = reference_text(f"your expected outputs ({paths['expected'].name})", expected)
     return meta
+
+
+def _storable(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Strings evaluated from string inputs (held as objects, as onnxruntime takes them) as numpy's
+    unicode arrays: an object array needs pickle to be read back (issue 41, sweep 8 A4)."""
+    return {name: as_text(array) if array.dtype == object else array for name, array in arrays.items()}
 
 
 def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: Float64Values,
@@ -247,9 +252,9 @@ def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.
         reference = expected_reference(model, inputs, typed_tensors(out / REFERENCE), meta["reference"], float64, mask)
     else:
         reference = onnx_reference(model, inputs, [o.name for o in model.graph.output], float64, mask)
-    save_arrays(out / REFERENCE, reference.arrays)
+    save_arrays(out / REFERENCE, _storable(reference.arrays))
     if reference.second:
-        save_arrays(out / SECOND, reference.second)
+        save_arrays(out / SECOND, _storable(reference.second))
     return {"reference": reference.how, "reference_check": reference.check}
 
 

@@ -49,10 +49,11 @@ class Reference:
 
 def reference_text(how: str, arrays: dict[str, np.ndarray], usual: str | None = None) -> str:
     """How a reference was made and what it holds: 'your expected outputs (e.npz): float32', or
-    'PyTorch ...: int64 for ids' where some output is not the `usual` type the words already say."""
+    'PyTorch ...: int64 for ids' where some output is not the `usual` type the words already say. Text
+    is "string", whatever numpy holds it in (<U3, or the objects onnxruntime gives: issue 41, sweep 8 A4)."""
     by_dtype: dict[str, list[str]] = {}
     for name, array in arrays.items():
-        by_dtype.setdefault(str(array.dtype), []).append(name)
+        by_dtype.setdefault("string" if array.dtype.kind in "USO" else str(array.dtype), []).append(name)
     said = [f"{dtype} for {', '.join(names)}" if len(by_dtype) > 1 else dtype
             for dtype, names in by_dtype.items() if dtype != usual]
     return f"{how}: {'; '.join(said)}" if said else how
@@ -72,18 +73,36 @@ def _first_missing(missing: dict[str, str], model: onnx.ModelProto) -> str:
     return f"{f'{node.domain} ' if node.domain else ''}{node.op_type} (node {label})"
 
 
-def _drops_at_random(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
-    """A Dropout in training mode (its third input given, and not a constant False) draws its mask."""
+def _fixed(name: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The value of `name` where the case's inputs or the graph fix it (an input given, an initializer,
+    a Constant node's tensor or number), else None."""
+    if name in inputs:
+        return np.asarray(inputs[name])
+    given = next((t for t in model.graph.initializer if t.name == name), None)
+    if given is not None:
+        return onnx.numpy_helper.to_array(given)
+    made = next((n for n in model.graph.node if n.op_type == "Constant" and list(n.output) == [name]), None)
+    value = onnx.helper.get_attribute_value(made.attribute[0]) if made is not None and made.attribute else None
+    if isinstance(value, onnx.TensorProto):
+        return onnx.numpy_helper.to_array(value)
+    return np.asarray(value) if isinstance(value, (int, float)) else None
+
+
+def _drops_at_random(node: onnx.NodeProto, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
+    """A Dropout draws its mask in training mode only (its third input true) and with a ratio above 0;
+    by the spec it is the identity otherwise. Decided by the values the inputs or the graph fix (issue
+    41, sweep 8 A8: a training_mode input fed False draws nothing); one that nothing fixes may draw."""
     if node.op_type != "Dropout" or len(node.input) < 3 or not node.input[2]:
         return False
-    given = next((t for t in model.graph.initializer if t.name == node.input[2]), None)
-    return given is None or bool(np.any(onnx.numpy_helper.to_array(given)))
+    training = _fixed(node.input[2], model, inputs)
+    ratio = _fixed(node.input[1], model, inputs) if node.input[1] else None
+    return (training is None or bool(np.any(training))) and (ratio is None or bool(np.any(ratio != 0)))
 
 
-def _refuse_random(model: onnx.ModelProto, where: str = "") -> None:
+def _refuse_random(model: onnx.ModelProto, inputs: dict[str, np.ndarray], where: str = "") -> None:
     """A model that draws random numbers has no reference: no two evaluations share a draw."""
     drawn = next((node_label(node, order) + f" ({node.op_type})" for order, node in enumerate(model.graph.node)
-                  if node.op_type in RANDOM_OPS or _drops_at_random(node, model)), None)
+                  if node.op_type in RANDOM_OPS or _drops_at_random(node, model, inputs)), None)
     if drawn:  # a case file takes no `expected` outputs; its export, made an ONNX-file case, does
         raise NoReference(f"no reference can be made: node {drawn}{where} draws random numbers, which no two "
                           "evaluations share (an engine's own draw differs from any reference's); judge what "
@@ -158,12 +177,13 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
     checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
     model = inlined(model)
-    _refuse_random(model)
+    _refuse_random(model, inputs)
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:
         theirs = referee_values(model, inputs)
     except Exception as exc:  # noqa: BLE001 - onnxruntime's words, kept below
-        theirs, refused = None, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"[:300]
+        theirs, words = None, str(exc)  # all of them: a cause can lie past the first line's 300 characters
+        refused = f"{type(exc).__name__}: {(words.strip().splitlines() or [''])[0]}"[:300]
     lacking = [name for name in names if name not in float64.values]
     if lacking and (theirs is None or any(name not in theirs.values for name in lacking)):
         if theirs is None and (said := _cannot_run(refused)):
@@ -172,7 +192,7 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
                           f" and {referee_label()} cannot run the model ({refused if theirs is None else 'no output'}); "
                           "give the case `expected` outputs")
     arrays = {name: float64.values[name] if name in float64.values else theirs.values[name] for name in names}
-    if theirs is None and (cause := _refuses_itself(refused)):  # sweep 5 #14: no dispute, and no input to fix
+    if theirs is None and (cause := _refuses_itself(words)):  # sweep 5 #14: no dispute, and no input to fix
         how = f"onnx.reference, every floating type made float64, not checked (the referee refuses the model: {cause})"
         return Reference(arrays, reference_text(how, arrays, "float64"), _check(
             UNCHECKED, f"not checked: {referee_label()} refuses the model ({refused}); the float64 evaluation stands "
@@ -230,7 +250,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
     what float32 rounding explains (the referee's distance from the latter)."""
     model = inlined(model)
-    _refuse_random(model, " of the case's ONNX export")
+    _refuse_random(model, inputs, " of the case's ONNX export")
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:
         theirs = referee_values(model, inputs).values

@@ -1,10 +1,10 @@
 """Check an ONNX-file case's files when the plan is built, not as `error` cells in every environment.
 
-A corrupt model, an inputs file that lacks a graph input or holds one of the wrong shape or dtype,
-an expected-outputs file with wrong names or shapes: each is one ConfigError naming the offending
-file, so the CLI prints one line and exits 2. Cheap: the checker and the loader read the model
-without its external data, and only the declared inputs and outputs are compared (a symbolic or
-unknown dimension matches any size).
+A corrupt model or one whose node is given a type its operator does not take, an inputs file that
+lacks a graph input or holds one of the wrong shape or dtype, an expected-outputs file with wrong
+names or shapes: each is one ConfigError naming the offending file, so the CLI prints one line and
+exits 2. Cheap: the checker and the loader read the model without its external data, and only the
+declared inputs and outputs are compared (a symbolic or unknown dimension matches any size).
 """
 
 from __future__ import annotations
@@ -113,9 +113,23 @@ def _one_line(exc: Exception) -> str:
 def _model(path: Path) -> onnx.ModelProto:
     try:
         onnx.checker.check_model(str(path))  # by path: external data files are looked for beside it
-        return onnx.load(str(path), load_external_data=False)
+        model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # the checker and protobuf raise several types for one meaning
         raise ConfigError(path, "", f"not a valid ONNX model: {_one_line(exc)}") from None
+    _types_allowed(path, model)
+    return model
+
+
+def _types_allowed(path: Path, model: onnx.ModelProto) -> None:
+    """Every node given types its operator's schema takes (Sum of uint8 is no model: issue 41, sweep 8
+    A5). The type half of `check_model(full_check=True)`: its shape half (a declared shape that
+    differs from the inferred one) is left to the engines, which run such models (onnxruntime merges
+    the shapes and warns), and so are operators of domains onnx does not know."""
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True)
+    except onnx.shape_inference.InferenceError as exc:
+        raise ConfigError(path, "", f"not a valid ONNX model: a node is given a type its operator does not take "
+                                    f"(onnx shape inference: {_one_line(exc)})") from None
 
 
 def _arrays(path: Path) -> dict[str, np.ndarray]:
@@ -133,6 +147,9 @@ def _arrays(path: Path) -> dict[str, np.ndarray]:
         with data:
             return {name: data[name] for name in data.files}
     except Exception as exc:  # noqa: BLE001 - a member damaged inside the zip
+        if "Object arrays cannot be loaded" in str(exc):  # strings as Python objects (issue 41, sweep 8 A4)
+            raise ConfigError(path, "", "an object array, which only pickle reads (trtmatrix never unpickles a "
+                                        "file): save strings as an array of str, np.array(['a', 'b']) (dtype <U)") from None
         raise ConfigError(path, "", f"not a readable .npz file: {_one_line(exc)}") from None
 
 
@@ -160,6 +177,11 @@ def _compare(path: Path, role: str, value: onnx.ValueInfoProto, arrays: dict[str
             isinstance(dim, int) and dim != size for dim, size in zip(shape, array.shape))):
         raise ConfigError(path, value.name, f"shape {list(array.shape)}, the model's {role} is {shape}")
     elem_type = value.type.tensor_type.elem_type
+    if elem_type == onnx.TensorProto.STRING and role == "input":  # issue 41, sweep 8 A4: not numpy's "object"
+        if array.dtype.kind not in "US":
+            raise ConfigError(path, value.name, f"dtype {array.dtype}, the model's input is STRING: give an array "
+                                                f"of str (np.array(['a', 'b']), dtype <U) or of bytes (dtype |S)")
+        return
     if elem_type == onnx.TensorProto.BFLOAT16 and role == "input":  # numpy has no bfloat16 of its own
         if as_bfloat16(array) is None:
             raise ConfigError(path, value.name, f"dtype {array.dtype}, the model's input is bfloat16, which numpy has "

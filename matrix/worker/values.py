@@ -50,6 +50,11 @@ def kinds_of(value):
     return set() if _plain_type(value.dtype) else {"{} tensor".format(value.dtype.name)}
 
 
+def as_text(value):
+    """A string tensor of Python objects or bytes as numpy's unicode array, which an .npz keeps without pickle."""
+    return np.array([v.decode() if isinstance(v, bytes) else str(v) for v in value.ravel()], dtype=str).reshape(value.shape)
+
+
 def flatten(values, types=None):
     """{name: value} as {key: numpy array} an .npz holds without pickle; `types` collects the type
     names of tensors kept as bits."""
@@ -59,8 +64,7 @@ def flatten(values, types=None):
             flat["{}[]".format(name)] = np.array(len(value), dtype=np.int64)
             flat.update(flatten({"{}[{}]".format(name, i): item for i, item in enumerate(value)}, types))
         elif value.dtype == object or value.dtype.kind == "S":
-            flat[name] = np.array([v.decode() if isinstance(v, bytes) else str(v) for v in value.ravel()],
-                                  dtype=str).reshape(value.shape)
+            flat[name] = as_text(value)
         elif value.dtype.kind == "U" or _plain_type(value.dtype):
             flat[name] = value
         else:

@@ -5,10 +5,10 @@ an FP16 copy of the model made on the host (keep_fp32 ops left in FP32).
 
 When onnxruntime refuses the model while creating its session (an IR version or opset it does not
 read, an operator it does not register, no CPU kernel for an operator in these types, an attribute
-or an attribute value it does not support), or a kernel says at the first inference that it does
-not support what it was given ("Non per-tensor quantization is not supported"), the cell is
-`unsupported`: what is unsupported first, its own words after. Anything else it raises is an
-`error`: something broke.
+or an attribute value it does not support, a locale the host lacks), or a kernel says at the first
+inference that it does not support what it was given ("Non per-tensor quantization is not
+supported"), the cell is `unsupported`: what is unsupported first, its own words after. Anything
+else it raises is an `error`: something broke.
 """
 
 import json
@@ -35,6 +35,10 @@ REFUSALS = [
      lambda m, _: "operator {}({}) not registered".format(*m.groups())),
     (r"(?:Could not find an implementation for|Failed to find kernel for) (\w+)\((\d+)\)",
      lambda m, types: "no CPU kernel for {}({}){}".format(m.group(1), m.group(2), _typed(types.get(m.group(1))))),
+    # what the host lacks, not the model: StringNormalizer's locale (issue 41, sweep 8 A5)
+    (r"Failed to construct locale with name:\s*([^:\s]+)",
+     lambda m, _: "StringNormalizer's locale {} is not installed where onnxruntime runs (`locale -a` lists "
+                  "those that are)".format(m.group(1))),
     (r"Exception during initialization: .*? ([^.]*?\bnot supported)\.",
      lambda m, _: m.group(1)),
     # An attribute of a newer opset than the runtime knows (Attention's left_window_size): named,
