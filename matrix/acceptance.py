@@ -165,16 +165,25 @@ def cosine_text(value: float | None) -> str:
 def _slice_cosine(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> tuple[float, str]:
     """A slice's cosine and its text. Where the output or the reference is the zero vector (an
     exact-zero output against a 1e-30 reference) no direction can be compared: the slice holds
-    when its elements are within atol + rtol·|ref|, and says so."""
-    if not np.isfinite(out).all():
+    when its elements are within atol + rtol·|ref|, and says so. Elements where the output holds the
+    same infinity as the reference (an additive attention mask's -inf) are equal and left out of
+    the cosine, as top-k agreement takes them (issue 41, sweep 8 A7); any other infinity or NaN
+    leaves the cosine undefined, which never holds."""
+    same = np.isinf(out) & (out == ref)
+    out, ref = out[~same], ref[~same]
+    count = int(same.sum())
+    left = f" ({count} equal infinit{'ies' if count > 1 else 'y'} left out)" if count else ""
+    if not out.size:
+        return 1.0, "equal infinities only"
+    if not (np.isfinite(out).all() and np.isfinite(ref).all()):
         return math.nan, cosine_text(math.nan)
     if _direction_free(out, ref):
         with np.errstate(over="ignore"):
             close = bool((np.abs(out - ref) <= atol + rtol * np.abs(ref)).all())
         value = 1.0 if close else cosine(out, ref)
-        return value, f"no direction (a zero vector), {'within' if close else 'outside'} atol/rtol"
+        return value, f"no direction (a zero vector), {'within' if close else 'outside'} atol/rtol{left}"
     value = cosine(out, ref)
-    return value, f"cosine {cosine_text(value)}"
+    return value, f"cosine {cosine_text(value)}{left}"
 
 
 def _differing(runs: list[dict[str, np.ndarray]], name: str, ref: np.ndarray, kept: np.ndarray | None) -> int:

@@ -71,6 +71,19 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
             judged = judge_by_rule(runs, against, accept, atol, rtol, mask)[0]
         return judged, float(worst["max_abs"])
 
+    def beyond(runs: list[dict], against: dict) -> tuple[str, str]:
+        """(what the cell's judging asks, what to do where rounding alone fails it): a cell judged by
+        an acceptance rule is failed by its rule, not by atol/rtol, and no tolerance passes a cosine
+        that an output's NaN or unshared infinity leaves undefined (issue 41, sweep 8 A7)."""
+        if accept is None:
+            return f"beyond atol {atol:g} + rtol {rtol:g}", "loosen the tolerance (docs/judging.md)"
+        fields = judge_by_rule(runs, against, accept, atol, rtol, mask)[1]
+        said = f"failing its rule {accept.text()} ({fields['worst_slice'] or 'measured'})"
+        if "cosine" in fields and np.isnan(fields["cosine"]):
+            return said, ("no rule holds an undefined cosine (a NaN, or an infinity the other side lacks): judge "
+                          "that output element-wise (atol/rtol) or mask those elements (docs/judging.md)")
+        return said, "loosen the rule (docs/judging.md)"
+
     def apart(runs: list[dict], against: dict, what: str) -> str:
         """'is 0.525 from <what>', or, for outputs of another shape (no distance), 'has outputs of other
         shapes than <what> (y has shape (1, 2), the reference (1, 3))': <what> is the reference there."""
@@ -124,10 +137,10 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
         cell = "" if exact is not ran64 or ran_path.name == MODEL else (
             f" (from the reference, the cell's measure, they are "
             f"{verdict([_rounded(held, profile.precision)], reference)[1]:.3g} and {float(record['max_abs']):.3g} off)")
-        return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {which} {computed} "
-                                  f"is already {rounding_gap:.3g} off {of}, beyond atol "
-                                  f"{atol:g} + rtol {rtol:g}; {who} is {gap:.3g} off it, what {kept} can hold{cell}: "
-                                  "loosen the tolerance (docs/judging.md)")
+        limit, fix = beyond([_rounded(held, profile.precision)], exact)
+        return Blame("tolerance", f"the {'tolerance' if accept is None else 'rule'} is at fault, not "
+                                  f"{record['engine']}: {which} {computed} is already {rounding_gap:.3g} off {of}, "
+                                  f"{limit}; {who} is {gap:.3g} off it, what {kept} can hold{cell}: {fix}")
 
     def summing_blame(outputs: dict) -> Blame | None:
         """A model of one node (repro's reduced subgraph, say) whose outputs are within what rounding
@@ -139,11 +152,11 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
         parting, checked = first_parting(ran, inputs, {n: outputs[n] for n in names if n in outputs})
         if not checked or parting is not None:
             return None
-        return Blame("tolerance", f"the tolerance is at fault, not {record['engine']}: {product}'s outputs are "
-                                  f"{engine_gap:.3g} from {what} evaluated in float64, within what rounding its "
-                                  f"{ran.graph.node[0].op_type}'s terms explain (the bound the reference check holds "
-                                  f"each node to), beyond atol {atol:g} + rtol {rtol:g}: loosen the tolerance "
-                                  "(docs/judging.md)")
+        limit, fix = beyond([outputs], ran64)
+        return Blame("tolerance", f"the {'tolerance' if accept is None else 'rule'} is at fault, not "
+                                  f"{record['engine']}: {product}'s outputs are {engine_gap:.3g} from {what} evaluated "
+                                  f"in float64, within what rounding its {ran.graph.node[0].op_type}'s terms explain "
+                                  f"(the bound the reference check holds each node to), {limit}: {fix}")
 
     if engine_verdict == "fail":
         return rounding_blame(ran, ran64, engine_gap, product, what, f"{own} float64 evaluation") or summing_blame(first) or \

@@ -99,17 +99,19 @@ def prepared_meta(cache_dir: Path, case: str, key: str) -> tuple[Path, dict] | N
 
 
 def prepare(spec: CaseSpec, params: Params, key: str, cache_dir: Path,
-            phase: Callable[[str], None] = lambda _: None, fresh: bool = False) -> Path:
+            phase: Callable[[str], None] = lambda _: None, fresh: bool = False, unchecked: str | None = None) -> Path:
     """The case's artifacts for `params`, made now where none are ready (`fresh`: made again); `phase`
-    is told what it starts (what never returned, where a deadline ends it: executors/prepare_apart.py)."""
+    is told what it starts (what never returned, where a deadline ends it: executors/prepare_apart.py);
+    `unchecked`: why a user's expected outputs are taken without their extra check (a deadline)."""
     if not fresh and (ready := prepared(cache_dir, spec.name, key)):
         return ready
     target = artifact_dir(cache_dir, spec.name, key)
     with removed_at_end(target.with_name(target.name + ".tmp")) as tmp:  # a failed or stopped prepare leaves none
-        return _prepare_in(spec, params, tmp, target, phase)
+        return _prepare_in(spec, params, tmp, target, phase, unchecked)
 
 
-def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: Callable[[str], None]) -> Path:
+def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: Callable[[str], None],
+                unchecked: str | None) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     if spec.suite is not None:
@@ -128,7 +130,7 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: 
     meta["fp16_forecast"] = forecast.result(model)
     if spec.suite is None:  # a suite's expected outputs are the spec's own test data
         phase(f"its reference check against {referee_label()}")
-        meta.update(_checked_reference(meta, model, inputs, float64, tmp, inputs.get(spec.entry.mask)))
+        meta.update(_checked_reference(meta, model, inputs, float64, tmp, inputs.get(spec.entry.mask), unchecked))
     meta["digests"] = checked_digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
@@ -241,15 +243,16 @@ def _storable(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: Float64Values,
-                       out: Path, mask: np.ndarray | None) -> dict:
+                       out: Path, mask: np.ndarray | None, unchecked: str | None = None) -> dict:
     """The reference, checked (matrix/reference/): a case's PyTorch outputs against its export in
-    float64; a user's expected outputs kept with the model's own evaluation beside them; an ONNX
-    file's float64 evaluation made and checked against the referee. `mask`: the case's, whose
-    left-out elements no rounding-decided step disputes."""
+    float64; a user's expected outputs kept with the model's own evaluation beside them (unless
+    `unchecked` says why not); an ONNX file's float64 evaluation made and checked against the
+    referee. `mask`: the case's, whose left-out elements no rounding-decided step disputes."""
     if meta["kind"] == "torch":
         return {"reference_check": torch_reference_check(model, inputs, typed_tensors(out / REFERENCE), float64, mask)}
     if "reference" in meta:  # the user's expected outputs
-        reference = expected_reference(model, inputs, typed_tensors(out / REFERENCE), meta["reference"], float64, mask)
+        reference = expected_reference(model, inputs, typed_tensors(out / REFERENCE), meta["reference"], float64, mask,
+                                       unchecked)
     else:
         reference = onnx_reference(model, inputs, [o.name for o in model.graph.output], float64, mask)
     save_arrays(out / REFERENCE, _storable(reference.arrays))

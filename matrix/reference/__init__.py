@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from ..acceptance import judged_positions
+from ..acceptance import exact_kind, judged_positions
 from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .loop_steps import step_in_loop
@@ -229,9 +229,13 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
 
 
 def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], expected: dict[str, np.ndarray],
-                       how: str, float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
+                       how: str, float64: Float64Values | None = None, mask: np.ndarray | None = None,
+                       unchecked: str | None = None) -> Reference:
     """A user's expected outputs, as given; the model's own evaluation kept beside them, so that a
-    cell that fails only against the file can name the file (run.py)."""
+    cell that fails only against the file can name the file (run.py). `unchecked`: why that extra
+    is not made (a deadline stopped it once: issue 41, sweep 8 A12); the file stays the reference."""
+    if unchecked:
+        return Reference(expected, how, _check(EXPECTED, f"your file; not checked ({unchecked})"))
     try:
         second = onnx_reference(model, inputs, list(expected), float64, mask)
     except NoReference as exc:
@@ -245,6 +249,20 @@ def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], ex
                      second.arrays)
 
 
+def _torch_parts_from_export(mine: np.ndarray, onnx64: np.ndarray, theirs: np.ndarray | None) -> str | None:
+    """How PyTorch's float64 output parts from its export's, or None. Booleans and integers (a mask
+    `x > 0.3` at x = 0.3f, topk indices over ties, which torch and ONNX's TopK order differently) are
+    compared exactly (issue 41, sweep 8 A2); floating outputs within what float32 rounding explains
+    (the referee's distance from the export in float64)."""
+    if exact_kind(mine) or exact_kind(onnx64):
+        differ = int(np.count_nonzero(mine != onnx64))
+        return f"{differ} of {mine.size} elements differ (compared exactly)" if differ else None
+    mine, onnx64 = mine.astype(np.float64), onnx64.astype(np.float64)
+    bound = end_to_end_bound(onnx64, theirs if theirs is not None else onnx64)
+    delta = float(np.nanmax(np.abs(mine - onnx64), initial=0.0))  # NaN on both sides: no parting
+    return f"|Δ| {delta:.3g} where float32 rounding explains {bound:.2g}" if delta > bound else None
+
+
 def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray],
                           float64: Float64Values | None = None, mask: np.ndarray | None = None) -> dict:
     """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
@@ -256,19 +274,18 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
         theirs = referee_values(model, inputs).values
     except Exception:  # noqa: BLE001 - the bound then rests on float32's units alone
         theirs = {}
-    checked = [name for name in torch64 if name in float64.values and np.asarray(torch64[name]).dtype.kind == "f"]
+    checked = [name for name in torch64 if name in float64.values and
+               (np.asarray(torch64[name]).dtype.kind == "f" or exact_kind(np.asarray(torch64[name])))]
     for name in checked:
-        mine, onnx64 = np.asarray(torch64[name], np.float64), float64.values[name]
+        mine, onnx64 = np.asarray(torch64[name]), np.asarray(float64.values[name])
         if mine.shape != onnx64.shape:
             return _check(DISPUTED, f"PyTorch in float64 gives {name!r} shape {list(mine.shape)}, its ONNX export "
                                     f"{list(onnx64.shape)}")
-        bound = end_to_end_bound(onnx64, theirs[name]) if name in theirs else end_to_end_bound(onnx64, onnx64)
-        delta = float(np.nanmax(np.abs(mine - onnx64), initial=0.0))  # NaN on both sides: no parting
-        if delta > bound:
+        if apart := _torch_parts_from_export(mine, onnx64, theirs.get(name)):
             parting, count = first_parting(model, inputs, theirs) if theirs else (None, 0)
             where = f"; {parting.text(referee_label())}" if parting else ""
-            return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: |Δ| "
-                                    f"{delta:.3g} where float32 rounding explains {bound:.2g}{where}", parting, count)
+            return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: {apart}{where}",
+                          parting, count)
     decided = decided_by_rounding(model, inputs, float64, theirs)
     if decided.keys() - float64.decided.keys() and first_parting(model, inputs, theirs)[0]:
         decided = float64.decided  # the referee parts from float64 at a node: its flipped step is no rounding
