@@ -321,12 +321,18 @@ def load_runs(outputs: Path, repeats: Path) -> tuple[dict[str, np.ndarray], dict
 
 
 def _settled(reference: dict[str, np.ndarray], first: dict[str, np.ndarray], settled: Path) -> dict[str, np.ndarray]:
-    """The reference with the elements `settled` marks holding the first run's own values."""
+    """The reference with the elements `settled` marks holding the first run's own values (a single
+    True: the whole output, whatever its shape)."""
     with np.load(settled) as data:
         marks = dict(data)
-    return {name: np.where(marks[name], first[name], value).astype(value.dtype)
-            if name in marks and name in first and marks[name].shape == value.shape == np.shape(first[name]) else value
-            for name, value in reference.items()}
+    def one(name: str, value: np.ndarray) -> np.ndarray:
+        mark, own = marks.get(name), first.get(name)
+        if mark is None or own is None:
+            return value
+        if mark.ndim == 0:
+            return own if mark else value
+        return np.where(mark, own, value).astype(value.dtype) if mark.shape == value.shape == own.shape else value
+    return {name: one(name, value) for name, value in reference.items()}
 
 
 def compare_files(outputs: Path, reference: Path, atol: float, rtol: float, accept: Acceptance | None = None,

@@ -74,6 +74,7 @@ def test_case_file_partings_and_a_steps_blame_are_where_the_elements_are(tmp_pat
     assert edge["status"] == "disputed", edge
     assert "PyTorch in float64 and its ONNX export in float64 part at 'output': NaN in PyTorch's float64 where " \
            "the export's gives 0 (1 of 3 elements judged)" in edge["error"], edge["error"]
+    assert "(the export reaches its edge at node " in edge["error"] and "Sqrt (Sqrt))" in edge["error"], edge["error"]
     # A16: the step decides element 0 only; element 2 (5.5 against 5 in float32 and float64) is a plain
     # fail (a file of the float64 side, failing at element 0 alone, still names the step: test_reference_check N6)
     wrong = cells["wrong_elsewhere"]

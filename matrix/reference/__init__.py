@@ -28,7 +28,7 @@ from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .loop_steps import step_in_loop
 from .referee import referee_label, referee_values
-from .overflow import crossed_an_edge, overflowed
+from .overflow import crossed_an_edge, on_an_edge, overflowed
 from .rounding import decided_by_rounding
 from .steps import parted, parted_at
 
@@ -157,9 +157,11 @@ def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
 
 
 def _decides(float64: dict[str, np.ndarray], theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
-    """{output: where float64 and the referee's float32 part} (Reference.decides)."""
-    return {name: parted_at(np.asarray(float64[name]), np.asarray(theirs[name])) for name in names
-            if name in float64 and name in theirs and np.shape(float64[name]) == np.shape(theirs[name])}
+    """{output: where float64 and the referee's float32 part} (Reference.decides); a single True
+    where their shapes differ (a step decides the output's length: all of it)."""
+    return {name: parted_at(np.asarray(float64[name]), np.asarray(theirs[name]))
+            if np.shape(float64[name]) == np.shape(theirs[name]) else np.array(True)
+            for name in names if name in float64 and name in theirs}
 
 
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
@@ -238,20 +240,23 @@ def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], ex
                      second.arrays)
 
 
-def _nan_against_a_number(mine: np.ndarray, onnx64: np.ndarray) -> str | None:
+def _nan_against_a_number(mine: np.ndarray, onnx64: np.ndarray, model: onnx.ModelProto,
+                          inputs: dict[str, np.ndarray], name: str) -> str | None:
     """How PyTorch's float64 output and its export's part where one holds NaN and the other a number,
     or None (issue 41, sweep 8 A15: `torch.sqrt(0.3 - x)` at x = 0.3f is NaN in PyTorch's float64,
-    whose 0.3 is a double, and 0 in the export, whose constant is 0.3f)."""
+    whose 0.3 is a double, and 0 in the export, whose constant is 0.3f), with the export's node at the
+    domain's edge where it has one."""
     lone = np.isnan(mine) != np.isnan(onnx64)
     if not lone.any():
         return None
     first = int(np.flatnonzero(lone)[0])
     number = float(onnx64.flat[first] if np.isnan(mine.flat[first]) else mine.flat[first])
     sides = ("PyTorch's", "the export's") if np.isnan(mine.flat[first]) else ("the export's", "PyTorch's")
+    at = f" (the export reaches its edge at node {node})" if (node := on_an_edge(model, inputs, name)) else ""
     return (f"NaN in {sides[0]} float64 where {sides[1]} gives {number:.3g} ({int(lone.sum())} of {lone.size} "
             "elements judged): one of them leaves a function's domain (Sqrt or Log below 0, 0 / 0) where the "
-            "other does not, as the export's float32 constants (0.3f for 0.3) can decide; give inputs away from "
-            "the edge, or judge its ONNX export as an ONNX-file case with `expected` outputs")
+            f"other does not{at}, as the export's float32 constants (0.3f for 0.3) can decide; give inputs away "
+            "from the edge, or judge its ONNX export as an ONNX-file case with `expected` outputs")
 
 
 def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray],
@@ -273,7 +278,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
                                     f"{list(onnx64.shape)}")
         # sweep 8 A14: only the elements the case's mask keeps can part
         mine, onnx64, their = (_judged(np.asarray(a), mask) for a in (mine, onnx64, theirs.get(name, onnx64)))
-        if lone := _nan_against_a_number(mine, onnx64):  # sweep 8 A15: the nanmax below drops a lone NaN
+        if lone := _nan_against_a_number(mine, onnx64, model, inputs, name):  # sweep 8 A15: the nanmax below drops a lone NaN
             return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: {lone}")
         bound = end_to_end_bound(onnx64, their)
         delta = float(np.nanmax(np.abs(mine - onnx64), initial=0.0))  # NaN on both sides: no parting
