@@ -320,13 +320,13 @@ def load_runs(outputs: Path, repeats: Path) -> tuple[dict[str, np.ndarray], dict
     return first, later
 
 
-def _settled(reference: dict[str, np.ndarray], first: dict[str, np.ndarray], settled: Path) -> dict[str, np.ndarray]:
-    """The reference with the elements `settled` marks holding the first run's own values (a single
-    True: the whole output, whatever its shape)."""
-    with np.load(settled) as data:
-        marks = dict(data)
+def settle(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
+           marks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The reference with the elements `marks` marks holding the outputs' own values (a single True:
+    the whole output, whatever its shape): elements a step float32 rounding decides, no one's to
+    judge (prepare's DECIDES; issue 41, sweep 8 A16)."""
     def one(name: str, value: np.ndarray) -> np.ndarray:
-        mark, own = marks.get(name), first.get(name)
+        mark, own = marks.get(name), outputs.get(name)
         if mark is None or own is None:
             return value
         if mark.ndim == 0:
@@ -349,7 +349,8 @@ def compare_files(outputs: Path, reference: Path, atol: float, rtol: float, acce
     with np.load(reference) as data:
         ref = dict(data)
     if settled is not None:
-        ref = _settled(ref, first, settled)
+        with np.load(settled) as data:
+            ref = settle(ref, first, dict(data))
     runs = [first, *later.values()]
     verdict, worst, per_output = compare_runs(runs, ref, atol, rtol, mask)
     rule = {"rule": None, "top1": None, "worst_slice": None}
