@@ -320,17 +320,37 @@ def load_runs(outputs: Path, repeats: Path) -> tuple[dict[str, np.ndarray], dict
     return first, later
 
 
+def settle(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
+           marks: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The reference with the elements `marks` marks holding the outputs' own values (a single True:
+    the whole output, whatever its shape): elements a step float32 rounding decides, no one's to
+    judge (prepare's DECIDES; issue 41, sweep 8 A16)."""
+    def one(name: str, value: np.ndarray) -> np.ndarray:
+        mark, own = marks.get(name), outputs.get(name)
+        if mark is None or own is None:
+            return value
+        if mark.ndim == 0:
+            return own if mark else value
+        return np.where(mark, own, value).astype(value.dtype) if mark.shape == value.shape == own.shape else value
+    return {name: one(name, value) for name, value in reference.items()}
+
+
 def compare_files(outputs: Path, reference: Path, atol: float, rtol: float, accept: Acceptance | None = None,
-                  repeats: Path | None = None, mask: np.ndarray | None = None) -> tuple[str, dict]:
+                  repeats: Path | None = None, mask: np.ndarray | None = None,
+                  settled: Path | None = None) -> tuple[str, dict]:
     """Verdict and record fields (worst metrics, drift, per-output metrics as JSON) from stored
     .npz files: the same judgement after a run and when `trtmatrix report` re-judges a stored one.
     With an acceptance rule the rule gives the verdict on the floating outputs, integers and booleans
     still match exactly (acceptance.judge_slices); atol/rtol still give the metrics.
     `repeats`: the later runs that differed (default: the worker's file beside `outputs`).
-    `mask`: the case's mask input, whose zeros are left out of judging."""
+    `mask`: the case's mask input, whose zeros are left out of judging. `settled`: a file of
+    booleans per output whose marked elements take the first run's values (no failure there)."""
     first, later = load_runs(outputs, repeats or outputs.with_name(REPEATS))
     with np.load(reference) as data:
         ref = dict(data)
+    if settled is not None:
+        with np.load(settled) as data:
+            ref = settle(ref, first, dict(data))
     runs = [first, *later.values()]
     verdict, worst, per_output = compare_runs(runs, ref, atol, rtol, mask)
     rule = {"rule": None, "top1": None, "worst_slice": None}

@@ -36,7 +36,7 @@ from .executors.local import LocalExecutor
 from .executors.prepare_apart import PrepareFailed, prepare_apart
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan, plan_of_trials, row_words
-from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, artifact_dir, case_meta, checked_digests, copy_facts, copy_path,
+from .prepare import (DECIDES, INPUTS, MODEL, REFERENCE, SECOND, artifact_dir, case_meta, checked_digests, copy_facts, copy_path,
                       file_digests, mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
@@ -112,6 +112,17 @@ def _matches_the_model(directory: Path, artifacts: Path, rules) -> tuple[dict, s
     if again != "pass":
         return None
     return checked, case_meta(artifacts).get("reference", "your expected outputs").split(":")[0]
+
+
+def _only_where_decided(directory: Path, artifacts: Path, rules) -> bool:
+    """Whether a cell failing against a user's expected file passes once the elements the step
+    decides (where the model's float32 and float64 evaluations part) hold its own values: only
+    then is the step the cause; a fail elsewhere is the engine's or the file's (issue 41, sweep 8 A16)."""
+    if not (artifacts / DECIDES).is_file():
+        return False
+    (tol, accept, mask) = rules
+    return compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
+                         mask=mask_array(artifacts / INPUTS, mask), settled=artifacts / DECIDES)[0] == "pass"
 
 
 def _against_a_step(decided: str) -> str:
@@ -402,7 +413,8 @@ class MatrixRun:
                                         mask=mask_array(artifacts / INPUTS, mask))
         if verdict == "fail" and (artifacts / SECOND).is_file():  # the model's own evaluation may say whose it is
             verdict, judged = self._blame_expected(directory, artifacts, verdict, judged, (tol, accept, mask))
-        elif verdict == "fail" and (decided := case_meta(artifacts).get("reference_check", {}).get("decided")):
+        elif verdict == "fail" and (decided := case_meta(artifacts).get("reference_check", {}).get("decided")) \
+                and _only_where_decided(directory, artifacts, (tol, accept, mask)):
             judged = {**judged, "error": _against_a_step(decided)}
         profile = self.plan.profile(cell.profile)
         copy = copy_path(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))

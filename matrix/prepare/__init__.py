@@ -45,6 +45,9 @@ from .torch_module import save_module
 MODEL, REFERENCE, META = "model.onnx", "reference.npz", "case.json"
 # The model's own evaluation beside a user's expected outputs (reference/__init__.py).
 SECOND = "second.npz"
+# Beside a user's expected outputs where the model's own evaluation is disputed by a step float32
+# rounding decides: the elements it decides, per output (reference/__init__.py, run.py).
+DECIDES = "decides.npz"
 NODE_TYPES = "node_types.json"
 
 
@@ -258,6 +261,8 @@ def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.
     save_arrays(out / REFERENCE, _storable(reference.arrays))
     if reference.second:
         save_arrays(out / SECOND, _storable(reference.second))
+    if reference.decides and "reference" in meta:  # beside the user's file: a disputed cell is not judged
+        save_arrays(out / DECIDES, reference.decides)
     return {"reference": reference.how, "reference_check": reference.check}
 
 

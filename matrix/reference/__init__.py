@@ -28,9 +28,9 @@ from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .loop_steps import step_in_loop
 from .referee import referee_label, referee_values
-from .overflow import crossed_an_edge, overflowed
+from .overflow import crossed_an_edge, on_an_edge, overflowed
 from .rounding import decided_by_rounding
-from .steps import parted
+from .steps import parted, parted_at
 
 AGREED, REFEREE, EXPECTED, UNCHECKED, DISPUTED = "agreed", "referee", "expected", "unchecked", "disputed"
 
@@ -45,6 +45,9 @@ class Reference:
     how: str  # the cell's `reference`: how it was made and what it holds
     check: dict  # {"verdict", "text", "referee", "parting", "checked_nodes"}
     second: dict[str, np.ndarray] = field(default_factory=dict)  # the independent evaluation (a user's file)
+    # Where a disputed evaluation's float64 and float32 outputs part, element by element: the
+    # elements a step (an edge, an overflow) float32 rounding decides, kept beside a user's file
+    decides: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def reference_text(how: str, arrays: dict[str, np.ndarray], usual: str | None = None) -> str:
@@ -172,6 +175,14 @@ def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
     return {**_check(DISPUTED, f"{where}: {because}; {fix}", None, checked), "decided": where}
 
 
+def _decides(float64: dict[str, np.ndarray], theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    """{output: where float64 and the referee's float32 part} (Reference.decides); a single True
+    where their shapes differ (a step decides the output's length: all of it)."""
+    return {name: parted_at(np.asarray(float64[name]), np.asarray(theirs[name]))
+            if np.shape(float64[name]) == np.shape(theirs[name]) else np.array(True)
+            for name in names if name in float64 and name in theirs}
+
+
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
                    float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
@@ -209,7 +220,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", in_loop and _decided(
             _parting(in_loop.decided, float64.values, theirs.values, mask), names, checked,
             "give inputs away from the step, or `expected` outputs", in_loop.why)
-            or _check(DISPUTED, parting.text(theirs.label), parting, checked))
+            or _check(DISPUTED, parting.text(theirs.label), parting, checked),
+            decides=_decides(float64.values, theirs.values, names))
     if decided := _decided(_parting(decided_by_rounding(model, inputs, float64, theirs.values), float64.values,
                                     theirs.values, mask), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \
@@ -217,7 +229,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
                      "give inputs whose values fit float32, or `expected` outputs", FLOAT32_OVERFLOWS) or \
             _decided(crossed_an_edge(model, inputs, float64.values, theirs.values, names), names, checked,
                      "give inputs away from the edge, or `expected` outputs", CROSSES_AN_EDGE):
-        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided)
+        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided,
+                         decides=_decides(float64.values, theirs.values, names))
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
                f"{_first_missing(float64.missing, model)}")
@@ -243,8 +256,10 @@ def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], ex
     if second.check["verdict"] != AGREED:  # only a float64 evaluation the referee agrees with can name the file
         check = _check(EXPECTED, f"your file; the model's own evaluation is not float64 throughout, or disputed "
                                  f"({second.check['text']})")
-        # sweep 7 N6: a fail against the file names the step float32 rounding decides (run.py)
-        return Reference(expected, how, {**check, **({"decided": second.check["decided"]} if "decided" in second.check else {})})
+        # sweep 7 N6: a fail against the file names the step float32 rounding decides (run.py), where
+        # it fails at the elements the step decides only (sweep 8 A16)
+        return Reference(expected, how, {**check, **({"decided": second.check["decided"]} if "decided" in second.check else {})},
+                         decides=second.decides if "decided" in second.check else {})
     return Reference(expected, how, _check(EXPECTED, f"your file, beside the model's own evaluation ({second.how})"),
                      second.arrays)
 
@@ -261,6 +276,25 @@ def _torch_parts_from_export(mine: np.ndarray, onnx64: np.ndarray, theirs: np.nd
     bound = end_to_end_bound(onnx64, theirs if theirs is not None else onnx64)
     delta = float(np.nanmax(np.abs(mine - onnx64), initial=0.0))  # NaN on both sides: no parting
     return f"|Δ| {delta:.3g} where float32 rounding explains {bound:.2g}" if delta > bound else None
+
+
+def _nan_against_a_number(mine: np.ndarray, onnx64: np.ndarray, model: onnx.ModelProto,
+                          inputs: dict[str, np.ndarray], name: str) -> str | None:
+    """How PyTorch's float64 output and its export's part where one holds NaN and the other a number,
+    or None (issue 41, sweep 8 A15: `torch.sqrt(0.3 - x)` at x = 0.3f is NaN in PyTorch's float64,
+    whose 0.3 is a double, and 0 in the export, whose constant is 0.3f), with the export's node at the
+    domain's edge where it has one."""
+    lone = np.isnan(mine) != np.isnan(onnx64)
+    if not lone.any():
+        return None
+    first = int(np.flatnonzero(lone)[0])
+    number = float(onnx64.flat[first] if np.isnan(mine.flat[first]) else mine.flat[first])
+    sides = ("PyTorch's", "the export's") if np.isnan(mine.flat[first]) else ("the export's", "PyTorch's")
+    at = f" (the export reaches its edge at node {node})" if (node := on_an_edge(model, inputs, name)) else ""
+    return (f"NaN in {sides[0]} float64 where {sides[1]} gives {number:.3g} ({int(lone.sum())} of {lone.size} "
+            "elements judged): one of them leaves a function's domain (Sqrt or Log below 0, 0 / 0) where the "
+            f"other does not{at}, as the export's float32 constants (0.3f for 0.3) can decide; give inputs away "
+            "from the edge, or judge its ONNX export as an ONNX-file case with `expected` outputs")
 
 
 def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray],
@@ -281,7 +315,11 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
         if mine.shape != onnx64.shape:
             return _check(DISPUTED, f"PyTorch in float64 gives {name!r} shape {list(mine.shape)}, its ONNX export "
                                     f"{list(onnx64.shape)}")
-        if apart := _torch_parts_from_export(mine, onnx64, theirs.get(name)):
+        # sweep 8 A14: only the elements the case's mask keeps can part
+        mine, onnx64, their = (_judged(np.asarray(a), mask) for a in (mine, onnx64, theirs.get(name, onnx64)))
+        if lone := _nan_against_a_number(mine, onnx64, model, inputs, name):  # sweep 8 A15: a lone NaN
+            return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: {lone}")
+        if apart := _torch_parts_from_export(mine, onnx64, their):
             parting, count = first_parting(model, inputs, theirs) if theirs else (None, 0)
             where = f"; {parting.text(referee_label())}" if parting else ""
             return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: {apart}{where}",

@@ -5,7 +5,8 @@ declared type does it, not an engine, so no reference says what the float32 mode
 for an underflow (agreement.py parts there) or a step rounding decides (rounding.py). Its mirror, a
 domain's edge: `Sqrt(x * 0.1 - 0.3)` at 3 takes 0 in float32 and -7.45e-9 in float64 (NaN), so
 float64 holds NaN or ±inf where float32 holds another value; which side the model means, float32's
-rounding decides (issue 41, sweep 7 N14)."""
+rounding decides (issue 41, sweep 7 N14). A case file's PyTorch in float64 crosses such an edge
+where its export, whose constants are float32, sits on it (issue 41, sweep 8 A15)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from onnx import numpy_helper
 
 from ..graph_walk import Upstream, node_inputs
 from .float64_graph import float64_nodes, node_label
+
+# Where an op's domain ends, for its first input (Sqrt and Log below 0; Acos, Asin, Atanh beyond ±1).
+EDGES = {"Sqrt": (0.0,), "Log": (0.0,), "Pow": (0.0,), "Acos": (-1.0, 1.0), "Asin": (-1.0, 1.0),
+         "Atanh": (-1.0, 1.0), "Acosh": (1.0,)}
 
 
 def _lost(float64: np.ndarray, theirs: np.ndarray) -> bool:
@@ -89,3 +94,21 @@ def crossed_an_edge(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float
         if among := upstream.of([name]) & edges.keys():
             found[name] = edges[min(among)]
     return found
+
+
+def on_an_edge(model: onnx.ModelProto, inputs: dict[str, np.ndarray], name: str) -> str | None:
+    """'Sqrt#2 (Sqrt)': the first node `name` is computed from whose float64 output leaves its domain
+    from finite inputs, or whose first input float64 holds on its domain's edge (EDGES): where another
+    evaluation of the same function (PyTorch's, its constants doubles) may cross it, or not."""
+    among = Upstream(model.graph).of([name])
+    for order, node, given, produced in float64_nodes(model, inputs):
+        if order > max(among, default=-1):
+            break
+        if order not in among or isinstance(produced, str) or \
+                not all(np.isfinite(value).all() for value in given.values() if value.dtype.kind == "f"):
+            continue
+        crossed = any(value.dtype.kind == "f" and not np.isfinite(value).all() for value in produced.values())
+        first = given.get(node.input[0]) if node.input else None
+        if crossed or node.op_type in EDGES and first is not None and np.isin(first, EDGES[node.op_type]).any():
+            return f"{node_label(node, order)} ({node.op_type})"
+    return None

@@ -35,16 +35,21 @@ def is_step(node: onnx.NodeProto, produced: dict[str, np.ndarray]) -> bool:
 def parted(one: np.ndarray, other: np.ndarray) -> bool:
     """Whether two values of one output are apart beyond rounding: another shape, integers or
     booleans that differ, or floats more than a few float32 units of their magnitude apart."""
-    if one.shape != other.shape:
-        return True
+    return one.shape != other.shape or bool(parted_at(one, other).any())
+
+
+def parted_at(one: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """Where, element by element, two values of one output of one shape are apart beyond rounding
+    (parted): the elements a step rounding decides, where float32 and float64 evaluations take
+    different sides of it."""
     if one.dtype.kind != "f" or other.dtype.kind != "f":
-        return not np.array_equal(one, other)
+        return np.asarray(one != other)
     a, b = one.astype(np.float64), other.astype(np.float64)
     finite = np.isfinite(a) & np.isfinite(b)
-    if not np.array_equal(a[~finite], b[~finite], equal_nan=True):
-        return True
     scale = float(np.max(np.abs(np.concatenate([a[finite], b[finite]])), initial=0.0))
-    return bool(np.any(np.abs(a[finite] - b[finite]) > ROUNDING * scale))
+    with np.errstate(invalid="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        return np.where(finite, np.abs(a - b) > ROUNDING * scale, ~same)
 
 
 def jumped(node: onnx.NodeProto, one: np.ndarray, other: np.ndarray, divisor: np.ndarray | None = None) -> bool:
