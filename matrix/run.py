@@ -40,6 +40,7 @@ from .prepare import (INPUTS, MODEL, REFERENCE, SECOND, artifact_dir, case_meta,
                       file_digests, mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
+from .prepare.fp16_forecast import inputs_beyond_fp16
 from .prepare.graph_checks import applies
 from .prepare.pattern_copy import observation, pattern_tensors, write_observed_copy
 from .report.precision_ran import not_converted, precision_text
@@ -47,7 +48,7 @@ from .report.publish import publish_staged
 from .sources import fault_patterns, known_issues
 from .sources.known_issues import KnownIssue, apply_known_issues, faults_found, known_status, to_observe
 from .sources.pattern_notes import with_unchecked_patterns
-from .sources.onnx_suites import suite_label
+from .sources.onnx_suites import suite_label, typed_tensors
 from .statuses import EXPECTED_CAUSE, ORDER, STEP_CAUSE
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, speed_tests
@@ -411,6 +412,9 @@ class MatrixRun:
         elif verdict == "fail" and not judged.get("error") and \
                 (unsplit := (self._copy_facts(cell, artifacts) or {}).get("unsplit")):
             judged = {**judged, "error": f"{unsplit}: how much of this error the conversion makes is not known"}
+        if verdict == "fail" and not judged.get("error") and profile.precision == "fp16" and \
+                (beyond := inputs_beyond_fp16(typed_tensors(artifacts / INPUTS))):
+            judged = {**judged, "error": beyond}
         store_judgement(directory, key, verdict, judged)
         return verdict, judged
 

@@ -155,12 +155,16 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     module = module.float().eval()
     inputs = bound_by_name(module, inputs)
     names = list(inputs)
-    # The FP32 model's inputs are float32 whatever the case made (a float64 default dtype, say).
-    args = tuple(a.float() if a.is_floating_point() else a for a in inputs.values())
+    # The FP32 model's inputs are float32 whatever the case made (a float64 default dtype, say),
+    # stored as the case returned them before anything calls the module, and each call given its
+    # own copy: a module that changes its input in place (`x.mul_(2)`, `nn.ReLU(inplace=True)`
+    # first) is judged on the inputs the case returned (issue 41, sweep 8 A3).
+    args = tuple((a.float() if a.is_floating_point() else a).detach().clone() for a in inputs.values())
+    save_arrays(out / INPUTS, {n: a.numpy() for n, a in zip(names, args)})
     with torch.no_grad(), kept_warnings() as said:
         phase("its ONNX export")
         torch.onnx.export(
-            module, args, str(out / MODEL),
+            module, _fresh(args), str(out / MODEL),
             input_names=names,
             output_names=list(case.export.output_names),
             dynamic_axes=case.export.dynamic_axes,
@@ -170,15 +174,14 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         # The reference: the same module and the same inputs, in float64.
         phase("its PyTorch reference (the module in float64)")
         reference = copy.deepcopy(module).double()
-        ref_args = tuple(a.double() if a.is_floating_point() else a for a in args)
+        ref_args = tuple(a.double() if a.is_floating_point() else a for a in _fresh(args))
         ref_outputs = flat_outputs(reference(*ref_args))
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
     with kept_warnings() as programs:  # torch.export's own (a GRU's flat weights)
         _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent)
-    save_arrays(out / INPUTS, {n: a.detach().numpy() for n, a in zip(names, args)})
-    reference = {n: r.detach().numpy() for n, r in zip(onnx_outputs, ref_outputs)}  # floats: float64 already
+    reference = {n: _as_numpy(r) for n, r in zip(onnx_outputs, ref_outputs)}
     save_arrays(out / REFERENCE, reference)
     return {
         "kind": "torch",
@@ -195,6 +198,22 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     }
 
 
+def _as_numpy(output) -> np.ndarray:
+    """A reference output as numpy holds it: floats are float64 already, but for an output the module
+    casts to a type numpy lacks (`.to(torch.bfloat16)`), held as float64 of its values; the
+    onnxruntime cells say they cannot return it, as for an ONNX file's (issue 41, sweep 8 A9)."""
+    import torch
+
+    output = output.detach()
+    wider = output.is_floating_point() and output.dtype not in (torch.float16, torch.float32, torch.float64)
+    return (output.double() if wider else output).numpy()
+
+
+def _fresh(args: tuple) -> tuple:
+    """A copy of the case's inputs for one call of its module (which may change them in place)."""
+    return tuple(a.clone() for a in args)
+
+
 def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path, folder: Path) -> None:
     """The module for the torch engine, pickled as it is (torch_module.py: what its cells run), and
     torch.export's program, which only the same torch version loads, traced once per dtype (as
@@ -205,7 +224,7 @@ def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], o
     # Names as in the ONNX export: the inputs file and the reference use them.
     meta = {"torch": torch.__version__, "inputs": inputs, "outputs": outputs, "errors": {}}
     for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
-        typed_args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+        typed_args = tuple(a.to(dtype) if a.is_floating_point() else a for a in _fresh(args))
         try:
             program = torch.export.export(copy.deepcopy(module).to(dtype), typed_args)
             torch.export.save(program, str(out / PROGRAM.format(name)))
