@@ -43,6 +43,7 @@ from .reference.conversion import cause as conversion_cause
 from .prepare.fp16_forecast import inputs_beyond_fp16
 from .prepare.graph_checks import applies
 from .prepare.pattern_copy import observation, pattern_tensors, write_observed_copy
+from .report.error_text import distance_text
 from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
 from .sources import fault_patterns, known_issues
@@ -457,7 +458,7 @@ class MatrixRun:
                 f"{checked['max_abs']:.3g} against it)")}
         return verdict, {**judged, "error": (
             f"{EXPECTED_CAUSE}{source} disagree with the model's own evaluation, which onnxruntime agrees with and "
-            f"the engine matches (max_abs {checked['max_abs']:.3g} against it, {judged['max_abs']:.3g} against the file)")}
+            f"the engine matches ({distance_text(checked)} against it, {distance_text(judged)} against the file)")}
 
     def execute(self) -> Path:
         """Run every cell and store the run; returns its folder. Holds the run's lock throughout,
