@@ -38,8 +38,9 @@ def one_line(text) -> str:
 def bits_text(row) -> str | None:
     """'1 of 5 elements differ (bit patterns)' where outputs compared bit for bit (float8…) differ:
     their max_abs 1 is no distance (compare.OutputMetrics.bits_differ); else None."""
-    outputs = row.get("outputs")
-    bitwise = [o for o in (json.loads(outputs) if isinstance(outputs, str) else ()) if o.get("bits_differ") is not None]
+    outputs = row.get("outputs")  # a cell's per-output metrics (JSON); explain's node rows name theirs
+    measured = json.loads(outputs) if isinstance(outputs, str) and outputs.startswith("[") else ()
+    bitwise = [o for o in measured if o.get("bits_differ") is not None]
     differ = sum(o["bits_differ"] for o in bitwise)
     return f"{differ} of {sum(math.prod(o['shape']) for o in bitwise)} elements differ (bit patterns)" if differ else None
 
