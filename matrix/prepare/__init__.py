@@ -365,7 +365,7 @@ def copy_path(artifacts: Path, profile: Profile, fp16_copy: bool) -> Path | None
 
 def copy_facts(copy: Path) -> tuple[Path, Path]:
     """(the copy's outputs in float64, what its conversion did as JSON: {"changes": the constants it
-    clamped or flushed, "reduced_values": how many FP16/BF16 tensors the copy holds, "unsplit": why the
+    clamped, flushed or raised, "reduced_values": how many FP16/BF16 tensors the copy holds, "unsplit": why the
     copy has no float64 evaluation, or null})."""
     return copy.with_suffix(".float64.npz"), copy.with_suffix(".conversion.json")
 
