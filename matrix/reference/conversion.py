@@ -1,10 +1,9 @@
 """The blame split of a reduced-precision cell: what the conversion did before any engine ran.
 
 The FP16 copy an engine runs, evaluated in float64, holds the copy's own rounding of constants
-(and any it clamped to FP16's ±65504, flushed to zero or raised to its smallest subnormal) and nothing
-of the engine. Held against
-the original's reference it is the conversion's error; the engine's outputs held against it are
-the engine's. A cell is blamed on the engine only for the second.
+(and any it clamped to FP16's ±65504, flushed to zero or raised to its smallest subnormal) and
+nothing of the engine. Held against the original's reference it is the conversion's error; the
+engine's outputs held against it are the engine's. A cell is blamed on the engine only for the second.
 """
 
 from __future__ import annotations
