@@ -12,8 +12,9 @@ profile precision's machine epsilon (a trusted cell that happened to be exact, o
 in that precision, would otherwise give a threshold only bit-exact outputs reach), the rest of the
 rule as configured. For the same reason an FP16 or BF16 atol is never below that precision's
 resolution at the outputs' scale (its machine epsilon x the largest |reference| of the case's
-outputs), and a suggestion from a trusted cell that did not compute in that precision (⇡) says so. A suggestion comes only from trusted environments, so a fault in another one stays
-red when the run is re-judged with it (`trtmatrix report --tolerances FILE`).
+outputs), and a suggestion from a trusted cell that did not compute in that precision (⇡) says so.
+A suggestion comes only from trusted environments, so a fault in another one stays red when the
+run is re-judged with it (`trtmatrix report --tolerances FILE`).
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from ..config import Acceptance, Tolerance
 from ..prepare import mask_array
 from ..statuses import EXPECTED_CAUSE
 from ..store import DamagedRun, cell_file, run_inputs, run_reference, stored_arrays
-from .precision_ran import every_node_wider
 from ..worker.files import OUTPUTS, REPEATS
+from .precision_ran import every_node_wider
 
 RAN = {"pass", "fail"}
 # Machine epsilon of each profile precision (its mantissa's last bit): the least gap from 1 a
