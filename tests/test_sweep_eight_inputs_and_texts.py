@@ -92,6 +92,7 @@ def test_inputs_as_returned_suggestions_fp16_can_pass_and_texts_that_say_what_ha
     # issue 41, sweep 8 A3: forward() doubled x in place during the export, so inputs.npz held
     # [2, 4, 60000] and the reference began [5, 9, 120001]: every cell ran on inputs never returned.
     odd = cell["odd_module/fp32"]
+    assert isinstance(odd["artifact"], str), odd["error"]  # prepared (A9 b: its bfloat16 output failed the prepare)
     with np.load(cache_dir / "artifacts" / odd["artifact"] / "inputs.npz") as stored:
         np.testing.assert_array_equal(stored["x"], [1, 2, 30000])
     with np.load(cache_dir / "artifacts" / odd["artifact"] / "reference.npz") as reference:
