@@ -59,6 +59,9 @@ class OutputMetrics:
     # An output of another shape than its reference: "y has shape (1, 2), the reference (1, 3)".
     # Nothing is measured (the error metrics are NaN) and every element is a mismatch.
     wrong_shape: str | None = None
+    # An output compared bit for bit (a type numpy lacks: float8…): how many elements differ. Its
+    # max_abs 1 is no distance between two codes, and is never shown as one (issue 41, sweep 8 A9).
+    bits_differ: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -142,7 +145,8 @@ def _compare_bits(name: str, shape: tuple[int, ...], actual: np.ndarray, referen
     if actual.dtype.itemsize != bits.itemsize:
         raise ValueError(f"output {name!r} holds {actual.dtype.itemsize}-byte values, its reference "
                          f"{bits.itemsize}-byte values of a type numpy lacks")
-    return _compare_whole(name, shape, actual.view(bits).ravel() != reference.view(bits).ravel())
+    bad = actual.view(bits).ravel() != reference.view(bits).ravel()
+    return replace(_compare_whole(name, shape, bad), bits_differ=int(bad.sum()))
 
 
 def _compare_whole(name: str, shape: tuple[int, ...], bad: np.ndarray) -> OutputMetrics:

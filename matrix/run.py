@@ -40,14 +40,16 @@ from .prepare import (DECIDES, INPUTS, MODEL, REFERENCE, SECOND, artifact_dir, c
                       file_digests, mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
+from .prepare.fp16_forecast import inputs_beyond_fp16
 from .prepare.graph_checks import applies
 from .prepare.pattern_copy import observation, pattern_tensors, write_observed_copy
+from .report.error_text import distance_text
 from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
 from .sources import fault_patterns, known_issues
 from .sources.known_issues import KnownIssue, apply_known_issues, faults_found, known_status, to_observe
 from .sources.pattern_notes import with_unchecked_patterns
-from .sources.onnx_suites import suite_label
+from .sources.onnx_suites import suite_label, typed_tensors
 from .statuses import EXPECTED_CAUSE, ORDER, STEP_CAUSE
 from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, speed_tests
@@ -423,6 +425,9 @@ class MatrixRun:
         elif verdict == "fail" and not judged.get("error") and \
                 (unsplit := (self._copy_facts(cell, artifacts) or {}).get("unsplit")):
             judged = {**judged, "error": f"{unsplit}: how much of this error the conversion makes is not known"}
+        if verdict == "fail" and not judged.get("error") and profile.precision == "fp16" and \
+                (beyond := inputs_beyond_fp16(typed_tensors(artifacts / INPUTS))):
+            judged = {**judged, "error": beyond}
         store_judgement(directory, key, verdict, judged)
         return verdict, judged
 
@@ -465,7 +470,7 @@ class MatrixRun:
                 f"{checked['max_abs']:.3g} against it)")}
         return verdict, {**judged, "error": (
             f"{EXPECTED_CAUSE}{source} disagree with the model's own evaluation, which onnxruntime agrees with and "
-            f"the engine matches (max_abs {checked['max_abs']:.3g} against it, {judged['max_abs']:.3g} against the file)")}
+            f"the engine matches ({distance_text(checked)} against it, {distance_text(judged)} against the file)")}
 
     def execute(self) -> Path:
         """Run every cell and store the run; returns its folder. Holds the run's lock throughout,

@@ -259,7 +259,8 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
         finally:  # the finding keeps the numbers; the observed copies are not kept
             observer.files.remove()
     forecast = case_meta(artifacts).get("fp16_forecast") or {"risky": []}
-    risks = {r["node"]: "; ".join(r["reasons"]) for r in forecast["risky"]}
+    # FP16's range and subnormals: said on an FP16 cell only, not on the FP32 cell the forecast means nothing to
+    risks = {r["node"]: "; ".join(r["reasons"]) for r in forecast["risky"]} if profile.precision == "fp16" else {}
     unit = ROUNDING[profile.precision]
     roundings = {v.name: unit * _magnitude(reference.values[v.name]) for v in tensors}
     stand_ins = {v.name for v in tensors if stand_in_only(np.abs(reference.values[v.name][np.isfinite(reference.values[v.name])]))}

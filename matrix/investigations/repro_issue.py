@@ -24,6 +24,7 @@ from ..plan import Cell, Plan
 from ..prepare import artifact_dir
 from ..prepare.layers import resolve_nodes
 from ..report.error_text import worst_error
+from ..report.investigation_text import nodes
 from ..sources.known_issues import KnownIssue
 from ..store import read_run
 from ..store.findings import read_findings
@@ -233,10 +234,6 @@ def _tensorrt_settings(facts: IssueFacts, folder: Path) -> dict:
                                                                 "--rtol", f"{float(facts.own['rtol']):g}"])
     return {"product_name": facts.product, "module": facts.envdef.module, "rtx": rtx, "strongly_typed": strongly,
             "fp16": fp16, "keep_fp32": keep, "optimization_level": level, "polygraphy": line}
-
-
-def nodes(count: int) -> str:
-    return f"{count} node{'s' * (count != 1)}"
 
 
 def _description(facts: IssueFacts, repro: Repro, record: dict, ops: list[str]) -> list[str]:

@@ -160,12 +160,16 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     module = module.float().eval()
     inputs = bound_by_name(module, inputs)
     names = list(inputs)
-    # The FP32 model's inputs are float32 whatever the case made (a float64 default dtype, say).
-    args = tuple(a.float() if a.is_floating_point() else a for a in inputs.values())
+    # The FP32 model's inputs are float32 whatever the case made (a float64 default dtype, say),
+    # stored as the case returned them before anything calls the module, and each call given its
+    # own copy: a module that changes its input in place (`x.mul_(2)`, `nn.ReLU(inplace=True)`
+    # first) is judged on the inputs the case returned (issue 41, sweep 8 A3).
+    args = tuple((a.float() if a.is_floating_point() else a).detach().clone() for a in inputs.values())
+    save_arrays(out / INPUTS, {n: a.numpy() for n, a in zip(names, args)})
     with torch.no_grad(), kept_warnings() as said:
         phase("its ONNX export")
         torch.onnx.export(
-            module, args, str(out / MODEL),
+            module, _fresh(args), str(out / MODEL),
             input_names=names,
             output_names=list(case.export.output_names),
             dynamic_axes=case.export.dynamic_axes,
@@ -175,15 +179,14 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         # The reference: the same module and the same inputs, in float64.
         phase("its PyTorch reference (the module in float64)")
         reference = copy.deepcopy(module).double()
-        ref_args = tuple(a.double() if a.is_floating_point() else a for a in args)
+        ref_args = tuple(a.double() if a.is_floating_point() else a for a in _fresh(args))
         ref_outputs = flat_outputs(reference(*ref_args))
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
     with kept_warnings() as programs:  # torch.export's own (a GRU's flat weights)
         _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent)
-    save_arrays(out / INPUTS, {n: a.detach().numpy() for n, a in zip(names, args)})
-    reference = {n: r.detach().numpy() for n, r in zip(onnx_outputs, ref_outputs)}  # floats: float64 already
+    reference = {n: _as_numpy(r) for n, r in zip(onnx_outputs, ref_outputs)}
     save_arrays(out / REFERENCE, reference)
     return {
         "kind": "torch",
@@ -200,6 +203,22 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     }
 
 
+def _as_numpy(output) -> np.ndarray:
+    """A reference output as numpy holds it: floats are float64 already, but for an output the module
+    casts to a type numpy lacks (`.to(torch.bfloat16)`), held as float64 of its values; the
+    onnxruntime cells say they cannot return it, as for an ONNX file's (issue 41, sweep 8 A9)."""
+    import torch
+
+    output = output.detach()
+    wider = output.is_floating_point() and output.dtype not in (torch.float16, torch.float32, torch.float64)
+    return (output.double() if wider else output).numpy()
+
+
+def _fresh(args: tuple) -> tuple:
+    """A copy of the case's inputs for one call of its module (which may change them in place)."""
+    return tuple(a.clone() for a in args)
+
+
 def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path, folder: Path) -> None:
     """The module for the torch engine, pickled as it is (torch_module.py: what its cells run), and
     torch.export's program, which only the same torch version loads, traced once per dtype (as
@@ -210,7 +229,7 @@ def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], o
     # Names as in the ONNX export: the inputs file and the reference use them.
     meta = {"torch": torch.__version__, "inputs": inputs, "outputs": outputs, "errors": {}}
     for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
-        typed_args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+        typed_args = tuple(a.to(dtype) if a.is_floating_point() else a for a in _fresh(args))
         try:
             program = torch.export.export(copy.deepcopy(module).to(dtype), typed_args)
             torch.export.save(program, str(out / PROGRAM.format(name)))
@@ -233,7 +252,7 @@ def _prepare_onnx_file(spec: CaseSpec, params: Params, out: Path) -> dict:
     meta = {"kind": "onnx", "source": str(paths["onnx"]), "description": "", "input_file": str(paths["inputs"])}
     if "expected" in paths:
         with np.load(paths["expected"]) as data:  # as given: integers stay integers, float32 float32
-            expected = {o.name: data[o.name] for o in model.graph.output}
+            expected = {o.name: _as_bits(data[o.name], o.type.tensor_type.elem_type) for o in model.graph.output}
         save_arrays(out / REFERENCE, expected)
         meta["reference"] = reference_text(f"your expected outputs ({paths['expected'].name})", expected)
     return meta
@@ -243,6 +262,17 @@ def _storable(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Strings evaluated from string inputs (held as objects, as onnxruntime takes them) as numpy's
     unicode arrays: an object array needs pickle to be read back (issue 41, sweep 8 A4)."""
     return {name: as_text(array) if array.dtype == object else array for name, array in arrays.items()}
+
+
+def _as_bits(array: np.ndarray, elem_type: int) -> np.ndarray:
+    """An expected output of a type numpy lacks (float8, int4…) given as its bit patterns in unsigned
+    integers, held as that type: compared bit for bit as the model's own evaluation of it is, not as
+    integers whose difference of two codes (126 and 127: 448 and NaN) reads as a distance of 1
+    (issue 41, sweep 8 A9)."""
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type) if elem_type else None
+    if dtype is not None and dtype.kind == "V" and array.dtype.kind == "u" and array.dtype.itemsize == dtype.itemsize:
+        return array.view(dtype)
+    return array
 
 
 def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: Float64Values,
@@ -348,7 +378,7 @@ def copy_path(artifacts: Path, profile: Profile, fp16_copy: bool) -> Path | None
 
 def copy_facts(copy: Path) -> tuple[Path, Path]:
     """(the copy's outputs in float64, what its conversion did as JSON: {"changes": the constants it
-    clamped or flushed, "reduced_values": how many FP16/BF16 tensors the copy holds, "unsplit": why the
+    clamped, flushed or raised, "reduced_values": how many FP16/BF16 tensors the copy holds, "unsplit": why the
     copy has no float64 evaluation, or null})."""
     return copy.with_suffix(".float64.npz"), copy.with_suffix(".conversion.json")
 

@@ -102,6 +102,15 @@ def _beyond_fp16(value: np.ndarray) -> float:
         magnitudes.max() > FP16_MAX else 0.0
 
 
+def inputs_beyond_fp16(inputs: dict[str, np.ndarray]) -> str | None:
+    """'input 'x' holds 7e+04, beyond FP16's 65504': the cause of an FP16 cell's failure that no
+    constant of the copy explains (its input is cast to FP16, inf, before any node computes;
+    issue 41, sweep 8 A9), or None."""
+    found = [f"input {name!r} holds {peak:.3g}, beyond FP16's 65504" for name, value in inputs.items()
+             if (peak := _beyond_fp16(np.asarray(value)))]
+    return "; ".join(found) or None
+
+
 class Forecast:
     """Collects the risky nodes from a float64 pass as it goes (float64_values' `each`)."""
 

@@ -274,7 +274,8 @@ def _torch_parts_from_export(mine: np.ndarray, onnx64: np.ndarray, theirs: np.nd
         return f"{differ} of {mine.size} elements differ (compared exactly)" if differ else None
     mine, onnx64 = mine.astype(np.float64), onnx64.astype(np.float64)
     bound = end_to_end_bound(onnx64, theirs if theirs is not None else onnx64)
-    delta = float(np.nanmax(np.abs(mine - onnx64), initial=0.0))  # NaN on both sides: no parting
+    with np.errstate(invalid="ignore"):  # inf - inf where both sides are the same inf: no parting
+        delta = float(np.nanmax(np.abs(mine - onnx64), initial=0.0))  # NaN on both sides: no parting
     return f"|Δ| {delta:.3g} where float32 rounding explains {bound:.2g}" if delta > bound else None
 
 

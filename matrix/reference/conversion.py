@@ -1,9 +1,9 @@
 """The blame split of a reduced-precision cell: what the conversion did before any engine ran.
 
 The FP16 copy an engine runs, evaluated in float64, holds the copy's own rounding of constants
-(and any it clamped to FP16's ±65504 or flushed to zero) and nothing of the engine. Held against
-the original's reference it is the conversion's error; the engine's outputs held against it are
-the engine's. A cell is blamed on the engine only for the second.
+(and any it clamped to FP16's ±65504, flushed to zero or raised to its smallest subnormal) and
+nothing of the engine. Held against the original's reference it is the conversion's error; the
+engine's outputs held against it are the engine's. A cell is blamed on the engine only for the second.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from onnx import numpy_helper
 from .float64_graph import float64_values
 
 FP16_MAX = 65504.0
+# FP16's smallest subnormal: the converter raises a smaller non-zero constant to it (1e-8 → 5.96e-8).
+FP16_TINY = 2.0 ** -24
 
 
 def _constants(model: onnx.ModelProto) -> dict[str, tuple[np.ndarray, str]]:
@@ -38,8 +40,8 @@ def _constants(model: onnx.ModelProto) -> dict[str, tuple[np.ndarray, str]]:
 
 
 def changed_constants(original: onnx.ModelProto, copy: onnx.ModelProto) -> list[dict]:
-    """The constants the conversion clamped (beyond FP16's range) or flushed to zero (below its
-    smallest subnormal), largest change first: what a cause line names."""
+    """The constants the conversion clamped (beyond FP16's range), flushed to zero or raised to FP16's
+    smallest subnormal (below it; issue 41, sweep 8 A9), largest change first: what a cause line names."""
     mine = _constants(copy)
     changes = []
     for name, (before, reader) in _constants(original).items():
@@ -51,9 +53,12 @@ def changed_constants(original: onnx.ModelProto, copy: onnx.ModelProto) -> list[
         before64 = before.astype(np.float64)
         clamped = np.isfinite(before64) & (np.abs(before64) > FP16_MAX)
         flushed = (before64 != 0) & (after == 0)
-        for kind, where in (("clamps", clamped), ("flushes to zero", flushed)):
+        raised = (before64 != 0) & (np.abs(before64) < FP16_TINY) & (np.abs(after) >= FP16_TINY)
+        with np.errstate(invalid="ignore"):  # inf - inf where a constant holds ±inf: no change, never chosen
+            change = np.abs(before64 - after)
+        for kind, where in (("clamps", clamped), ("flushes to zero", flushed), ("raises", raised)):
             if where.any():
-                at = int(np.argmax(np.where(where, np.abs(before64 - after), -1)))
+                at = int(np.argmax(np.where(where, change, -1)))
                 changes.append({"constant": name, "node": reader, "what": kind, "count": int(where.sum()),
                                 "before": float(before64.flat[at]), "after": float(after.flat[at])})
     return sorted(changes, key=lambda c: -abs(c["before"] - c["after"]))
@@ -83,6 +88,16 @@ def copy_float64(copy: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[s
     return {name: evaluated.values[name] for name in (o.name for o in copy.graph.output)}
 
 
+def _also(rest: list[dict]) -> str:
+    """The next constant the conversion changed, after the largest change: a product of both is what
+    the copy is off by (x · 1e-8 raised to 5.96e-8 · 1e8 clamped to 65504; issue 41, sweep 8 A9)."""
+    if not rest:
+        return ""
+    change, more = rest[0], len(rest) - 1
+    return (f", and {change['what']} constant {change['constant']!r} ({change['before']:.4g} → {change['after']:.5g}) "
+            f"at node {change['node']}" + (f" (and {more} more constant{'s' * (more > 1)})" if more else ""))
+
+
 def cause(changes: list[dict], conversion: float, engine: float, label: str = "FP16 copy",
           wrong_shape: str | None = None) -> str:
     """'FP16 copy clamps constant 'c' (1e+05 → 65504) at node d: the copy alone is off by 0.525;
@@ -96,7 +111,7 @@ def cause(changes: list[dict], conversion: float, engine: float, label: str = "F
         first = changes[0]
         more = f" and {first['count'] - 1} more value{'s' * (first['count'] > 2)}" if first["count"] > 1 else ""
         said = (f"{label} {first['what']} constant {first['constant']!r} ({first['before']:.4g} → {first['after']:.5g}"
-                f"{more}) at node {first['node']}: ")
+                f"{more}) at node {first['node']}{_also(changes[1:])}: ")
     else:
         said = f"{label}'s rounding of its constants: "
     alone = f"in the copy alone {wrong_shape}" if wrong_shape else f"the copy alone is off by {conversion:.3g}"

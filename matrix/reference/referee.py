@@ -61,7 +61,9 @@ def _session(model: onnx.ModelProto, every: bool):
 
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
+    # fatal only: a model it cannot load raises with its words (the cell's record keeps them); its ERROR
+    # log line of the same words, colour codes and all, would land on the terminal (issue 41, sweep 8 A9)
+    options.log_severity_level = 4
     with _every_output(model, every) as path:
         return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 

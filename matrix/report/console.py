@@ -22,7 +22,7 @@ from ..plan import row_words
 from ..statuses import BY_CAUSE, CHANGES, JUDGED, ONE_BY_ONE, REGRESSED, TERMINAL as SHORT, gained_and_lost
 from .causes import cause, left_out_kind, not_run_reason
 from .timing import P_THRESHOLD, timing_text
-from .error_text import drift_text, needed_text, one_line, rule_text, with_marks, worst_error
+from .error_text import bits_text, drift_text, needed_text, one_line, rule_text, with_marks, worst_error
 from .upgrade import env_order, natural_key, records_by_row, version_mismatches
 
 
@@ -223,7 +223,7 @@ SHOWN = 30  # cells listed one by one, and cause groups per status, before "… 
 
 def _cell_line(r: pd.Series) -> str:
     worst = worst_error(r)
-    if worst and worst[0].isdigit():  # a number; NaN×n, Inf×n and '-inf expected, …' say what they are
+    if worst and worst[0].isdigit() and not bits_text(r):  # a number; NaN×n, Inf×n, '-inf expected, …' and bits say what they are
         worst = f"max_abs {worst}"
     rule = rule_text(r)  # judged by a rule: what it measured, and the worst slice, say why
     details = ", ".join(t for t in (rule or worst, drift_text(r), r["error"] if isinstance(r["error"], str) else None) if t)

@@ -35,6 +35,29 @@ def one_line(text) -> str:
     return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
+def bits_text(row) -> str | None:
+    """'1 of 5 elements differ (bit patterns)' where outputs compared bit for bit (float8…) differ:
+    their max_abs 1 is no distance (compare.OutputMetrics.bits_differ); else None."""
+    outputs = row.get("outputs")  # a cell's per-output metrics (JSON); explain's node rows name theirs
+    measured = json.loads(outputs) if isinstance(outputs, str) and outputs.startswith("[") else ()
+    bitwise = [o for o in measured if o.get("bits_differ") is not None]
+    differ = sum(o["bits_differ"] for o in bitwise)
+    return f"{differ} of {sum(math.prod(o['shape']) for o in bitwise)} elements differ (bit patterns)" if differ else None
+
+
+def _numeric_max_abs(row) -> float | None:
+    """The largest max_abs of the outputs not compared bit for bit, where some were."""
+    outputs = json.loads(row["outputs"])
+    return max((o["max_abs"] for o in outputs if o.get("bits_differ") is None and o["max_abs"] is not None),
+               default=None)
+
+
+def distance_text(row) -> str:
+    """'max_abs 0.5', or what differs bit for bit ('1 of 5 elements differ (bit patterns)')."""
+    bits = bits_text(row)
+    return bits or f"max_abs {row['max_abs']:.3g}"
+
+
 def worst_error(row, precision: int = 1) -> str | None:
     """'NaN×512' (and/or 'Inf×3') when outputs held non-finite values where the reference is
     finite; what was found where the reference's own NaN/Inf was missed ('-inf expected, -3.4e+38
@@ -45,6 +68,9 @@ def worst_error(row, precision: int = 1) -> str | None:
     nans, infs = _count(row.get("nan_count")), _count(row.get("inf_count"))
     if nans or infs:
         return " ".join(f"{text}×{n}" for text, n in (("NaN", nans), ("Inf", infs)) if n)
+    if bits := bits_text(row):  # no distance between two codes: how many differ (and the other outputs' distance)
+        other = _numeric_max_abs(row)
+        return f"{bits}; max_abs {other:.{precision}e}" if other else bits
     value = _number(row.get("max_abs"))
     found = row.get("nonfinite_found")
     if value == math.inf and isinstance(found, str):  # the reference's NaN/Inf missed: say what was there

@@ -79,16 +79,21 @@ def explain_table(nodes: pd.DataFrame, first: dict | None, every: bool = False) 
     return table
 
 
+def nodes(count: int) -> str:
+    """'1 node', '5 nodes'."""
+    return f"{count} node{'s' * (count != 1)}"
+
+
 def first_divergent_line(finding: dict) -> str:
     first, spread = finding["first_divergent"], finding.get("spread")
     if spread is not None:
         return (f"{finding['cell']} ({finding['verdict']}): no single node diverges; the error is rounding spread "
                 f"over the model, growing node after node (the largest jump over what a node's inputs handed it is "
                 f"×{spread['largest_jump']:.3g}, at {spread['at']}; a divergent node jumps by more than "
-                f"×{spread['factor']:g}). Observed {finding['observed']}, {finding['nodes']} nodes")
+                f"×{spread['factor']:g}). Observed {finding['observed']}, {nodes(finding['nodes'])}")
     if first is None:
         return (f"{finding['cell']} ({finding['verdict']}): no node leaves tolerance with all its inputs within it "
-                f"(observed {finding['observed']}, {finding['nodes']} nodes)")
+                f"(observed {finding['observed']}, {nodes(finding['nodes'])})")
     error = "NaN/Inf" if first["max_abs"] in ("inf", None) else f"{first['max_abs']:.2e}"
     return (f"first divergent node: {first['node']} ({first['op_type']}, node {first['order']} of {finding['nodes']}), "
             f"max_abs {error} with its inputs within tolerance (observed {finding['observed']})")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..store.outputs import write_output
-from .error_text import drift_text, rule_text, worst_error
+from .error_text import bits_text, drift_text, rule_text, worst_error
 
 FAILED = {"fail", "timeout"}
 ERRORED = {"error", "crash", "disputed", "no_reference"}
@@ -45,7 +45,7 @@ def _message(row: pd.Series) -> str:
     if worst:
         finite = pd.notna(row.get("max_abs")) and math.isfinite(row["max_abs"])
         # NaN or Inf where the reference is finite: said as the terminal says it, not as "max_abs inf"
-        shown = f"max_abs {worst}" if finite else worst if isinstance(row.get("wrong_shape"), str) else \
+        shown = worst if bits_text(row) else f"max_abs {worst}" if finite else worst if isinstance(row.get("wrong_shape"), str) else \
             f"{worst} in the outputs"
         parts.append(f"{shown} (atol {_tolerance(row, 'atol')}, rtol {_tolerance(row, 'rtol')})")
     if drift_text(row):

@@ -10,8 +10,11 @@ have no effect there): 1 - factor x the largest gap from 1 the trusted cells sho
 where the rule has an axis), never above what the case's FP32 cells reach nor above 1 - the
 profile precision's machine epsilon (a trusted cell that happened to be exact, or did not compute
 in that precision, would otherwise give a threshold only bit-exact outputs reach), the rest of the
-rule as configured. A suggestion comes only from trusted environments, so a fault in another one stays
-red when the run is re-judged with it (`trtmatrix report --tolerances FILE`).
+rule as configured. For the same reason an FP16 or BF16 atol is never below that precision's
+resolution at the outputs' scale (its machine epsilon x the largest |reference| of the case's
+outputs), and a suggestion from a trusted cell that did not compute in that precision (⇡) says so.
+A suggestion comes only from trusted environments, so a fault in another one stays red when the
+run is re-judged with it (`trtmatrix report --tolerances FILE`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
@@ -28,13 +32,16 @@ from ..compare import compare_runs, load_runs
 from ..config import Acceptance, Tolerance
 from ..prepare import mask_array
 from ..statuses import EXPECTED_CAUSE
-from ..store import DamagedRun, cell_file, run_inputs
+from ..store import DamagedRun, cell_file, run_inputs, run_reference, stored_arrays
 from ..worker.files import OUTPUTS, REPEATS
+from .precision_ran import every_node_wider
 
 RAN = {"pass", "fail"}
 # Machine epsilon of each profile precision (its mantissa's last bit): the least gap from 1 a
 # suggested cosine threshold leaves (issue 41, sweep 7 N11).
 EPSILON = {"fp32": 2.0 ** -23, "tf32": 2.0 ** -10, "fp16": 2.0 ** -10, "bf16": 2.0 ** -7}
+# Precisions whose atol is floored at their resolution at the outputs' scale (issue 41, sweep 8 A11).
+REDUCED = {"fp16": "FP16", "bf16": "BF16"}
 
 
 @dataclass
@@ -50,6 +57,7 @@ class Suggestion:
     cells: int = 0
     why: str = ""
     rule: dict | None = None  # a rule-judged profile: the suggested rule (its cosine) in place of atol
+    note: str = ""  # a trusted cell that did not compute in the profile's precision
 
 
 def round_up(value: float) -> float:
@@ -89,6 +97,28 @@ def _noise_floor(run_dir: Path, frame: pd.DataFrame, measured: pd.DataFrame, cas
     if not math.isfinite(fp32_error):  # NaN/Inf in FP32 says nothing about noise
         fp32_error = 0.0
     return max((drift, "run-to-run drift"), (fp32_error, "FP32 vs float64"))
+
+
+def _resolution(run_dir: Path, measured: pd.DataFrame, precision: str) -> tuple[float, str]:
+    """(the precision's machine epsilon x the largest finite |reference| of the measured cells'
+    float outputs, what it is): the least error an engine that computes in FP16 or BF16 shows at
+    the outputs' scale. A trusted cell that was exact, or ran in float32, needed 0."""
+    scale = 0.0
+    for artifact in dict.fromkeys(measured["artifact"].astype(str)):
+        for value in stored_arrays(run_reference(run_dir, artifact)).values():
+            if value.dtype.kind == "f" and value.size and np.isfinite(value).any():
+                scale = max(scale, float(np.max(np.abs(value[np.isfinite(value)]))))
+    return EPSILON[precision] * scale, f"{REDUCED[precision]}'s resolution at the outputs' scale {scale:.3g}"
+
+
+def _not_computed(measured: pd.DataFrame, precision: str) -> str:
+    """A comment naming the trusted cells that ran every node in float32 (⇡), or ''."""
+    wider = measured[measured["precision_ran"].map(every_node_wider)]["cell_id"].tolist()
+    if not wider:
+        return ""
+    more = f" and {len(wider) - 1} more" if len(wider) > 1 else ""
+    return (f"{wider[0]}{more} did not compute in {REDUCED[precision]} (⇡: every node ran in float32): what it needed "
+            f"says nothing of {REDUCED[precision]} arithmetic")
 
 
 def _rule(suggestion: Suggestion, frame: pd.DataFrame, measured: pd.DataFrame, accept: Acceptance, factor: float) -> None:
@@ -161,6 +191,10 @@ def suggest(run_dir: Path, frame: pd.DataFrame, trusted: list[str], factor: floa
         if math.isinf(suggestion.floor):
             suggestion.why = "the runs of a trusted cell differ in NaN/Inf or shape: no tolerance covers that"
             continue
+        if (precision := str(measured["precision"].iloc[0])) in REDUCED:
+            suggestion.floor, suggestion.floor_from = max((suggestion.floor, suggestion.floor_from),
+                                                          _resolution(run_dir, measured, precision))
+            suggestion.note = _not_computed(measured, precision)
         suggestion.atol = round_up(max(factor * suggestion.needed, suggestion.floor))
         _accepted(factor, suggestion, lambda: Tolerance(atol=suggestion.atol, rtol=suggestion.rtol))
     return found
@@ -170,7 +204,7 @@ def to_toml(suggestions: list[Suggestion], run_id: str, trusted: list[str], fact
     lines = [f"# trtmatrix tolerances suggest: run {run_id}; trusted: {', '.join(trusted)}; factor {factor:g}.",
              "# atol: factor x the atol the trusted cells needed at the configured rtol, never below the noise",
              "# floor measured there at a configured rtol too (run-to-run drift; the case's FP32 error against",
-             "# float64). rtol: as configured.",
+             "# float64; FP16 and BF16: the precision's resolution at the outputs' scale). rtol: as configured.",
              "# Paste into the matrix file, or re-judge a run: trtmatrix report RUN --tolerances THIS_FILE", ""]
     for s in suggestions:
         if s.rule is not None:
@@ -184,6 +218,6 @@ def to_toml(suggestions: list[Suggestion], run_id: str, trusted: list[str], fact
             continue
         lines += [f"[cases.{s.case}.tolerances.{s.profile}]",
                   f"# needed {s.needed:.2e} ({s.worst}; worst of {s.cells} trusted cells); "
-                  f"noise floor {s.floor:.2e} ({s.floor_from})",
+                  f"noise floor {s.floor:.2e} ({s.floor_from})", *([f"# {s.note}"] if s.note else []),
                   f"atol = {s.atol!r}", f"rtol = {s.rtol!r}", ""]
     return "\n".join(lines)
