@@ -69,8 +69,8 @@ def test_a_killed_fp16_cell_leaves_no_profile_outside_the_cache_and_a_starting_r
         freed = trtmatrix("cache", "--free", "all", "-c", str(config), timeout=60)
     finally:
         os.kill(run.pid, signal.SIGCONT)
-    assert freed.returncode == 2 and "is in use: a run or an investigation holds cache-in-use" in freed.stderr, \
-        freed.stdout + freed.stderr
+    assert freed.returncode == 2 and "is in use: a run or an investigation holds " in freed.stderr \
+        and "cache-in-use" in freed.stderr, freed.stdout + freed.stderr
 
     def profiling():
         return list(scratch.glob("trtmatrix-profile-*")) + list(cache_dir.glob("results/ort-1.32/*/profile.tmp"))
