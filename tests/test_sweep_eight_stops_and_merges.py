@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from filelock import FileLock
 from onnx import TensorProto as T, helper
 
@@ -87,3 +88,75 @@ def test_a_killed_fp16_cell_leaves_no_profile_outside_the_cache_and_a_starting_r
     assert read_run(Path(again.stdout.strip().splitlines()[-1]))["status"].tolist() in (["pass"], ["fail"]), again.stderr
     assert not profiling() and not list(scratch.glob("trtmatrix-profile-*"))
 
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory, cache_dir):
+    """Two shards (one cell each) of a matrix whose cases fail against their expected files (0.3 off,
+    atol 0.1), and a tolerance file under which they pass (atol 1)."""
+    folder = tmp_path_factory.mktemp("shards")
+    body = PROFILES
+    for name in ("near_a", "near_b"):
+        x = np.array([1.0, 2.0, 3.0], np.float32)
+        body += save(folder, name, [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
+                     [("y", T.FLOAT, [3])], {}, {"x": x})
+        np.savez(folder / f"{name}_expected.npz", y=x + 0.3)
+        body += (f'profiles = ["fp32"]\nexpected = "{folder / f"{name}_expected.npz"}"\n'
+                 f'[cases.{name}.tolerances.fp32]\natol = 0.1\nrtol = 0.0\n')
+    config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",))
+    loose = folder / "loose.toml"
+    loose.write_text("".join(f"[cases.{n}.tolerances.fp32]\natol = 1.0\nrtol = 0.0\n" for n in ("near_a", "near_b")))
+    runs = []
+    for shard in ("1/2", "2/2"):
+        done = trtmatrix("run", "-c", str(config), "--shard", shard)
+        assert done.returncode in (0, 1), done.stderr
+        runs.append(Path(done.stdout.strip().splitlines()[-1]))
+    assert [read_run(r)["status"].tolist() for r in runs] == [["fail"], ["fail"]]
+    return config, loose, runs
+
+
+def test_a_merge_of_re_judged_shards_says_so_and_shards_judged_apart_are_refused(shards):
+    """Issue 41, sweep 8 A10: shards each re-judged with `report --tolerances F` merged into a run
+    holding F's verdicts while its run.json said `rejudged: None`, its page nothing, and merge's own
+    end lines "fails against your expected file alone" of cells its table said pass. The merged run
+    says F as the shards did; shards judged with different files are refused."""
+    config, loose, runs = shards
+    for run in runs:
+        assert trtmatrix("report", run.name, "-c", str(config), "--tolerances", str(loose)).returncode == 0
+    merged = trtmatrix("merge", *(r.name for r in runs), "-c", str(config))
+    run_dir = Path(merged.stdout.strip().splitlines()[-1])
+    assert read_run(run_dir)["status"].tolist() == ["pass", "pass"]
+    assert json.loads((run_dir / "run.json").read_text())["rejudged"][-1]["tolerances"] == str(loose.resolve())
+    assert f"and <code>{loose.resolve()}</code>: these verdicts are not the run's own" in (run_dir / "report.html").read_text()
+    assert "expected file" not in merged.stderr, merged.stderr  # nothing fails against it now
+    assert trtmatrix("report", runs[0].name, "-c", str(config)).returncode == 0  # the matrix file's: fail again
+    refused = trtmatrix("merge", *(r.name for r in runs), "-c", str(config))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and refused.stderr.startswith(
+        "error: shards judged with different files: "), refused.stderr
+    assert f"{runs[1].name} (shard 2/2) re-judged with {config.resolve()} and {loose.resolve()}" in refused.stderr
+
+
+def test_a_report_waiting_for_a_stopped_report_names_it_once_and_its_killed_note_goes(shards):
+    """Issue 41, sweep 8 A9: a `report` waiting for a stopped `report` said "waiting for run pid N
+    which is re-judging run …", and its error doubled that clause. Sweep 8 A1: that report killed
+    (kill -9) left its `.rejudging.holder.json` for good; whoever reads the run next removes it."""
+    config, loose, runs = shards
+    run_dir = runs[1]
+    note = run_dir / ".rejudging.holder.json"
+    first = subprocess.Popen([TRTMATRIX, "report", run_dir.name, "-c", str(config), "--tolerances", str(loose)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    until(lambda: first.poll() is not None or note.exists(), pause=0.001)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = trtmatrix("report", run_dir.name, "-c", str(config), timeout=60)
+    finally:
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+    holder = f"report pid {first.pid} which is re-judging run {run_dir.name}"
+    assert second.returncode == 2 and second.stderr == (
+        f"waiting for {holder} (its process is stopped: SIGSTOP or a suspended job)\n"
+        f"error: {holder} has been stopped (SIGSTOP or a suspended job) for 5 s: let it go on (kill -CONT) or end it, "
+        "then report again\n"), second.stderr
+    assert note.exists()  # the killed report's
+    assert trtmatrix("summary", run_dir.name, "-c", str(config)).returncode == 0
+    assert not note.exists()
