@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from filelock import FileLock
 from onnx import TensorProto as T, helper
 
-from conftest import PROFILES, matrix_file
+from conftest import PROFILES, REPO, matrix_file
 from matrix.store import read_run
 from matrix.store.locks import is_free
 from test_bad_values import TRTMATRIX
@@ -49,7 +50,9 @@ def test_a_killed_fp16_cell_leaves_no_profile_outside_the_cache_and_a_starting_r
     next run removes it.
     Sweep 8 A6: `cache --free all` started just after `run` freed the cache under it (the run holds
     no lock between its plan and its environments'); the run holds the cache's in-use lock from its
-    first look at it, and `cache --free` is refused meanwhile."""
+    first look at it, and `cache --free` is refused meanwhile.
+    Sweep 8 A1, in the cache: the note a killed holder left beside a lock nobody takes again stayed;
+    a run removes such notes at its start."""
     rng = np.random.default_rng(0)
     turn = np.linalg.qr(rng.standard_normal((640, 640)))[0].astype(np.float32)  # keeps the values' size
     names = ["x"] + [f"h{i}" for i in range(11)] + ["y"]
@@ -83,10 +86,21 @@ def test_a_killed_fp16_cell_leaves_no_profile_outside_the_cache_and_a_starting_r
     run.communicate()
     assert profiling()  # killed while it profiled...
     assert not list(scratch.glob("trtmatrix-profile-*"))  # ...and nothing of it is outside the cache
+    # Sweep 8 A1 (in the cache): an explain killed while it held its lock left its holder's note for
+    # good, since no later command takes that lock again; the next run removes it.
+    explain = subprocess.Popen([sys.executable, "-c", "import sys; from pathlib import Path; from matrix.store.locks "
+                                "import held_for\nwith held_for(Path(sys.argv[1]), 'explain-0123', 'explaining x', "
+                                "print):\n    print('held', flush=True); sys.stdin.read()", str(cache_dir)],
+                               cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert explain.stdout.readline() == "held\n"
+    explain.kill()
+    explain.wait()
+    assert (cache_dir / "locks" / "explain-0123.holder.json").exists()
     again = subprocess.run([TRTMATRIX, "run", "-c", str(config)], capture_output=True, text=True, timeout=300,
                            env=env)
     assert read_run(Path(again.stdout.strip().splitlines()[-1]))["status"].tolist() in (["pass"], ["fail"]), again.stderr
     assert not profiling() and not list(scratch.glob("trtmatrix-profile-*"))
+    assert not list(cache_dir.glob("locks/*.holder.json"))
 
 
 
