@@ -21,13 +21,13 @@ def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
     investigation holds one of the cache's locks."""
     import json
 
+    from filelock import Timeout
+
     from ..config import load_config
     from ..report.console import escape, out
     from ..store.cache import cache_folder
     from ..store.cache_tag import not_a_cache
     from ..store.cache_usage import PARTS, free as free_parts, size_text, usage
-    from filelock import Timeout
-
     from ..store.locks import IN_USE, cache_lock, held_cache_locks
 
     if not config.is_file():

@@ -104,7 +104,7 @@ def held(lock: FileLock, doing: str, waiting: Callable[[str], None], wait_s: flo
     note = _note(lock)
     try:  # written in place: a waiter that reads half of it says "another run" (no temporary file left in locks/)
         note.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
-                                         "doing": doing}))
+                                    "doing": doing}))
         yield
     finally:
         note.unlink(missing_ok=True)

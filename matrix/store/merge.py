@@ -147,7 +147,8 @@ def _merged_meta(run_id: str, metas: list[dict]) -> dict:
     return {"run_id": run_id, "started": min(m["started"] for m in metas), "finished": max(m["finished"] for m in metas),
             "host": ", ".join(dict.fromkeys(m.get("host", "?") for m in metas)), "config": metas[0].get("config"),
             "environments": environments, "environment_seconds": seconds, "plan_key": metas[0].get("plan_key"),
-            "left_out": left_out, "merged_from": [f"{m['run_id']} (shard {m['shard']})" for m in metas], "trtmatrix": metas[0].get("trtmatrix"),
-            # the shards' verdicts are of their re-judging (all alike, or none): said in run.json and the report
+            "left_out": left_out, "merged_from": [f"{m['run_id']} (shard {m['shard']})" for m in metas],
+            "trtmatrix": metas[0].get("trtmatrix"),
+            # the shards' verdicts are of their (alike) re-judging, the latest named: said in run.json and the report
             **({"rejudged": [max((m["rejudged"][-1] for m in metas), key=lambda r: str(r.get("at")))]}
                if _rejudging(metas[0]) else {})}
