@@ -17,7 +17,6 @@ from ..compare import compare_files, judging_error
 from ..config import MatrixConfig
 from ..sources.known_issues import KnownIssue, apply_known_issues
 from ..sources.pattern_notes import with_unchecked_patterns
-from ..statuses import EXPECTED_CAUSE
 from ..prepare import mask_array
 from ..store import cell_file, npz_problem, run_inputs, run_reference, stored_digests
 from ..worker.files import OUTPUTS, REPEATS, file_digest
@@ -65,8 +64,6 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
                                                 config.acceptance(row["case"], row["profile"]), repeats,
                                                 mask_array(inputs, mask))
                 changed.update(judged, verdict=verdict)
-                if verdict == "pass" and str(row.get("error") or "").startswith(EXPECTED_CAUSE):
-                    changed["error"] = None  # the file no longer fails it: no cause to name (sweep 8 A10)
             except Exception as exc:  # the stored files are the run's: the matrix file's rule does not apply
                 changed.update(verdict="error", error=judging_error(exc, row.get("reference")))
         if problem:
