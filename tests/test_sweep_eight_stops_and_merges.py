@@ -34,6 +34,14 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def noted(note: Path) -> bool:
+    """Whether a lock's holder note is there and whole (it is written in place)."""
+    try:
+        return "doing" in json.loads(note.read_text())
+    except (OSError, ValueError):
+        return False
+
+
 def until(check, seconds: float = 120.0, pause: float = 0.002):
     """`check()`'s value once true (polled every `pause` s: the windows caught here are short)."""
     deadline = time.monotonic() + seconds
@@ -159,7 +167,7 @@ def test_a_report_waiting_for_a_stopped_report_names_it_once_and_its_killed_note
     note = run_dir / ".rejudging.holder.json"
     first = subprocess.Popen([TRTMATRIX, "report", run_dir.name, "-c", str(config), "--tolerances", str(loose)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    until(lambda: first.poll() is not None or note.exists(), pause=0.001)
+    until(lambda: first.poll() is not None or noted(note), pause=0.001)
     os.kill(first.pid, signal.SIGSTOP)
     try:
         second = trtmatrix("report", run_dir.name, "-c", str(config), timeout=60)
