@@ -56,7 +56,7 @@ from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, spee
 from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
 from .store.judgements import store_judgement, stored_judgement
-from .store.locks import LockWaitEnded, cache_lock, held_for, run_lock
+from .store.locks import LockWaitEnded, cache_in_use, cache_lock, held_for, remove_dead_notes, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail, storable
 from .stops import STOPPING, removed_at_end
 from .worker.files import DIGESTS, LOG, OUTPUTS
@@ -478,9 +478,10 @@ class MatrixRun:
         the run ends (a stop, a full disk)."""
         reports_dir = self.plan.path("reports_dir")
         lock = run_lock(reports_dir / RUNS, self.run_id)
-        with removed_at_end(Path(lock.lock_file)), lock:
+        with removed_at_end(Path(lock.lock_file)), lock, cache_in_use(self.cache):
             remove_dead_partials(reports_dir)
             remove_dead_artifacts(self.cache)
+            remove_dead_notes(self.cache)
             remove_left_behind(list(self.plan.envs.values()))
             judged = self.judge()
             tag_cache(self.cache)  # laid out as trtmatrix's by now, unless it holds the user's own files
@@ -493,6 +494,10 @@ class MatrixRun:
         for cell in self.plan.cells:
             by_env[cell.env].append(cell)
         running = [self.plan.envs[name] for name in by_env if not env_skip_reason(self.plan.envs[name])]
+        with cache_in_use(self.cache):  # an investigation's trials too: no `cache --free` under them
+            return self._judged(by_env, running)
+
+    def _judged(self, by_env: dict[str, list[Cell]], running: list[EnvDef]) -> pd.DataFrame:
         with resolved_together(running, self.cache):
             runnable = {name: self._skip_or_prepare(self.plan.envs[name], cells) for name, cells in by_env.items()}
             with cache_lock(self.cache, "worker"):

@@ -274,8 +274,8 @@ def _two_rejudgings_of_one_run_are_one_after_the_other(config, run_dir, tmp_path
     finally:
         os.kill(holder.pid, signal.SIGCONT)
         holder.communicate("")
-    assert refused.returncode == 2 and f"error: run {run_dir.name} is being re-judged by run pid {holder.pid} which " \
-        "is checking (its process is stopped: SIGSTOP or a suspended job), stopped for 5 s" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and f"error: run pid {holder.pid} which is checking has been stopped (SIGSTOP or a " \
+        "suspended job) for 5 s" in refused.stderr, refused.stderr
     loose = tmp_path / "loose.toml"
     loose.write_text("[cases.tiny.tolerances.fp32]\natol = 1e30\nrtol = 1e-3\n")
     both = [subprocess.Popen([sys.executable, "-m", "matrix.cli", "report", run_dir.name, "-c", str(config),

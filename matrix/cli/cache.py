@@ -21,12 +21,14 @@ def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
     investigation holds one of the cache's locks."""
     import json
 
+    from filelock import Timeout
+
     from ..config import load_config
     from ..report.console import escape, out
     from ..store.cache import cache_folder
     from ..store.cache_tag import not_a_cache
     from ..store.cache_usage import PARTS, free as free_parts, size_text, usage
-    from ..store.locks import held_cache_locks
+    from ..store.locks import IN_USE, cache_lock, held_cache_locks
 
     if not config.is_file():
         _fail(f"{config}: no matrix file (its cache_dir, or the user's cache without one, is the cache)")
@@ -34,13 +36,20 @@ def cache_cmd(free: Annotated[Optional[list[str]], typer.Option(
     if free:
         if problem := not_a_cache(cache):  # `cache_dir = "."`: the project's own results/ and venvs/
             _fail(problem)
-        if held := held_cache_locks(cache):
-            _fail(f"{cache} is in use: a run or an investigation holds {', '.join(held[:3])}; free it when none is "
-                  "going (its cells would be lost to the next run)")
+        in_use = cache_lock(cache, IN_USE)  # held alone while freeing: a run that starts meanwhile waits
         try:
+            in_use.acquire(timeout=0)
+        except Timeout:  # shared by a run or an investigation at work
+            pass
+        try:
+            if held := [name for name in held_cache_locks(cache) if not (name == IN_USE and in_use.is_locked)]:
+                _fail(f"{cache} is in use: a run or an investigation holds {', '.join(held[:3])}; free it when none "
+                      "is going (its cells would be lost to the next run)")
             freed = free_parts(cache, free)
         except ValueError as exc:
             _fail(str(exc))
+        finally:
+            in_use.release()
         if as_json:
             typer.echo(json.dumps({"cache": str(cache), "freed": freed}))
             return

@@ -36,7 +36,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     from ..report.rejudge import not_in_matrix, rejudge
     from ..run import utc_now
     from ..store import REPORT, note_rejudged, read_run, read_run_meta, write_tables
-    from ..store.locks import LockWaitEnded, held, rejudge_lock
+    from ..store.locks import STOPPED_WORDS, LockWaitEnded, held, rejudge_lock
     from ..store.swap import staged_swap
 
     config = _matrix_file(config)
@@ -58,10 +58,11 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     with ExitStack() as rejudging:
         try:
             rejudging.enter_context(held(rejudge_lock(run_dir), f"re-judging run {run_dir.name}",
-                                         lambda who: typer.echo(f"waiting for {who}", err=True), stopped_s=STOPPED_S))
-        except LockWaitEnded as exc:
-            _fail(f"run {run_dir.name} is being re-judged by {exc.who}, stopped for {STOPPED_S} s: let it go on "
-                  "(kill -CONT) or end it, then report again")
+                                         lambda who: typer.echo(f"waiting for {who}", err=True), stopped_s=STOPPED_S,
+                                         command="report"))
+        except LockWaitEnded as exc:  # 'report pid 812 which is re-judging run …', said once (sweep 8 A9)
+            _fail(f"{exc.who.removesuffix(STOPPED_WORDS)} has been stopped (SIGSTOP or a suspended job) for {STOPPED_S} "
+                  "s: let it go on (kill -CONT) or end it, then report again")
         stored = read_run(run_dir)
         made_from = read_run_meta(run_dir).get("config")
         if made_from and Path(made_from).resolve() != config.resolve():
@@ -118,9 +119,10 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
           ) -> None:
     """Put the N shards of a sharded run (`run --shard I/N`) together as one new run in the matrix
     file's reports folder — the newest, with results, report, index and history. Refuses runs
-    that are not all N shards of one plan. Exit 1 when a cell newly fails compared with the
-    previous whole run (or --baseline), or with --strict on any failure outside a known issue,
-    as `run` does."""
+    that are not all N shards of one plan, or shards re-judged (`report`) with different files;
+    shards re-judged alike keep those verdicts, and the merged run says so as they did. Exit 1
+    when a cell newly fails compared with the previous whole run (or --baseline), or with
+    --strict on any failure outside a known issue, as `run` does."""
     from ..report.publish import publish_staged
     from ..run import new_run_id
     from ..store import REPORT

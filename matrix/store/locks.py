@@ -9,6 +9,7 @@ waits says for whom (`waiting for run pid 812 which is preparing bigloop`).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -40,24 +41,26 @@ class LockWaitEnded(TimeoutError):
         super().__init__(f"held by {who}; waited {waited_s:.0f} s for it")
 
 
+STOPPED_WORDS = " (its process is stopped: SIGSTOP or a suspended job)"
+
+
 def holder_words(lock: FileLock) -> tuple[str, bool]:
     """('run pid 812 which is preparing bigloop (its process is stopped …)', whether it is stopped):
     who holds `lock`, from the note its holder leaves ('another run' where there is none: it has
-    only just taken it)."""
+    only just taken it). The note names the holder's command: a `report` is no run (sweep 8 A9)."""
     try:
         note = json.loads(_note(lock).read_text())
-        pid, what = int(note["pid"]), str(note["doing"])
+        pid, what, command = int(note["pid"]), str(note["doing"]), str(note.get("command", "run"))
     except (OSError, ValueError, TypeError, KeyError):
         return "another run", False
     if note.get("host") != socket.gethostname():
-        return f"run pid {pid} on {note.get('host')} which is {what}", False
+        return f"{command} pid {pid} on {note.get('host')} which is {what}", False
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except (OSError, IndexError):  # a killed holder's note: someone else has just taken the lock
         return "another run", False
     stopped = state in ("T", "t")
-    return f"run pid {pid} which is {what}" + (" (its process is stopped: SIGSTOP or a suspended job)" if stopped else ""), \
-        stopped
+    return f"{command} pid {pid} which is {what}" + (STOPPED_WORDS if stopped else ""), stopped
 
 
 def _note(lock: FileLock) -> Path:
@@ -81,8 +84,9 @@ def held_for(cache_dir: Path, name: str, doing: str, waiting: Callable[[str], No
 
 @contextmanager
 def held(lock: FileLock, doing: str, waiting: Callable[[str], None], wait_s: float = math.inf,
-         stopped_s: float = math.inf) -> Iterator[None]:
-    """`lock`, held as held_for holds a cache's: waited for saying for whom, with a note while held."""
+         stopped_s: float = math.inf, command: str = "run") -> Iterator[None]:
+    """`lock`, held as held_for holds a cache's: waited for saying for whom, with a note while held
+    naming this process's `command` (trtmatrix's: run, report)."""
     said, started = None, time.monotonic()
     stopped_since = None
     while True:
@@ -99,11 +103,54 @@ def held(lock: FileLock, doing: str, waiting: Callable[[str], None], wait_s: flo
                 raise LockWaitEnded(who, now - started) from None
     note = _note(lock)
     try:  # written in place: a waiter that reads half of it says "another run" (no temporary file left in locks/)
-        note.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "doing": doing}))
+        note.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
+                                    "doing": doing}))
         yield
     finally:
         note.unlink(missing_ok=True)
         lock.release()
+
+
+def remove_dead_note(lock: FileLock) -> bool:
+    """The note beside `lock` of a holder that died (kill -9 ends its lock, not its note), removed
+    under the lock so that it is never a live holder's; False where the lock is held or cannot be
+    taken (a folder that cannot be written). Issue 41, sweep 8 A1."""
+    note = _note(lock)
+    if not note.exists():
+        return False
+    try:
+        lock.acquire(timeout=0)
+    except (Timeout, OSError):
+        return False
+    try:
+        note.unlink(missing_ok=True)
+    finally:
+        lock.release()
+    return True
+
+
+def remove_dead_notes(cache_dir: Path) -> list[str]:
+    """The notes in the cache's locks/ whose holders died; the names of their locks."""
+    notes = sorted((cache_dir / "locks").glob(f"*{NOTE_SUFFIX}"))
+    return [note.name.removesuffix(NOTE_SUFFIX) for note in notes
+            if remove_dead_note(FileLock(note.with_name(note.name.removesuffix(NOTE_SUFFIX) + ".lock")))]
+
+
+# Held shared by every run and investigation from its first look at the cache to its end; `cache
+# --free` takes it alone, so it never frees a cache under a run that holds no other lock yet (between
+# its plan and its environments' locks: issue 41, sweep 8 A6).
+IN_USE = "cache-in-use"
+
+
+@contextmanager
+def cache_in_use(cache_dir: Path) -> Iterator[None]:
+    """The cache's IN_USE lock, shared with other runs; waited for while a `cache --free` frees."""
+    fd = os.open(cache_lock(cache_dir, IN_USE).lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
 
 
 def run_lock(run_folder_parent: Path, run_id: str) -> FileLock:

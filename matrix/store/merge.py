@@ -25,7 +25,7 @@ class MergeError(Exception):
 SHARD = re.compile(r"([0-9]+)/([0-9]+)")
 # What else merging reads of a shard's run.json, where it is there: (type, type of its items).
 OPTIONAL = {"empty_shards": (list, int), "environments": (list, str), "environment_seconds": (dict, (int, float)),
-            "left_out": (dict, dict)}
+            "left_out": (dict, dict), "rejudged": (list, dict)}
 
 
 def _shard_number(meta: dict) -> int:
@@ -76,7 +76,26 @@ def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
         problems = ([f"missing {', '.join(f'{i}/{count}' for i in missing)}"] if missing else []) + \
                    ([f"given twice {', '.join(f'{i}/{count}' for i in twice)}"] if twice else [])
         raise MergeError(f"not the {count} shards of one plan: {'; '.join(problems)}")
+    _rejudged_alike(metas)
     return sorted(zip(run_dirs, metas), key=lambda pair: _shard_number(pair[1]))
+
+
+def _rejudging(meta: dict) -> tuple | None:
+    """(matrix file, tolerance file) of a shard's last re-judging (`trtmatrix report`), or None."""
+    last = (meta.get("rejudged") or [None])[-1]
+    return (last.get("config"), last.get("tolerances")) if last else None
+
+
+def _rejudged_alike(metas: list[dict]) -> None:
+    """Shards whose verdicts are of different files would make a run that is judged by none of them
+    (issue 41, sweep 8 A10): all re-judged with the same files, or none."""
+    kinds = {_rejudging(m) for m in metas}
+    if len(kinds) > 1:
+        said = "; ".join(f"{m['run_id']} (shard {m['shard']}) " + (
+            f"re-judged with {' and '.join(filter(None, _rejudging(m)))}" if _rejudging(m) else "as run")
+            for m in metas)
+        raise MergeError(f"shards judged with different files: {said}; `trtmatrix report` each with the same files "
+                         "(or none re-judged), then merge")
 
 
 def stage_merged(reports_dir: Path, run_id: str, run_dirs: list[Path], order: list[str]) -> tuple[Path, pd.DataFrame]:
@@ -128,4 +147,8 @@ def _merged_meta(run_id: str, metas: list[dict]) -> dict:
     return {"run_id": run_id, "started": min(m["started"] for m in metas), "finished": max(m["finished"] for m in metas),
             "host": ", ".join(dict.fromkeys(m.get("host", "?") for m in metas)), "config": metas[0].get("config"),
             "environments": environments, "environment_seconds": seconds, "plan_key": metas[0].get("plan_key"),
-            "left_out": left_out, "merged_from": [f"{m['run_id']} (shard {m['shard']})" for m in metas], "trtmatrix": metas[0].get("trtmatrix")}
+            "left_out": left_out, "merged_from": [f"{m['run_id']} (shard {m['shard']})" for m in metas],
+            "trtmatrix": metas[0].get("trtmatrix"),
+            # the shards' verdicts are of their (alike) re-judging, the latest named: said in run.json and the report
+            **({"rejudged": [max((m["rejudged"][-1] for m in metas), key=lambda r: str(r.get("at")))]}
+               if _rejudging(metas[0]) else {})}

@@ -18,7 +18,7 @@ from typing import Iterator
 
 from filelock import Timeout
 
-from .locks import rejudge_lock
+from .locks import rejudge_lock, remove_dead_note
 
 STAGED, COMPLETE = ".rejudging.staged", ".rejudging.complete"
 
@@ -78,8 +78,10 @@ def _settle(run_dir: Path) -> None:
 
 
 def settle(run_dir: Path) -> Path:
-    """`run_dir`, a re-judging that a kill cut off finished or rolled back; one that is at work (it
-    holds the run's lock) is its own to finish."""
+    """`run_dir`, a re-judging that a kill cut off finished or rolled back, and the note its holder
+    left beside the run's lock removed (sweep 8 A1); one that is at work (it holds the run's lock)
+    is its own to finish."""
+    remove_dead_note(rejudge_lock(run_dir))
     if (run_dir / STAGED).exists() or (run_dir / COMPLETE).exists():
         lock = rejudge_lock(run_dir)
         try:

@@ -7,6 +7,10 @@ RESULT = "result.json"       # status, timings and facts: always written, whatev
 OUTPUTS = "outputs.npz"      # the first inference's outputs (warm-up included)
 REPEATS = "repeats.npz"      # later inferences that differ from every one kept so far ("<run>/<output>")
 LOG = "cell.log"             # the cell process's own stdout and stderr
+# onnxruntime's profiler output of a reduced-precision cell (its precision_ran), removed once read.
+# In the cell's results folder, not /tmp: a cell killed while profiling leaves it in the cache, and
+# the cell's next run (a killed cell has no result, so it runs again) removes it (issue 41, sweep 8 A13).
+PROFILE = "profile.tmp"
 INPUTS = "inputs.npz"        # a case's inputs, in its prepared artifacts (and a run's refs/)
 # In a torch case's artifacts: its module as torch.export made it, once per dtype (fp32, fp16,
 # bf16: a program holds the dtypes it was traced with), and what the torch engine needs to run it

@@ -15,12 +15,12 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 
 import numpy as np
 import onnxruntime as ort
 
+from ..files import PROFILE
 from . import Refused, timed_runs
 
 # (what onnxruntime says, the cause as trtmatrix names it): checked in this order.
@@ -141,7 +141,9 @@ def precision_ran(spec, feeds, names):
     behind Casts it inserts, and says so nowhere else. {"reduced": nodes that ran in FP16/BF16,
     "reduced_nodes": their names, "wider": {op: nodes that ran in float32 or double},
     "wider_nodes": their names}."""
-    folder = tempfile.mkdtemp(prefix="trtmatrix-profile-")
+    folder = os.path.join(spec["out_dir"], PROFILE)
+    shutil.rmtree(folder, ignore_errors=True)  # a killed cell's, from an earlier run
+    os.mkdir(folder)
     try:
         options = ort.SessionOptions()
         options.enable_profiling, options.profile_file_prefix = True, os.path.join(folder, "profile")
