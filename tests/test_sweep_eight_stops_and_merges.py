@@ -182,3 +182,30 @@ def test_a_report_waiting_for_a_stopped_report_names_it_once_and_its_killed_note
     assert note.exists()  # the killed report's
     assert trtmatrix("summary", run_dir.name, "-c", str(config)).returncode == 0
     assert not note.exists()
+
+
+def test_a_holder_stopped_before_its_note_is_written_is_seen_stopped(tmp_path):
+    """Issue 41, sweep 8 (helper's find): a holder stopped between taking a lock and writing its note
+    (or halfway through it) left waiters saying "another run", never seeing it stopped: a wait
+    bounded only by `stopped_s` was without end. /proc/locks names the holder."""
+    from matrix.store.locks import LockWaitEnded, held
+
+    path = tmp_path / "env-x.lock"
+    (tmp_path / "env-x.holder.json").write_text('{"pid": ')  # half of a note
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock; "
+                               f"lock = FileLock({str(path)!r}); lock.acquire(); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        os.kill(holder.pid, signal.SIGSTOP)
+        said = []
+        started = time.monotonic()
+        with pytest.raises(LockWaitEnded) as ended:
+            with held(FileLock(str(path)), "testing", said.append, stopped_s=1.5):
+                pass
+        assert time.monotonic() - started < 10
+        assert said == [f"process pid {holder.pid} (its process is stopped: SIGSTOP or a suspended job)"]
+        assert ended.value.who == said[0]
+    finally:
+        holder.kill()
+        holder.wait()

@@ -50,17 +50,35 @@ def holder_words(lock: FileLock) -> tuple[str, bool]:
     only just taken it). The note names the holder's command: a `report` is no run (sweep 8 A9)."""
     try:
         note = json.loads(_note(lock).read_text())
-        pid, what, command = int(note["pid"]), str(note["doing"]), str(note.get("command", "run"))
+        pid, what, command = int(note["pid"]), f" which is {note['doing']}", str(note.get("command", "run"))
+        if note.get("host") != socket.gethostname():
+            return f"{command} pid {pid} on {note.get('host')}{what}", False
     except (OSError, ValueError, TypeError, KeyError):
-        return "another run", False
-    if note.get("host") != socket.gethostname():
-        return f"{command} pid {pid} on {note.get('host')} which is {what}", False
+        # no note, or half of one: its holder has just taken the lock, or was stopped before it wrote
+        # it wholly, which a waiter must still see (issue 41, sweep 8 A9)
+        if (pid := _locking_pid(lock)) is None:
+            return "another run", False
+        what, command = "", "process"
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except (OSError, IndexError):  # a killed holder's note: someone else has just taken the lock
         return "another run", False
     stopped = state in ("T", "t")
-    return f"{command} pid {pid} which is {what}" + (STOPPED_WORDS if stopped else ""), stopped
+    return f"{command} pid {pid}{what}" + (STOPPED_WORDS if stopped else ""), stopped
+
+
+def _locking_pid(lock: FileLock) -> int | None:
+    """The process holding `lock`'s flock, from Linux's /proc/locks (`3: FLOCK ADVISORY WRITE 1155
+    fe:00:2146663 0 EOF`: pid, then device major:minor in hex and inode), or None."""
+    try:
+        stat = os.stat(lock.lock_file)
+        device = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
+        for fields in (line.split() for line in Path("/proc/locks").read_text().splitlines()):
+            if fields[1] == "FLOCK" and fields[5] == device:  # a waiter's line reads "-> FLOCK"
+                return int(fields[4])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _note(lock: FileLock) -> Path:
@@ -102,7 +120,7 @@ def held(lock: FileLock, doing: str, waiting: Callable[[str], None], wait_s: flo
             if now - started >= wait_s or (stopped_since is not None and now - stopped_since >= stopped_s):
                 raise LockWaitEnded(who, now - started) from None
     note = _note(lock)
-    try:  # written in place: a waiter that reads half of it says "another run" (no temporary file left in locks/)
+    try:  # written in place (no temporary file left in locks/): a waiter reading half of it asks /proc/locks
         note.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
                                     "doing": doing}))
         yield
