@@ -142,11 +142,13 @@ class HeldElsewhere(Exception):
 
 class MatrixRun:
     def __init__(self, plan: Plan, reuse: bool = True, on_event: Events = lambda e: None, executor=None,
-                 reprepare: bool = False, observe: bool = True):
+                 reprepare: bool = False, observe: bool = True, command: str = "run"):
         """`executor`: where environments run (executors.open_executor); default this host.
         `reprepare`: case files' cases prepared again, though prepared. `observe`: a known issue's
-        pattern observed where a failure cannot tell it (_observe_patterns; not in those trials)."""
+        pattern observed where a failure cannot tell it (_observe_patterns; not in those trials).
+        `command`: the trtmatrix command running these cells (an investigation's), as its locks name it."""
         self.plan, self.reuse, self.reprepare, self.observe = plan, reuse, reprepare, observe
+        self.command = command
         # Once a stop begins, nothing more is reported: cells its stop broke are no finding.
         self.on_event = lambda event: None if STOPPING.is_set() else on_event(event)
         self.cache = plan.path("cache_dir")
@@ -195,14 +197,14 @@ class MatrixRun:
         # exists: prepare/files_read.py).
         fresh = self.reprepare and spec.torch_case is not None
         # Ready: no lock, no progress line (thousands of suite tests on a re-run), its case.json kept.
-        if key not in self._artifacts and not fresh and (ready := prepared_meta(self.cache, case, artifact_key)):
+        if key not in self._artifacts and not fresh and (ready := prepared_meta(self.cache, case, artifact_key, warn=True)):
             self._artifacts[key], self._metas[ready[0]] = ready
         if key not in self._artifacts:
             rows = [(params, artifact_key)]  # a case file's other rows too: imported once for all of them
             if spec.torch_case is not None:
                 rows += [row for row in dict.fromkeys((c.params, c.artifact_key) for c in self.plan.cells if c.case == case)
                          if row[0] != params and (case, row[0]) not in self._artifacts
-                         and (fresh or not prepared(self.cache, case, row[1]))]
+                         and (fresh or not prepared(self.cache, case, row[1], warn=True))]
             for row_params, _ in rows:
                 self.on_event({"event": "prepare", "case": case, "params": dict(row_params)})
             started = time.perf_counter()
@@ -230,7 +232,8 @@ class MatrixRun:
             with ExitStack() as locks:
                 for _, row_key in sorted(rows, key=lambda row: row[1]):
                     name = ARTIFACT_LOCK + artifact_dir(self.cache, case, row_key).name
-                    locks.enter_context(held_for(self.cache, name, doing, waiting, wait_s=timeout_s * len(rows)))
+                    locks.enter_context(held_for(self.cache, name, doing, waiting, wait_s=timeout_s * len(rows),
+                                                 command=self.command))
                 try:
                     return prepare_apart(self.plan.config_path, spec, rows, self.cache, timeout_s, fresh)
                 except Exception as exc:  # a broken case must not stop the others
@@ -309,7 +312,7 @@ class MatrixRun:
                                     tuple(config.cases[cell.case].gpus or ()), config.timeout_s(cell.case),
                                     *self._engine_span(cell, artifacts)) for cell, artifacts in cells)
         return EnvironmentUnit(envdef.name, envdef, pending, self.cache, worker_home, self.run_id, self.reuse,
-                               self.cell_jobs)
+                               self.cell_jobs, self.command)
 
     def _done(self, unit: EnvironmentUnit, result: UnitResult) -> None:
         """A unit's outcomes, back from wherever it ran: recorded, or compared and recorded."""

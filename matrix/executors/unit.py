@@ -54,6 +54,7 @@ class EnvironmentUnit:
     run_id: str
     reuse: bool
     cell_jobs: int
+    command: str = "run"  # the trtmatrix command whose cells these are, as its locks' notes name it
 
     @property
     def timeout_s(self) -> float:
@@ -111,7 +112,8 @@ def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], 
     # not for one that stays stopped longer than a cell may take (it keeps its lock, and runs nothing).
     try:
         with held_for(unit.cache_dir, f"env-{unit.name}", f"running {unit.name}'s cells",
-                      lambda who: on_event({"event": "waiting", "env": unit.name, "for": who}), stopped_s=unit.timeout_s):
+                      lambda who: on_event({"event": "waiting", "env": unit.name, "for": who}), stopped_s=unit.timeout_s,
+                      command=unit.command):
             try:
                 result = _set_up_and_run(unit, lease, on_event, node, spare)
             finally:  # engines shared by the rows of a case live as long as the run's cells

@@ -227,7 +227,7 @@ def bisect_row(plan: Plan, row: str, engine: str, good: str, bad: str, pre: bool
         envdef = envdef_for(engine, version, known)
         on_event({"event": "bisect", "version": version, "env": envdef.name})
         # the verdict decides a step: no known issue's pattern is observed
-        record = MatrixRun(plan_for_row(plan, row, envdef), on_event=on_event, observe=False).judge().iloc[0]
+        record = MatrixRun(plan_for_row(plan, row, envdef), on_event=on_event, observe=False, command="bisect").judge().iloc[0]
         max_abs = None if pd.isna(record["max_abs"]) else float(record["max_abs"])
         return Step(version, record["verdict"], max_abs, envdef.name, record["error"])
 

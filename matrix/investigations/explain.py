@@ -137,7 +137,7 @@ class Observer:
                  reference: dict[str, np.ndarray], folder: Path, on_event: Callable[[dict], None]):
         self.plan, self.cell_id, self.model, self.inputs = plan, cell_id, model, inputs
         self.reference, self.folder, self.on_event = reference, folder, on_event
-        self.files = TrialFiles(plan.path("cache_dir"), folder)  # removed once observed
+        self.files = TrialFiles(plan.path("cache_dir"), folder, "explain")  # removed once observed
 
     def copy(self, name: str, outputs: list[onnx.ValueInfoProto]) -> dict[str, Path]:
         target = self.folder / name
@@ -216,7 +216,7 @@ def node_table(model: onnx.ModelProto, metrics: dict[str, dict], missing: dict[s
 
 def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = lambda e: None) -> Explanation:
     cell = plan.cell(cell_id)
-    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event).judge().iloc[0]
+    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event, command="explain").judge().iloc[0]
     if own["verdict"] == "disputed":  # the engine is not where to look: the evaluations' parting is
         raise ExplainError(f"{cell_id} was not judged, its reference is disputed; start there, not at the engine: "
                            f"{str(own['error']).removeprefix('reference disputed: ')}")
@@ -247,7 +247,7 @@ def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = la
     fp32_nodes = set(resolve_nodes(model, profile.keep_fp32)) if profile.precision == "fp16" else None
     notes = [f"{label}: {reason}" for label, reason in reference.missing.items()] + stood_in + _unopened(model)
     with held_for(cache, f"explain-{cell.artifact_key[:16]}", f"explaining {cell_id}",
-                  lambda who: on_event({"event": "waiting", "for": who})):
+                  lambda who: on_event({"event": "waiting", "for": who}), command="explain"):
         observer = Observer(plan, cell_id, model, artifacts / INPUTS, reference.values,
                             cache / "investigations" / "explain" / cell.artifact_key[:16], on_event)
         try:

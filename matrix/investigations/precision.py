@@ -51,7 +51,8 @@ class PrecisionSearch:
     def judge(self, profiles: dict[str, Profile]) -> dict[str, dict]:
         """{profile name: {"verdict", "max_abs"}} of trials of the cell, run together."""
         self.trials += len(profiles)
-        frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, profiles=profiles), on_event=self.on_event).judge()
+        frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, profiles=profiles), on_event=self.on_event,
+                          command="precision").judge()
         return {row["profile"]: {"verdict": row["verdict"], "max_abs": _number(row["max_abs"])}
                 for _, row in frame.iterrows()}
 
@@ -93,7 +94,7 @@ def find_fp32_nodes(plan: Plan, cell_id: str, on_event: Callable[[dict], None] =
     profile = plan.profile(cell.profile)
     if profile.precision != "fp16":
         raise PrecisionError(f"{cell_id} is an FP32 cell: precision looks for layers to keep in FP32 in FP16 builds")
-    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event).judge().iloc[0]
+    own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event, command="precision").judge().iloc[0]
     if own["verdict"] != "fail":
         raise PrecisionError(f"{cell_id} is {own['verdict']}: precision searches only a failing cell"
                              + (f" ({own['error']})" if own["error"] else ""))

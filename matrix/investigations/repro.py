@@ -196,7 +196,7 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
     remove_dead_staging(folder)
     cell = plan.cell(cell_id)
     envdef = plan.envs[cell.env]
-    trial = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event)
+    trial = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event, command="repro")
     own = trial.judge().iloc[0].to_dict()
     _refuse_unless_reproducible(cell_id, own)
     if own["verdict"] == "fail" and envdef.engine != "torch":
@@ -349,7 +349,7 @@ def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts,
     cell = plan.cell(cell_id)
     cache = plan.path("cache_dir")
     work = cache / "investigations" / "repro" / f"{cell.artifact_key[:16]}-{cell.profile}-{cell.env}"
-    trials_files = TrialFiles(cache, work)
+    trials_files = TrialFiles(cache, work, "repro")
     judged: dict[int, tuple[Subgraph, dict, Cell, Plan]] = {}
 
     def fails(indices: list[int]) -> list[bool]:
@@ -371,7 +371,7 @@ def _smallest_failing_subgraph(plan: Plan, cell_id: str, reducer: Reducer, cuts,
 
     profile, envdef = plan.profile(cell.profile), plan.envs[cell.env]
     with held_for(cache, f"repro-{cell.artifact_key[:16]}-{cell.env}", f"reducing {cell.cell_id}",
-                  lambda who: on_event({"event": "waiting", "for": who})):
+                  lambda who: on_event({"event": "waiting", "for": who}), command="repro"):
         try:
             index = smallest_failing(len(cuts), fails)
             if index is None:

@@ -21,12 +21,13 @@ from ..run import MatrixRun
 class TrialFiles:
     cache: Path
     folder: Path  # where the investigation writes its trial models
+    command: str  # the investigation's trtmatrix command, as its locks name it
     made: set[Path] = field(default_factory=set)
     result_dirs: dict[str, Path] = field(default_factory=dict)  # each trial cell's outputs, until removed
 
     def judge(self, trials: Plan, on_event: Callable[[dict], None]) -> pd.DataFrame:
         """Run trials of other models (ONNX-file cases of their own) and remember what they leave."""
-        run = MatrixRun(trials, on_event=on_event, observe=False)  # a verdict is wanted, not a known issue's
+        run = MatrixRun(trials, on_event=on_event, observe=False, command=self.command)  # a verdict is wanted, not a known issue's
         frame = run.judge()
         self.made |= {artifact_dir(self.cache, cell.case, cell.artifact_key) for cell in trials.cells}
         self.made |= set(run.result_dirs.values())

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import shutil
+import sys
 import threading
 from pathlib import Path
 from typing import Callable
@@ -81,19 +82,24 @@ def artifact_digests(folder: Path) -> dict:
     return json.loads((folder / META).read_text())["digests"]
 
 
-def prepared(cache_dir: Path, case: str, key: str) -> Path | None:
+def prepared(cache_dir: Path, case: str, key: str, warn: bool = False) -> Path | None:
     """The artifacts, if an earlier run finished them (META is written last) and the files it
-    made are still the files it made."""
-    ready = prepared_meta(cache_dir, case, key)
+    made are still the files it made; `warn`: a file that is not is named in a warning line (the
+    run's own look, not a prepare's that follows it)."""
+    ready = prepared_meta(cache_dir, case, key, warn)
     return ready[0] if ready else None
 
 
-def prepared_meta(cache_dir: Path, case: str, key: str) -> tuple[Path, dict] | None:
+def prepared_meta(cache_dir: Path, case: str, key: str, warn: bool = False) -> tuple[Path, dict] | None:
     """prepared(), with its META as read there."""
     target = artifact_dir(cache_dir, case, key)
     try:
         meta = json.loads((target / META).read_text())
-        if meta.get("digests") != checked_digests(target, cache_dir):
+        if (kept := meta.get("digests")) != (found := checked_digests(target, cache_dir)):
+            if warn and isinstance(kept, dict):  # a cache damaged (or files swapped) says so (issue 41, sweep 8 A9)
+                changed = [name for name in CHECKED if kept.get(name) != found[name]]
+                print(f"warning: artifact {target}: {' and '.join(changed)} {'is' if len(changed) == 1 else 'are'} "
+                      "not the file prepared (its digest differs); prepared again", file=sys.stderr, flush=True)
             return None
         read = meta.get("files_read") or {}  # what the case's code read, changed since: made again
         return (target, meta) if isinstance(read, dict) and changed_since(read) is None else None

@@ -28,7 +28,7 @@ from ..worker.files import INPUTS, LOG, OUTPUTS, REPEATS, file_digest
 from .locks import is_free, run_lock
 from .records import COLUMNS
 from .swap import settle
-from .table_check import table_problem
+from .table_check import foreign_rows, table_problem
 
 RUNS = "runs"
 PARQUET, JSONL, CSV, JSON, REPORT = "results.parquet", "results.jsonl", "results.csv", "results.json", "report.html"
@@ -282,15 +282,21 @@ class DamagedRun(ConfigError):
 
 def read_run(run_dir: Path, columns: list[str] | None = None) -> pd.DataFrame:
     """A stored run's results (all columns, or those asked for); columns that a run of an older
-    trtmatrix did not have are empty. DamagedRun where its results file cannot be read."""
+    trtmatrix did not have are empty. DamagedRun where its results file cannot be read or holds
+    another run's rows."""
     path = run_dir / PARQUET
     try:
         stored = pq.read_schema(path).names
-        frame = pd.read_parquet(path, columns=[c for c in columns if c in stored] if columns else None)
+        reading = list(dict.fromkeys(c for c in [*columns, "run_id"] if c in stored)) if columns else None
+        frame = pd.read_parquet(path, columns=reading)  # run_id too: whose rows they are is checked
     except (OSError, ValueError, pa.ArrowException) as exc:
         raise DamagedRun.of(path, exc) from None
     if problem := table_problem(frame, stored, columns):
         raise DamagedRun(path, "", f"{problem}, a damaged run?")
+    if problem := foreign_rows(frame, _run_json(run_dir).get("run_id")):
+        raise DamagedRun(path, "", problem)
+    if columns and "run_id" not in columns and "run_id" in frame:
+        frame = frame.drop(columns="run_id")
     missing = [column for column in columns or COLUMNS if column not in frame.columns]
     return frame.assign(**dict.fromkeys(missing)) if missing else frame
 
@@ -385,7 +391,13 @@ def note_rejudged(run_dir: Path, how: dict, into: Path) -> None:
 
 
 def read_run_meta(run_dir: Path) -> dict:
-    """run.json (with the run id); DamagedRun where it is there and cannot be read."""
+    """run.json (with the run id: its folder's name where it records none); DamagedRun where it is
+    there and cannot be read."""
+    return {"run_id": run_dir.name, **_run_json(run_dir)}
+
+
+def _run_json(run_dir: Path) -> dict:
+    """run.json as stored ({} where there is none); DamagedRun where it cannot be read."""
     path = run_dir / RUN_META
     try:
         meta = json.loads(path.read_text()) if path.is_file() else {}
@@ -393,7 +405,7 @@ def read_run_meta(run_dir: Path) -> dict:
         raise DamagedRun.of(path, exc) from None
     if not isinstance(meta, dict):
         raise DamagedRun(path, "", "not a JSON object, a damaged run?")
-    return {"run_id": run_dir.name, **meta}
+    return meta
 
 
 _SAID: set[str] = set()  # the warnings left_out gave in this process: one command reads a folder's runs more than once

@@ -92,11 +92,12 @@ def is_lock_file(path: Path) -> bool:
 
 @contextmanager
 def held_for(cache_dir: Path, name: str, doing: str, waiting: Callable[[str], None], wait_s: float = math.inf,
-             stopped_s: float = math.inf) -> Iterator[None]:
-    """The lock `name`, with a note saying who holds it for what (`doing`: "preparing bigloop");
-    while another holds it, `waiting(who)` is told each time who changes, and LockWaitEnded is
-    raised after `wait_s` seconds, or once the holder has been stopped for `stopped_s` on end."""
-    with held(cache_lock(cache_dir, name), doing, waiting, wait_s, stopped_s):
+             stopped_s: float = math.inf, command: str = "run") -> Iterator[None]:
+    """The lock `name`, with a note saying who holds it for what (`doing`: "preparing bigloop") and
+    which trtmatrix `command` (an `explain` is no run: sweep 8 A9); while another holds it,
+    `waiting(who)` is told each time who changes, and LockWaitEnded is raised after `wait_s`
+    seconds, or once the holder has been stopped for `stopped_s` on end."""
+    with held(cache_lock(cache_dir, name), doing, waiting, wait_s, stopped_s, command):
         yield
 
 
@@ -104,7 +105,7 @@ def held_for(cache_dir: Path, name: str, doing: str, waiting: Callable[[str], No
 def held(lock: FileLock, doing: str, waiting: Callable[[str], None], wait_s: float = math.inf,
          stopped_s: float = math.inf, command: str = "run") -> Iterator[None]:
     """`lock`, held as held_for holds a cache's: waited for saying for whom, with a note while held
-    naming this process's `command` (trtmatrix's: run, report)."""
+    naming this process's `command` (trtmatrix's: run, report, explain…)."""
     said, started = None, time.monotonic()
     stopped_since = None
     while True:

@@ -66,3 +66,13 @@ def table_problem(frame: pd.DataFrame, stored: list[str], wanted: list[str] | No
             if problem:
                 return f"column {column!r} of cell {cell!r}: {problem}"
     return None
+
+
+def foreign_rows(frame: pd.DataFrame, run_id) -> str | None:
+    """Why `frame` is another run's table (a results.parquet copied over this run's: issue 41, sweep
+    8 A9), or None: its run_id column must name the run its run.json records, where both say one."""
+    if not isinstance(run_id, str) or "run_id" not in frame:
+        return None
+    if others := sorted({str(other) for other in frame["run_id"].dropna()} - {run_id}):
+        return f"holds the rows of run {others[0]}, not of run {run_id} (its run.json): not this run's table"
+    return None
