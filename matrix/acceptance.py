@@ -114,8 +114,13 @@ def _agrees(out: np.ndarray, ref: np.ndarray, k: int) -> bool:
     """Whether one of the reference's largest items (all of them where the reference ties, or ranks
     them only within float32's rounding: issue 41, sweep 7 N4) is among the output's k largest.
     Ties in the output are counted against it, except with other reference-largest items: a
-    constant output ranks nothing. A NaN never agrees; an infinity agrees only where the reference
-    holds the same one (masked logits at -inf)."""
+    constant output ranks nothing. An infinity agrees only where the reference holds the same one
+    (masked logits at -inf); a NaN only where the reference holds NaN, which ranks nothing (a fully
+    masked row: sweep 9 B1), any other NaN never."""
+    both = np.isnan(out) & np.isnan(ref)
+    out, ref = out[~both], ref[~both]
+    if not ref.size:
+        return True
     if np.isnan(out).any() or (np.isinf(out) & (out != ref)).any():
         return False
     top = ref.max()
@@ -162,19 +167,24 @@ def cosine_text(value: float | None) -> str:
     return f"1 − {1 - value:.1e}" if value > 0.999 else f"{value:.5f}"
 
 
+def _non_finite(count: int) -> str:
+    return "infinities or NaNs" if count > 1 else "infinity or NaN"
+
+
 def _slice_cosine(out: np.ndarray, ref: np.ndarray, atol: float, rtol: float) -> tuple[float, str]:
     """A slice's cosine and its text. Where the output or the reference is the zero vector (an
     exact-zero output against a 1e-30 reference) no direction can be compared: the slice holds
     when its elements are within atol + rtol·|ref|, and says so. Elements where the output holds the
-    same infinity as the reference (an additive attention mask's -inf) are equal and left out of
-    the cosine, as top-k agreement takes them (issue 41, sweep 8 A7); any other infinity or NaN
-    leaves the cosine undefined, which never holds."""
-    same = np.isinf(out) & (out == ref)
+    same infinity as the reference (an additive attention mask's -inf), or NaN where it holds NaN (a
+    fully masked row's softmax), are equal, as the element-wise table takes them, and left out of
+    the cosine (issue 41, sweep 8 A7, sweep 9 B1); any other infinity or NaN leaves the cosine
+    undefined, which never holds."""
+    same = (np.isinf(out) & (out == ref)) | (np.isnan(out) & np.isnan(ref))
     out, ref = out[~same], ref[~same]
     count = int(same.sum())
-    left = f" ({count} equal infinit{'ies' if count > 1 else 'y'} left out)" if count else ""
+    left = f" ({count} equal {_non_finite(count)} left out)" if count else ""
     if not out.size:
-        return 1.0, "equal infinities only"
+        return 1.0, f"equal {_non_finite(2)} only"
     if not (np.isfinite(out).all() and np.isfinite(ref).all()):
         return math.nan, cosine_text(math.nan)
     if _direction_free(out, ref):

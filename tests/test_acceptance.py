@@ -20,6 +20,10 @@ def test_top_agreement_counts_rows_whose_reference_argmax_is_in_the_top_k():
     assert top_agreement(output, reference, 2) == 1.0  # the reference's 0 is the output's second largest
     output[2, 0] = np.nan
     assert top_agreement(output, reference, 2) == pytest.approx(2 / 3)  # a NaN row never agrees
+    # ... unless the reference holds NaN there too (sweep 9 B1: a fully masked row's softmax)
+    reference[2, 0], reference[1] = np.nan, np.nan
+    output[1] = np.nan
+    assert top_agreement(output, reference, 2) == top_agreement(output, reference, 1) == 1.0  # ranked on the rest
     # A score per item (last axis 1, a reranker): one row, the best item across the batch.
     scores = np.array([[0.1], [2.0], [0.3], [1.9]])
     assert top_agreement(scores[[0, 3, 2, 1]], scores, 1) == 0.0 and top_agreement(scores * 1.01, scores, 1) == 1.0

@@ -61,8 +61,9 @@ def test_exact_outputs_infinities_and_a_stopped_check(tmp_path, write_matrix, ca
     onnxruntime (PyTorch in float64 and its export part, but only floating outputs were held against
     each other): now `disputed`, saying how many elements differ.
     Sweep 8 A7: a cosine rule on y = x + mask, the mask's -inf where the reference holds the same
-    -inf, was `fail` "cosine undefined (NaN/Inf)"; a NaN where the reference holds one still fails,
-    and `repro` speaks of the rule, not "loosen the tolerance" for a distance of 0.
+    -inf, was `fail` "cosine undefined (NaN/Inf)"; sweep 9 B1: so was a NaN where the reference holds
+    NaN. A rule a right engine fails (`cosine = 1.0` on float32 division's rounding) is the rule's
+    fault in `repro`, not "loosen the tolerance".
     Sweep 8 A12: a Loop with an `expected` file whose referee check outlasted timeout_s was
     `no_reference` "… before any engine ran": now the check alone is dropped and the cell runs (and
     times out: the engine is as slow)."""
@@ -72,17 +73,23 @@ def test_exact_outputs_infinities_and_a_stopped_check(tmp_path, write_matrix, ca
     model(tmp_path / "cos_inf.onnx", [h.make_node("Add", ["x", "mask"], ["y"])], [("x", T.FLOAT, [1, 4])],
           [("y", T.FLOAT, [1, 4])], [nh.from_array(np.float32([[0, 0, -np.inf, 0]]), "mask")])
     model(tmp_path / "cos_nan.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])])
+    model(tmp_path / "cos_one.onnx", [h.make_node("Div", ["x", "d"], ["y"])], [("x", T.FLOAT, [6])],
+          [("y", T.FLOAT, [6])], [nh.from_array(np.float32(7), "d")])
     _big_loop(tmp_path / "big_loop.onnx")
     rule = "[cases.{}.accept.fp32]\ncosine = 0.99\n"
     body = (PROFILES + '[cases.gt_const]\nprofiles = ["fp32"]\n[cases.topk_tie]\nprofiles = ["fp32"]\n'
             + case(tmp_path, "cos_inf", None, {"x": np.float32([[1, 2, 3, 4]])}) + rule.format("cos_inf")
             + case(tmp_path, "cos_nan", None, {"x": np.float32([1, np.nan, 3, 4])}) + rule.format("cos_nan")
+            # x / 7 rounded to float32 turns the direction by 3e-16: cosine 1 - 3.3e-16 (division is
+            # correctly rounded in any engine)
+            + case(tmp_path, "cos_one", None, {"x": np.float32([1, 1.1, 1.3, 1.7, 0.1, 0.01])})
+            + "[cases.cos_one.accept.fp32]\ncosine = 1.0\n"
             + case(tmp_path, "big_loop", None, {"M": np.int64(10 ** 12), "v0": np.zeros(2, np.float32)},
                    expected={"v": np.float32([2 ** 24, 2 ** 24])}) + "timeout_s = 3\n")
     config = write_matrix(body, environments=(ENV,), cases_dir=cases)
     environ = {**os.environ, "COLUMNS": "250"}
     done = subprocess.run([TRTMATRIX, "run", "-c", str(config)], capture_output=True, text=True, env=environ)
-    assert done.returncode == 1, done.stderr  # cos_nan fails
+    assert done.returncode == 1, done.stderr  # cos_one fails
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case").to_dict("index")
     said = done.stdout + done.stderr
 
@@ -94,8 +101,10 @@ def test_exact_outputs_infinities_and_a_stopped_check(tmp_path, write_matrix, ca
     assert "part at 'output': 1 of 3 elements differ" in said
 
     assert cells["cos_inf"]["status"] == "pass", cells["cos_inf"]
-    assert cells["cos_inf"]["cosine"] == 1.0 and "(1 equal infinity left out)" in cells["cos_inf"]["worst_slice"]
-    assert cells["cos_nan"]["status"] == "fail" and "undefined (NaN/Inf)" in cells["cos_nan"]["worst_slice"]
+    for name in ("cos_inf", "cos_nan"):
+        assert cells[name]["status"] == "pass", cells[name]
+        assert cells[name]["cosine"] == 1.0 and "(1 equal infinity or NaN left out)" in cells[name]["worst_slice"]
+    assert cells["cos_one"]["status"] == "fail" and cells["cos_one"]["cosine"] < 1.0, cells["cos_one"]
 
     loop = cells["big_loop"]
     assert loop["status"] == "timeout", loop
@@ -103,8 +112,9 @@ def test_exact_outputs_infinities_and_a_stopped_check(tmp_path, write_matrix, ca
     assert "within timeout_s = 3 s" in loop["reference_check"] and "your file alone" in loop["reference_check"]
     assert "no_reference" not in said and "before any engine ran" not in said
 
-    repro = subprocess.run([TRTMATRIX, "repro", "-c", str(config), f"cos_nan/fp32/{ENV}", "-o", str(tmp_path / "r")],
+    repro = subprocess.run([TRTMATRIX, "repro", "-c", str(config), f"cos_one/fp32/{ENV}", "-o", str(tmp_path / "r")],
                            capture_output=True, text=True, env=environ)
     assert "the rule is at fault" in repro.stdout + repro.stderr, repro.stdout + repro.stderr
-    assert "failing its rule cosine ≥ 0.99" in repro.stdout + repro.stderr
+    assert "failing its rule cosine ≥ 1" in repro.stdout + repro.stderr, repro.stdout + repro.stderr
+    assert "loosen the rule" in repro.stdout + repro.stderr
     assert "loosen the tolerance" not in repro.stdout + repro.stderr
