@@ -60,12 +60,20 @@ def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bo
     want of a trustworthy reference (said above)."""
     from ..report.console import console, escape, uncovered_lines
     from ..statuses import UNJUDGED
-    from ..store import list_runs, previous_results
+    from ..store import judged_otherwise, list_runs, previous_results, read_run_meta
 
-    if baseline is not None:
-        console.print(escape(f"compared with the baseline run {baseline[0]}"), soft_wrap=True)
-    earlier = [baseline] if baseline else previous_results(reports_dir, run_dir, frame["cell_id"])
-    if not earlier and any(p.name != run_dir.name for p in list_runs(reports_dir)):
+    config = read_run_meta(run_dir).get("config")
+    passed_over = []
+    if baseline is not None:  # the user's choice, used as it is: a re-judged one is said so
+        other = judged_otherwise(read_run_meta(baseline[0]), config)
+        console.print(escape(f"compared with the baseline run {baseline[0]}" + (
+            f", re-judged with {other} (trtmatrix report): its verdicts are that file's, not this matrix file's"
+            if other else "")), soft_wrap=True)
+        earlier = [baseline]
+    else:
+        earlier, passed_over = previous_results(reports_dir, run_dir, frame["cell_id"], config)
+        _say_passed_over(passed_over, earlier)
+    if not earlier and not passed_over and any(p.name != run_dir.name for p in list_runs(reports_dir)):
         console.print(escape("warning: no earlier run holds any of this run's cells: nothing to compare with "
                              "(another matrix, or a run of other --env/--case)"), soft_wrap=True)
     newly = _newly_failing(earlier, frame)
@@ -74,6 +82,21 @@ def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bo
     for line in uncovered:
         console.print(line, soft_wrap=True)
     return newly or bool(uncovered) or (strict and not_run) or bool(frame["status"].isin(UNJUDGED).any())
+
+
+def _say_passed_over(passed_over, earlier) -> None:
+    """One line per earlier run passed over for having been re-judged with another file (issue 41,
+    sweep 9 B4): which runs its cells were compared with instead, or that they had none."""
+    from ..report.console import console, escape
+
+    for run, other, cells in passed_over:
+        instead = [r.name for r, rows in earlier if cells & set(rows["cell_id"])]
+        alone = len(cells - {c for r, rows in earlier for c in rows["cell_id"]})
+        console.print(escape(
+            f"run {run.name} was re-judged with {other} (trtmatrix report): its verdicts are not this matrix file's; "
+            + (f"compared with run {', '.join(instead)} instead" if instead else "no earlier run to compare with")
+            + (f" ({alone} of its {len(cells)} cells with no earlier run)" if instead and alone else "")),
+            soft_wrap=True)
 
 
 def _newly_failing(earlier, frame) -> bool:

@@ -418,28 +418,50 @@ def left_out(exc: DamagedRun) -> None:
         print(f"warning: {exc}; left out", file=sys.stderr, flush=True)
 
 
-def previous_results(reports_dir: Path, run_dir: Path, cell_ids, most: int = 30) -> list[tuple[Path, pd.DataFrame]]:
+def judged_otherwise(meta: dict, config: str | None) -> str | None:
+    """The file a run's verdicts were last re-judged with (`trtmatrix report`) where they are not the
+    matrix file `config`'s alone: a tolerance file, or another matrix file; None where they are (never
+    re-judged, or re-judged with `config` itself). Such verdicts are a what-if, not the matrix's."""
+    last = (meta.get("rejudged") or [None])[-1]
+    if not last:
+        return None
+    if last.get("tolerances"):
+        return last["tolerances"]
+    if config and last.get("config") and Path(last["config"]).resolve() != Path(config).resolve():
+        return last["config"]
+    return None
+
+
+def previous_results(reports_dir: Path, run_dir: Path, cell_ids, config: str | None = None, most: int = 30
+                     ) -> tuple[list[tuple[Path, pd.DataFrame]], list[tuple[Path, str, set]]]:
     """Each cell of `cell_ids` with its newest earlier result: (run folder, its rows of the cells no
     newer run holds), newest first, from the whole runs before `run_dir` that can be read (damaged
     ones: left out; at most `most` runs read). A partial run in between (`--case`, `--env`) holds
     only some cells: the others are compared with the run before it, never taken as new. A shard is
-    part of a run, not one: a night's second shard is compared with the night before (or its merge)."""
+    part of a run, not one: a night's second shard is compared with the night before (or its merge).
+    A run re-judged with another file than the matrix file `config` (judged_otherwise) is passed
+    over the same way (issue 41, sweep 9 B4: its what-if verdicts made false regressions), and
+    returned second: (run folder, that file, the cells it would have given)."""
     runs = list_runs(reports_dir)
     names = [p.name for p in runs]
     before = runs[:names.index(run_dir.name)] if run_dir.name in names else runs
-    wanted, found = set(cell_ids), []
+    wanted, found, passed_over = set(cell_ids), [], []
     for earlier in list(reversed(before))[:most]:
         if not wanted:
             break
         try:
-            if read_run_meta(earlier).get("shard"):
+            if (meta := read_run_meta(earlier)).get("shard"):
                 continue
             rows = read_run(earlier)
         except DamagedRun as exc:
             left_out(exc)
             continue
         rows = rows[rows["cell_id"].isin(wanted)]
-        if len(rows):
-            found.append((earlier, rows))
-            wanted -= set(rows["cell_id"])
-    return found
+        if not len(rows):
+            continue
+        if other := judged_otherwise(meta, config):
+            passed_over.append((earlier, other, set(rows["cell_id"])))
+            continue
+        found.append((earlier, rows))
+        wanted -= set(rows["cell_id"])
+    return found, passed_over

@@ -1,0 +1,55 @@
+"""Issue 41, ninth sweep B4: the regression check compares verdicts judged with the same files. A run
+re-judged with `report --tolerances F` (a what-if) was the next run's "previous run": judged with the
+matrix file's own tolerances again, the next run said "1 cell newly fails … pass → fail" and exited 1
+with nothing changed but the tolerance file. Real `trtmatrix run`/`report` processes on the session's
+onnxruntime 1.32; failed on main 4c534c5."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from onnx import TensorProto as T, helper
+
+from conftest import PROFILES, matrix_file
+from test_sweep_five_texts_and_waits import save, trtmatrix
+
+
+def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path, cache_dir):
+    """issue 41, sweep 9 B4: a Relu whose expected file is 0.3 off fails at the matrix's atol 0.1 and
+    passes under loose.toml's atol 1. The run re-judged with loose.toml is passed over, said in one
+    line, for the run before it (exit 0: fail → fail); one re-judged with the matrix file alone is
+    the previous run as it is; an explicit --baseline re-judged with loose.toml is used, and said so."""
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    body = PROFILES + save(tmp_path, "near", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
+                           [("y", T.FLOAT, [3])], {}, {"x": x})
+    np.savez(tmp_path / "near_expected.npz", y=x + 0.3)
+    body += (f'profiles = ["fp32"]\nexpected = "{tmp_path / "near_expected.npz"}"\n'
+             '[cases.near.tolerances.fp32]\natol = 0.1\nrtol = 0.0\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
+    loose = tmp_path / "loose.toml"
+    loose.write_text("[cases.near.tolerances.fp32]\natol = 1.0\nrtol = 0.0\n")
+
+    def run(*args) -> tuple[Path, str]:
+        done = trtmatrix("run", "-c", str(config), *args)
+        assert done.returncode in (0, 1), done.stderr
+        return Path(done.stdout.strip().splitlines()[-1]), done
+
+    first, _ = run()
+    second, _ = run()
+    assert trtmatrix("report", second.name, "-c", str(config), "--tolerances", str(loose)).returncode == 0
+    third, done = run()
+    said = (f"run {second.name} was re-judged with {loose.resolve()} (trtmatrix report): its verdicts are not "
+            f"this matrix file's; compared with run {first.name} instead\n")
+    assert done.returncode == 0 and said in done.stderr and "newly fail" not in done.stderr, done.stderr
+
+    # Re-judged with the matrix file itself: the same judgement, the previous run, nothing said.
+    assert trtmatrix("report", third.name, "-c", str(config)).returncode == 0
+    _, done = run()
+    assert done.returncode == 0 and "re-judged" not in done.stderr, done.stderr
+
+    # The user's own --baseline is used as it is (pass there, fail now: exit 1), and said to be loose.toml's.
+    _, done = run("--baseline", str(second))
+    assert done.returncode == 1 and "near/fp32/ort-1.32: pass → fail" in done.stderr, done.stderr
+    assert (f"compared with the baseline run {second}, re-judged with {loose.resolve()} (trtmatrix report): its "
+            "verdicts are that file's, not this matrix file's\n") in done.stderr, done.stderr
