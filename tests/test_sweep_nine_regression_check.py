@@ -17,9 +17,9 @@ from test_sweep_five_texts_and_waits import save, trtmatrix
 
 def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path, cache_dir):
     """issue 41, sweep 9 B4: a Relu whose expected file is 0.3 off fails at the matrix's atol 0.1 and
-    passes under loose.toml's atol 1. The run re-judged with loose.toml is passed over, said in one
-    line, for the run before it (exit 0: fail → fail); one re-judged with the matrix file alone is
-    the previous run as it is; an explicit --baseline re-judged with loose.toml is used, and said so."""
+    passes under loose.toml's atol 1. A run re-judged with loose.toml is passed over, said in one
+    line, for the run before it (exit 0: fail → fail) or for none; one re-judged again with the matrix
+    file alone is compared with as it is; an explicit --baseline re-judged with loose.toml is used, and said so."""
     x = np.array([1.0, 2.0, 3.0], np.float32)
     body = PROFILES + save(tmp_path, "near", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
                            [("y", T.FLOAT, [3])], {}, {"x": x})
@@ -36,17 +36,20 @@ def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path,
         return Path(done.stdout.strip().splitlines()[-1]), done
 
     first, _ = run()
-    second, _ = run()
+    assert trtmatrix("report", first.name, "-c", str(config), "--tolerances", str(loose)).returncode == 0
+    second, done = run()
+    said = (f"run {first.name} was re-judged with {loose.resolve()} (trtmatrix report): its verdicts are not "
+            "this matrix file's; no earlier run to compare with\n")
+    assert done.returncode == 0 and said in done.stderr and "newly fail" not in done.stderr, done.stderr
+    assert "no earlier run holds" not in done.stderr, done.stderr  # said once, above
+
+    # Re-judged with the matrix file itself: the same judgement, compared with as it is.
+    assert trtmatrix("report", first.name, "-c", str(config)).returncode == 0
     assert trtmatrix("report", second.name, "-c", str(config), "--tolerances", str(loose)).returncode == 0
-    third, done = run()
+    _, done = run()
     said = (f"run {second.name} was re-judged with {loose.resolve()} (trtmatrix report): its verdicts are not "
             f"this matrix file's; compared with run {first.name} instead\n")
     assert done.returncode == 0 and said in done.stderr and "newly fail" not in done.stderr, done.stderr
-
-    # Re-judged with the matrix file itself: the same judgement, the previous run, nothing said.
-    assert trtmatrix("report", third.name, "-c", str(config)).returncode == 0
-    _, done = run()
-    assert done.returncode == 0 and "re-judged" not in done.stderr, done.stderr
 
     # The user's own --baseline is used as it is (pass there, fail now: exit 1), and said to be loose.toml's.
     _, done = run("--baseline", str(second))
