@@ -55,7 +55,7 @@ def _say_references(frame) -> None:
 
 def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bool:
     """Whether the run exits 1: a regression against `baseline` ((run folder, results); else the
-    previous whole run in the reports folder) or, `strict`, any failure no known issue covers or a
+    previous whole run in the reports folder judged with this run's files) or, `strict`, any failure no known issue covers or a
     cell that was good before and was skipped now (each listed on stderr); or a cell not judged for
     want of a trustworthy reference (said above)."""
     from ..report.console import console, escape, uncovered_lines
@@ -94,7 +94,7 @@ def _say_passed_over(passed_over, earlier) -> None:
         alone = len(cells - {c for r, rows in earlier for c in rows["cell_id"]})
         console.print(escape(
             f"run {run.name} was re-judged with {other} (trtmatrix report): its verdicts are not this matrix file's; "
-            + (f"compared with run {', '.join(instead)} instead" if instead else "no earlier run to compare with")
+            + (f"compared with run{'s' * (len(instead) > 1)} {', '.join(instead)} instead" if instead else "no earlier run to compare with")
             + (f" ({alone} of its {len(cells)} cells with no earlier run)" if instead and alone else "")),
             soft_wrap=True)
 
