@@ -55,9 +55,9 @@ def _say_references(frame) -> None:
 
 def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bool:
     """Whether the run exits 1: a regression against `baseline` ((run folder, results); else the
-    previous whole run in the reports folder judged with this run's files) or, `strict`, any failure no known issue covers or a
-    cell that was good before and was skipped now (each listed on stderr); or a cell not judged for
-    want of a trustworthy reference (said above)."""
+    previous whole run in the reports folder judged with this run's files) or, `strict`, any failure
+    no known issue covers or a cell that was good before and was skipped now (each listed on
+    stderr); or a cell not judged for want of a trustworthy reference (said above)."""
     from ..report.console import console, escape, uncovered_lines
     from ..statuses import UNJUDGED
     from ..store import judged_otherwise, list_runs, previous_results, read_run_meta
