@@ -114,19 +114,22 @@ def _refuse_random(model: onnx.ModelProto, inputs: dict[str, np.ndarray], where:
                           "`expected` outputs made by the same engine and seed")
 
 
-def _refuses_itself(refused: str) -> str | None:
+def _refuses_itself(words: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> str | None:
     """The cause where onnxruntime refuses the model for what it is (an operator or type it lacks, a
-    kernel that does not support an attribute: Conv's dilations with auto_pad SAME_LOWER), in the words
-    its engine cells call `unsupported` (worker/engines/onnxruntime_engine.py): no input changes that."""
-    from ..worker.engines.onnxruntime_engine import REFUSALS, RUN_REFUSALS, refusal
+    kernel that does not support an attribute: Conv's dilations with auto_pad SAME_LOWER; a kernel that
+    fails alike on zeros and ones: float Mod with fmod = 0 before opset 28), in the words its engine
+    cells call `unsupported` (worker/engines/onnxruntime_engine.py): no input changes that."""
+    from ..worker.engines.onnxruntime_engine import REFUSALS, RUN_REFUSALS, refusal, refused_whatever_the_inputs
 
-    return refusal(refused, {}, REFUSALS + RUN_REFUSALS)
+    return refusal(words, {}, REFUSALS + RUN_REFUSALS) or \
+        refused_whatever_the_inputs(words, inputs, lambda other: referee_values(model, other))
 
 
 def _cannot_run(refused: str) -> str | None:
     """What to say where onnxruntime failed inside a kernel, on these values (an index out of range,
-    an integer division by zero): no reference and no `expected` file helps, other inputs do."""
-    if "Non-zero status code returned while running" not in refused or _refuses_itself(refused):
+    an integer division by zero; not what _refuses_itself finds): no reference and no `expected` file
+    helps, other inputs do."""
+    if "Non-zero status code returned while running" not in refused:
         return None
     return f"the model cannot run on these inputs ({referee_label()}: {refused}): fix the inputs"
 
@@ -195,23 +198,24 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     except Exception as exc:  # noqa: BLE001 - onnxruntime's words, kept below
         theirs, words = None, str(exc)  # all of them: a cause can lie past the first line's 300 characters
         refused = f"{type(exc).__name__}: {(words.strip().splitlines() or [''])[0]}"[:300]
+        cause = _refuses_itself(words, model, inputs)
+        if not cause and (said := _cannot_run(refused)):  # one status for one sentence (sweep 9 B2)
+            raise NoReference(f"no reference can be made: {said}")
     lacking = [name for name in names if name not in float64.values]
     if lacking and (theirs is None or any(name not in theirs.values for name in lacking)):
-        if theirs is None and (said := _cannot_run(refused)):
-            raise NoReference(f"no reference can be made: {said}")
         raise NoReference(f"no reference can be made: no float64 evaluation for {_first_missing(float64.missing, model)}"
                           f" and {referee_label()} cannot run the model ({refused if theirs is None else 'no output'}); "
                           "give the case `expected` outputs")
     arrays = {name: float64.values[name] if name in float64.values else theirs.values[name] for name in names}
-    if theirs is None and (cause := _refuses_itself(words)):  # sweep 5 #14: no dispute, and no input to fix
+    if theirs is None and cause:  # sweep 5 #14: no dispute, and no input to fix
         how = f"onnx.reference, every floating type made float64, not checked (the referee refuses the model: {cause})"
         return Reference(arrays, reference_text(how, arrays, "float64"), _check(
             UNCHECKED, f"not checked: {referee_label()} refuses the model ({refused}); the float64 evaluation stands "
                        "alone"))
     if theirs is None:
-        said = _cannot_run(refused) or f"{referee_label()} cannot run the model ({refused}); give the case `expected` outputs"
         return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),
-                         _check(DISPUTED, f"not checked: {said}"))
+                         _check(DISPUTED, f"not checked: {referee_label()} cannot run the model ({refused}); give "
+                                          "the case `expected` outputs"))
     parting, checked = first_parting(model, inputs, theirs.values)
     if not checked:  # no node's value could be held against the referee's: the outputs are
         parting = outputs_parting(float64.values, theirs.values, names)
