@@ -137,9 +137,6 @@ def _cannot_run(refused: str) -> str | None:
 ROUNDING_DECIDES = ("is decided by rounding", "a step whose inputs in float32 (held in the types the model declares, "
                     "or as onnxruntime computes them) give other values than in float64, so no reference says which "
                     "the model means")
-FLOAT32_OVERFLOWS = ("leaves float32's range", "float32 holds ±inf there (and NaN after it, inf / inf) where float64 "
-                     "holds finite values: the model's own arithmetic in its declared type, which every engine "
-                     "shares, so no reference says what the float32 model gives")
 CROSSES_AN_EDGE = ("leaves its domain in float64", "float64 holds NaN or ±inf there (Sqrt, Log or Pow of an input "
                    "below 0, 1 / 0) where float32, whose rounding put that input on the other side of the edge, "
                    "holds another value, so no reference says which side the model means")
@@ -176,6 +173,29 @@ def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
     also = f" (and {also})" if more else ""
     where = f"output {first!r} {verb} at node {decided[first]}{also}"
     return {**_check(DISPUTED, f"{where}: {because}; {fix}", None, checked), "decided": where}
+
+
+def _overflows(found: dict[str, tuple[str, np.dtype]], theirs: dict[str, np.ndarray], names: list[str],
+               checked: int, fix: str) -> dict | None:
+    """The disputed check naming where outputs leave their range (overflow.py), in the type the model
+    declares at that node: float32's in a float32 model, shared by every engine; a FLOAT16 step's
+    (65504) in a float32 model, which an engine that computes the step wider does not share (issue
+    41, sweep 9 B3: onnxruntime's CPU Mul gives 70000 where the model's float16 is inf)."""
+    first = next((name for name in names if name in found), None)
+    if first is None:
+        return None
+    kind, declared = found[first][1], np.asarray(theirs[first]).dtype
+    if kind == declared:
+        why = (f"leaves {kind}'s range", f"{kind} holds ±inf there (and NaN after it, inf / inf) where float64 holds "
+               f"finite values: the model's own arithmetic in its declared type, which every engine shares, so no "
+               f"reference says what the {kind} model gives")
+    else:
+        why = (f"leaves {kind}'s range ({np.finfo(kind).max:g})",
+               f"{kind} is the type the model declares there, and it holds ±inf (and NaN after it, inf / inf) where "
+               "float64 holds finite values; an engine that computes that node in a wider type gives finite values, "
+               "so no reference says what the model gives")
+    return _decided({name: where for name, (where, _) in found.items()}, names, checked,
+                    f"give inputs whose values fit {kind}, or {fix}", why)
 
 
 def _decides(float64: dict[str, np.ndarray], theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
@@ -229,8 +249,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     if decided := _decided(_parting(decided_by_rounding(model, inputs, float64, theirs.values), float64.values,
                                     theirs.values, mask), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \
-            _decided(overflowed(model, inputs, float64.values, theirs.values, names), names, checked,
-                     "give inputs whose values fit float32, or `expected` outputs", FLOAT32_OVERFLOWS) or \
+            _overflows(overflowed(model, inputs, float64.values, theirs.values, names), theirs.values, names, checked,
+                       "`expected` outputs") or \
             _decided(crossed_an_edge(model, inputs, float64.values, theirs.values, names), names, checked,
                      "give inputs away from the edge, or `expected` outputs", CROSSES_AN_EDGE):
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided,
@@ -337,8 +357,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     decided = _parting(decided, torch64, theirs, mask)
     fix = "judge its ONNX export as an ONNX-file case with `expected` outputs"
     if decided := _decided(decided, list(torch64), 0, f"give inputs away from the step, or {fix}") or \
-            _decided(overflowed(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
-                     f"give inputs whose values fit float32, or {fix}", FLOAT32_OVERFLOWS) or \
+            _overflows(overflowed(model, inputs, torch64, theirs, list(torch64)), theirs, list(torch64), 0, fix) or \
             _decided(crossed_an_edge(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
                      f"give inputs away from the edge, or {fix}", CROSSES_AN_EDGE):
         return decided
