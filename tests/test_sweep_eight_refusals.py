@@ -2,7 +2,8 @@
 Dropout that draws nothing, a STRING graph input: each was a dispute, a missing reference or a
 refusal at plan where the model can be judged or its refusal said. One `trtmatrix run` (real
 onnxruntime venv, real files) for the verdicts, `trtmatrix plan` for what is refused before it;
-each assertion failed on 527a463."""
+each assertion failed on 527a463. The ninth sweep's B2 and B3 (a kernel that refuses the model
+whatever its inputs' values; a FLOAT16 step's overflow) ride in the same run and failed on 4c534c5."""
 
 from __future__ import annotations
 
@@ -63,6 +64,28 @@ def _encoded(folder, name: str, words: np.ndarray) -> str:
          helper.make_tensor_value_info("same", TensorProto.STRING, [3])], {"x": words})
 
 
+def _floor_mod(folder, name: str) -> str:
+    """y = Mod(x, m) with fmod = 0 on FLOAT: valid ONNX, which onnxruntime's kernel refuses before
+    opset 28 whatever the values (sweep 9 B2's model)."""
+    return _save(folder, name, [helper.make_node("Mod", ["x", "m"], ["y"], fmod=0)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                 {"x": np.array([-0.9, 0.9, 0.9, -1.0], np.float32)},
+                 [onnx.numpy_helper.from_array(np.array([0.3, 0.3, -0.3, 1e-30], np.float32), "m")])
+
+
+def _float16_step(folder, name: str) -> str:
+    """y = Cast(Cast(x, FLOAT16) · 1000 (an FP16 constant), FLOAT) at x = 70: the FLOAT16 Mul leaves
+    float16's range (70000 > 65504) where float32 would not (sweep 9 B3's model)."""
+    return _save(folder, name, [helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+                                helper.make_node("Mul", ["h", "k"], ["m"]),
+                                helper.make_node("Cast", ["m"], ["y"], to=TensorProto.FLOAT)],
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+                 {"x": np.array([70, 0.1, 1e-5], np.float32)},
+                 [onnx.numpy_helper.from_array(np.array(1000, np.float16), "k")])
+
+
 def test_what_cannot_load_here_draws_nothing_or_is_text_is_said_or_judged(tmp_path, write_matrix):
     """Issue 41, sweep 8 A5: a StringNormalizer onnxruntime cannot load here (no such locale) was
     `disputed` "give the case `expected` outputs", and `error` with them: now `unsupported` in both,
@@ -73,7 +96,8 @@ def test_what_cannot_load_here_draws_nothing_or_is_text_is_said_or_judged(tmp_pa
     body = FP32 + _lowered(tmp_path, "locale") + _lowered(tmp_path, "locale_exp", {"y": np.array(["emu", "cat", "dog"])}) \
         + _dropout(tmp_path, "dropout_off", False, 0.5) + _dropout(tmp_path, "dropout_r0", True, 0.0) \
         + _dropout(tmp_path, "dropout_on", True, 0.5) \
-        + _encoded(tmp_path, "str_in", WORDS) + _encoded(tmp_path, "bytes_in", WORDS.astype(bytes))
+        + _encoded(tmp_path, "str_in", WORDS) + _encoded(tmp_path, "bytes_in", WORDS.astype(bytes)) \
+        + _floor_mod(tmp_path, "floor_mod") + _float16_step(tmp_path, "f16_step")
     done = trtmatrix("run", "-c", str(write_matrix(body, environments=("ort-1.32",))))
     assert "Traceback" not in done.stderr and list_runs(tmp_path / "reports"), done.stderr
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("row_id")
@@ -100,6 +124,26 @@ def test_what_cannot_load_here_draws_nothing_or_is_text_is_said_or_judged(tmp_pa
         assert cell["status"] == "pass", (row, cell["status"], cell["error"], cell["reference_check"])
         assert str(cell["reference_check"]).startswith("agrees with onnxruntime 1.32.0 CPU"), cell["reference_check"]
         assert cell["reference"] == "onnx.reference, every floating type made float64: int64 for ids; string for same"
+
+    # Issue 41, sweep 9 B2: a kernel that fails in the same words on zeros and ones refuses the model,
+    # not its inputs: onnxruntime's cell `unsupported` in its words, the float64 evaluation not checked
+    # (was `disputed` "the model cannot run on these inputs …: fix the inputs")
+    cell = cells.loc["floor_mod/fp32"]
+    assert cell["status"] == "unsupported", (cell["status"], cell["error"])
+    assert cell["error"].startswith("Mod: fmod attribute must be true for floating point types before opset 28, "
+                                    "whatever the inputs' values (zeros and ones fail alike) — onnxruntime 1.32.0: "), \
+        cell["error"]
+    assert "not checked (the referee refuses the model: Mod: fmod attribute must be true" in cell["reference"]
+    assert "fix the inputs" not in done.stderr, done.stderr
+
+    # Issue 41, sweep 9 B3: a FLOAT16 step's overflow names float16 and its range, not float32's (70000
+    # fits float32), and no "every engine shares" (onnxruntime's CPU Mul computes it wider: 70000)
+    cell = cells.loc["f16_step/fp32"]
+    assert cell["status"] == "disputed", (cell["status"], cell["error"])
+    assert "output 'y' leaves float16's range (65504) at node Mul#1 (Mul): float16 is the type the model declares " \
+           "there" in cell["error"], cell["error"]
+    assert "give inputs whose values fit float16" in cell["error"] and "float32" not in cell["error"], cell["error"]
+    assert "every engine shares" not in cell["error"], cell["error"]
 
 
 def test_an_invalid_model_and_a_string_input_of_another_form_are_refused_at_plan(tmp_path, write_matrix):

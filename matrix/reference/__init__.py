@@ -114,19 +114,22 @@ def _refuse_random(model: onnx.ModelProto, inputs: dict[str, np.ndarray], where:
                           "`expected` outputs made by the same engine and seed")
 
 
-def _refuses_itself(refused: str) -> str | None:
+def _refuses_itself(words: str, model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> str | None:
     """The cause where onnxruntime refuses the model for what it is (an operator or type it lacks, a
-    kernel that does not support an attribute: Conv's dilations with auto_pad SAME_LOWER), in the words
-    its engine cells call `unsupported` (worker/engines/onnxruntime_engine.py): no input changes that."""
-    from ..worker.engines.onnxruntime_engine import REFUSALS, RUN_REFUSALS, refusal
+    kernel that does not support an attribute: Conv's dilations with auto_pad SAME_LOWER; a kernel that
+    fails alike on zeros and ones: float Mod with fmod = 0 before opset 28), in the words its engine
+    cells call `unsupported` (worker/engines/onnxruntime_engine.py): no input changes that."""
+    from ..worker.engines.onnxruntime_engine import REFUSALS, RUN_REFUSALS, refusal, refused_whatever_the_inputs
 
-    return refusal(refused, {}, REFUSALS + RUN_REFUSALS)
+    return refusal(words, {}, REFUSALS + RUN_REFUSALS) or \
+        refused_whatever_the_inputs(words, inputs, lambda other: referee_values(model, other))
 
 
 def _cannot_run(refused: str) -> str | None:
     """What to say where onnxruntime failed inside a kernel, on these values (an index out of range,
-    an integer division by zero): no reference and no `expected` file helps, other inputs do."""
-    if "Non-zero status code returned while running" not in refused or _refuses_itself(refused):
+    an integer division by zero; not what _refuses_itself finds): no reference and no `expected` file
+    helps, other inputs do."""
+    if "Non-zero status code returned while running" not in refused:
         return None
     return f"the model cannot run on these inputs ({referee_label()}: {refused}): fix the inputs"
 
@@ -134,9 +137,6 @@ def _cannot_run(refused: str) -> str | None:
 ROUNDING_DECIDES = ("is decided by rounding", "a step whose inputs in float32 (held in the types the model declares, "
                     "or as onnxruntime computes them) give other values than in float64, so no reference says which "
                     "the model means")
-FLOAT32_OVERFLOWS = ("leaves float32's range", "float32 holds ±inf there (and NaN after it, inf / inf) where float64 "
-                     "holds finite values: the model's own arithmetic in its declared type, which every engine "
-                     "shares, so no reference says what the float32 model gives")
 CROSSES_AN_EDGE = ("leaves its domain in float64", "float64 holds NaN or ±inf there (Sqrt, Log or Pow of an input "
                    "below 0, 1 / 0) where float32, whose rounding put that input on the other side of the edge, "
                    "holds another value, so no reference says which side the model means")
@@ -175,6 +175,29 @@ def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
     return {**_check(DISPUTED, f"{where}: {because}; {fix}", None, checked), "decided": where}
 
 
+def _overflows(found: dict[str, tuple[str, np.dtype]], theirs: dict[str, np.ndarray], names: list[str],
+               checked: int, fix: str) -> dict | None:
+    """The disputed check naming where outputs leave their range (overflow.py), in the type the model
+    declares at that node: float32's in a float32 model, shared by every engine; a FLOAT16 step's
+    (65504) in a float32 model, which an engine that computes the step wider does not share (issue
+    41, sweep 9 B3: onnxruntime's CPU Mul gives 70000 where the model's float16 is inf)."""
+    first = next((name for name in names if name in found), None)
+    if first is None:
+        return None
+    kind, declared = found[first][1], np.asarray(theirs[first]).dtype
+    if kind == declared:
+        why = (f"leaves {kind}'s range", f"{kind} holds ±inf there (and NaN after it, inf / inf) where float64 holds "
+               f"finite values: the model's own arithmetic in its declared type, which every engine shares, so no "
+               f"reference says what the {kind} model gives")
+    else:
+        why = (f"leaves {kind}'s range ({np.finfo(kind).max:g})",
+               f"{kind} is the type the model declares there, and it holds ±inf (and NaN after it, inf / inf) where "
+               "float64 holds finite values; an engine that computes that node in a wider type gives finite values, "
+               "so no reference says what the model gives")
+    return _decided({name: where for name, (where, _) in found.items()}, names, checked,
+                    f"give inputs whose values fit {kind}, or {fix}", why)
+
+
 def _decides(float64: dict[str, np.ndarray], theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
     """{output: where float64 and the referee's float32 part} (Reference.decides); a single True
     where their shapes differ (a step decides the output's length: all of it)."""
@@ -195,23 +218,24 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     except Exception as exc:  # noqa: BLE001 - onnxruntime's words, kept below
         theirs, words = None, str(exc)  # all of them: a cause can lie past the first line's 300 characters
         refused = f"{type(exc).__name__}: {(words.strip().splitlines() or [''])[0]}"[:300]
+        cause = _refuses_itself(words, model, inputs)
+        if not cause and (said := _cannot_run(refused)):  # one status for one sentence (sweep 9 B2)
+            raise NoReference(f"no reference can be made: {said}")
     lacking = [name for name in names if name not in float64.values]
     if lacking and (theirs is None or any(name not in theirs.values for name in lacking)):
-        if theirs is None and (said := _cannot_run(refused)):
-            raise NoReference(f"no reference can be made: {said}")
         raise NoReference(f"no reference can be made: no float64 evaluation for {_first_missing(float64.missing, model)}"
                           f" and {referee_label()} cannot run the model ({refused if theirs is None else 'no output'}); "
                           "give the case `expected` outputs")
     arrays = {name: float64.values[name] if name in float64.values else theirs.values[name] for name in names}
-    if theirs is None and (cause := _refuses_itself(words)):  # sweep 5 #14: no dispute, and no input to fix
+    if theirs is None and cause:  # sweep 5 #14: no dispute, and no input to fix
         how = f"onnx.reference, every floating type made float64, not checked (the referee refuses the model: {cause})"
         return Reference(arrays, reference_text(how, arrays, "float64"), _check(
             UNCHECKED, f"not checked: {referee_label()} refuses the model ({refused}); the float64 evaluation stands "
                        "alone"))
     if theirs is None:
-        said = _cannot_run(refused) or f"{referee_label()} cannot run the model ({refused}); give the case `expected` outputs"
         return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),
-                         _check(DISPUTED, f"not checked: {said}"))
+                         _check(DISPUTED, f"not checked: {referee_label()} cannot run the model ({refused}); give "
+                                          "the case `expected` outputs"))
     parting, checked = first_parting(model, inputs, theirs.values)
     if not checked:  # no node's value could be held against the referee's: the outputs are
         parting = outputs_parting(float64.values, theirs.values, names)
@@ -225,8 +249,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     if decided := _decided(_parting(decided_by_rounding(model, inputs, float64, theirs.values), float64.values,
                                     theirs.values, mask), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \
-            _decided(overflowed(model, inputs, float64.values, theirs.values, names), names, checked,
-                     "give inputs whose values fit float32, or `expected` outputs", FLOAT32_OVERFLOWS) or \
+            _overflows(overflowed(model, inputs, float64.values, theirs.values, names), theirs.values, names, checked,
+                       "`expected` outputs") or \
             _decided(crossed_an_edge(model, inputs, float64.values, theirs.values, names), names, checked,
                      "give inputs away from the edge, or `expected` outputs", CROSSES_AN_EDGE):
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided,
@@ -333,8 +357,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     decided = _parting(decided, torch64, theirs, mask)
     fix = "judge its ONNX export as an ONNX-file case with `expected` outputs"
     if decided := _decided(decided, list(torch64), 0, f"give inputs away from the step, or {fix}") or \
-            _decided(overflowed(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
-                     f"give inputs whose values fit float32, or {fix}", FLOAT32_OVERFLOWS) or \
+            _overflows(overflowed(model, inputs, torch64, theirs, list(torch64)), theirs, list(torch64), 0, fix) or \
             _decided(crossed_an_edge(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
                      f"give inputs away from the edge, or {fix}", CROSSES_AN_EDGE):
         return decided

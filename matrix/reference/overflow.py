@@ -30,23 +30,25 @@ def _lost(float64: np.ndarray, theirs: np.ndarray) -> bool:
 
 
 def _first_overflow(model: onnx.ModelProto, known: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
-                    among: set[int]) -> str | None:
-    """'Mul#1 (Mul)': the first node of `among` whose referee output holds ±inf where all its float
-    inputs (`known`: the inputs, weights and referee values) are finite."""
+                    among: set[int]) -> tuple[str, np.dtype] | None:
+    """('Mul#1 (Mul)', float16): the first node of `among` whose referee output holds ±inf where all
+    its float inputs (`known`: the inputs, weights and referee values) are finite, and that output's
+    type (the one the model declares there: a FLOAT16 step of a float32 model is float16)."""
     for order in sorted(among):
         node = model.graph.node[order]
         read = [np.asarray(known[name]) for name in node_inputs(node) if name in known]
         made = [np.asarray(theirs[name]) for name in node.output if name in theirs]
-        if all(np.isfinite(value).all() for value in read if value.dtype.kind == "f") and \
-                any(value.dtype.kind == "f" and np.isinf(value).any() for value in made):
-            return f"{node_label(node, order)} ({node.op_type})"
+        if all(np.isfinite(value).all() for value in read if value.dtype.kind == "f"):
+            if (inf := next((value for value in made if value.dtype.kind == "f" and np.isinf(value).any()),
+                            None)) is not None:
+                return f"{node_label(node, order)} ({node.op_type})", inf.dtype
     return None
 
 
 def overflowed(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: dict[str, np.ndarray],
-               theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, str]:
-    """{output: the node where float32 leaves its range} for the outputs the referee gives as ±inf or
-    NaN where float64 (`float64`: the reference's outputs) holds finite values."""
+               theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, tuple[str, np.dtype]]:
+    """{output: (the node where the model's type leaves its range, that type)} for the outputs the
+    referee gives as ±inf or NaN where float64 (`float64`: the reference's outputs) holds finite values."""
     lost = [name for name in names if name in float64 and name in theirs
             and _lost(np.asarray(float64[name]), np.asarray(theirs[name]))]
     if not lost:

@@ -7,8 +7,9 @@ When onnxruntime refuses the model while creating its session (an IR version or 
 read, an operator it does not register, no CPU kernel for an operator in these types, an attribute
 or an attribute value it does not support, a locale the host lacks), or a kernel says at the first
 inference that it does not support what it was given ("Non per-tensor quantization is not
-supported"), the cell is `unsupported`: what is unsupported first, its own words after. Anything
-else it raises is an `error`: something broke.
+supported"), or a kernel fails in the same words whatever the inputs' values (float Mod with
+fmod = 0 before opset 28), the cell is `unsupported`: what is unsupported first, its own words after.
+Anything else it raises is an `error`: something broke.
 """
 
 import json
@@ -71,10 +72,32 @@ def refusal(message, input_types, patterns=REFUSALS):
     return None
 
 
-def _refused(exc, patterns, input_types):
-    """Refused (the cell is `unsupported`) where `exc` is a refusal, else None."""
+def refused_whatever_the_inputs(words, feeds, run):
+    """The cause where a kernel failed at an inference and fails in the same words again on the inputs
+    all zeros and all ones (same shapes and types): what the model is, not its values (float Mod with
+    fmod = 0 before opset 28: issue 41, sweep 9 B2), else None. An index out of range or an integer
+    division by zero runs on zeros or on ones, or fails in other words: the inputs' fault."""
+    found = re.search(r"while running (\w+) node\..*?Status Message: (.*)", words, re.S)
+    if not found:
+        return None
+    for fill in (np.zeros_like, np.ones_like):
+        try:
+            run({name: fill(value) for name, value in feeds.items()})
+        except Exception as exc:  # noqa: BLE001 - compared with the first failure's words
+            if str(exc).strip() != words.strip():
+                return None
+        else:
+            return None
+    # an ORT_ENFORCE's message follows "<source> <function> <condition> was false. "
+    said = found.group(2).strip().split(" was false. ")[-1].splitlines()[0][:200]
+    return "{}: {}, whatever the inputs' values (zeros and ones fail alike)".format(found.group(1), said)
+
+
+def _refused(exc, patterns, input_types, otherwise=lambda words: None):
+    """Refused (the cell is `unsupported`) where `exc` is a refusal (`patterns`, else the cause
+    `otherwise` finds in its words), else None."""
     words = str(exc).strip()
-    cause = refusal(words, input_types, patterns)
+    cause = refusal(words, input_types, patterns) or otherwise(words)
     return Refused("{} — onnxruntime {}: {}".format(cause, ort.__version__, words)) if cause else None
 
 
@@ -124,7 +147,8 @@ def run(spec, inputs, log):
                                  lambda outputs: dict(zip(names, (o if isinstance(o, list) else np.asarray(o)
                                                                   for o in outputs))))
     except Exception as exc:
-        refused = _refused(exc, RUN_REFUSALS, {})
+        refused = _refused(exc, RUN_REFUSALS, {}, lambda words: refused_whatever_the_inputs(
+            words, feeds, lambda other: session.run(names, other)))
         if refused is None:
             raise
         raise refused from None
