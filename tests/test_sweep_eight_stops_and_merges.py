@@ -209,3 +209,36 @@ def test_a_holder_stopped_before_its_note_is_written_is_seen_stopped(tmp_path):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_stopped_cache_free_is_waited_for_saying_so_and_not_for_ever(tmp_path, monkeypatch, capsys):
+    """Issue 41, sweep 9 B5: a `cache --free` stopped while it held the cache alone made every run
+    wait without a word and without end. Now the run says for whom it waits and gives up once the
+    free has been stopped for FREE_STOPPED_S, in one line (exit 2 through the CLI's bad-input path)."""
+    from matrix.store import locks
+
+    monkeypatch.setattr(locks, "FREE_STOPPED_S", 1.5)
+    path = locks.cache_lock(tmp_path, locks.IN_USE).lock_file
+    freeing = subprocess.Popen([sys.executable, "-c", "import time; from filelock import FileLock; "
+                                f"lock = FileLock({path!r}); lock.acquire(); print('held', flush=True); time.sleep(60)"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert freeing.stdout.readline().strip() == "held"
+        os.kill(freeing.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        with pytest.raises(locks.CacheBeingFreed) as ended:
+            with locks.cache_in_use(tmp_path):
+                pass
+        assert time.monotonic() - started < 10
+        who = f"process pid {freeing.pid} (its process is stopped: SIGSTOP or a suspended job)"
+        assert capsys.readouterr().err == f"waiting for `trtmatrix cache --free`, {who}, to finish freeing the cache\n"
+        assert str(ended.value) == (f"the cache is being freed by `trtmatrix cache --free`, {who}, stopped for 1.5 s: "
+                                    "let it go on (kill -CONT) or end it, then run again")
+        os.kill(freeing.pid, signal.SIGCONT)
+        freeing.kill()
+        freeing.wait()
+        with locks.cache_in_use(tmp_path):  # the free gone, the cache is the run's at once
+            pass
+    finally:
+        freeing.kill()
+        freeing.wait()

@@ -27,6 +27,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..config import ConfigError  # noqa: E402
+from ..store.locks import CacheBeingFreed  # noqa: E402
 from ..stops import STOPPING, Stopped, adopt_orphans, end_descendants, remove_temporaries, stop_requested, stop_signal
 
 # The commands, registered in the order `trtmatrix --help` lists them.
@@ -154,7 +155,7 @@ BAD_PATH_ERRNOS = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno
 def _bad_input(exc: Exception) -> str | None:
     """The one line for bad input met after the plan was built (a damaged stored run, a path that
     is not what it must be), or None for a failure of trtmatrix itself."""
-    if isinstance(exc, ConfigError):
+    if isinstance(exc, (ConfigError, CacheBeingFreed)):
         return str(exc)
     if isinstance(exc, OSError) and exc.errno in BAD_PATH_ERRNOS and exc.filename:
         return f"{exc.filename}: {exc.strerror}"

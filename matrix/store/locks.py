@@ -15,6 +15,7 @@ import math
 import os
 import re
 import socket
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -161,12 +162,38 @@ def remove_dead_notes(cache_dir: Path) -> list[str]:
 IN_USE = "cache-in-use"
 
 
+# How long a run waits for a `cache --free` that is stopped (SIGSTOP, Ctrl-Z) before it gives up.
+FREE_STOPPED_S = 10
+
+
+class CacheBeingFreed(LockWaitEnded):
+    def __str__(self) -> str:
+        return (f"the cache is being freed by `trtmatrix cache --free`, {self.who}, stopped for "
+                f"{FREE_STOPPED_S} s: let it go on (kill -CONT) or end it, then run again")
+
+
 @contextmanager
 def cache_in_use(cache_dir: Path) -> Iterator[None]:
-    """The cache's IN_USE lock, shared with other runs; waited for while a `cache --free` frees."""
-    fd = os.open(cache_lock(cache_dir, IN_USE).lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    """The cache's IN_USE lock, shared with other runs; waited for while a `cache --free` frees,
+    saying so, and not for ever for one that is stopped (issue 41, sweep 9 B5)."""
+    lock = cache_lock(cache_dir, IN_USE)
+    fd = os.open(lock.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        said, started, stopped_since = None, time.monotonic(), None
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                who, stopped = holder_words(lock)
+                if who != said:
+                    print(f"waiting for `trtmatrix cache --free`, {(said := who)}, to finish freeing the cache",
+                          file=sys.stderr, flush=True)
+                now = time.monotonic()
+                stopped_since = (stopped_since or now) if stopped else None
+                if stopped_since is not None and now - stopped_since >= FREE_STOPPED_S:
+                    raise CacheBeingFreed(who, now - started) from None
+                time.sleep(POLL_S)
         yield
     finally:
         os.close(fd)
