@@ -59,6 +59,7 @@ from .store.judgements import store_judgement, stored_judgement
 from .store.locks import LockWaitEnded, cache_in_use, cache_lock, held_for, remove_dead_notes, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail, storable
 from .stops import STOPPING, removed_at_end
+from .worker.engines import Unsupported, check_profile
 from .worker.files import DIGESTS, LOG, OUTPUTS
 
 Events = Callable[[dict], None]
@@ -297,6 +298,11 @@ class MatrixRun:
                 error, tail = (artifacts.error, artifacts.tail) if isinstance(artifacts, PrepareFailed) else \
                     error_text(artifacts)
                 self._record(cell, status="error", error=f"prepare failed: {error}", log_tail=tail)
+                continue
+            try:  # a cell its engine cannot run at all is skipped, whatever its reference (issue 41, sweep 9 B6)
+                check_profile(envdef.engine, self.plan.profile(cell.profile).model_dump(mode="json"))
+            except Unsupported as exc:
+                self._record(cell, status="skipped", error=str(exc))
                 continue
             check = self._case_meta(artifacts).get("reference_check") or {}
             if check.get("verdict") == DISPUTED:  # never judged against a value that is not checked

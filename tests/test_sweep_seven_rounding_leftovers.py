@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
+from conftest import BF16
 from matrix.reference.agreement import first_parting
 from matrix.reference.referee import referee_values
 from matrix.store import list_runs, read_run
@@ -79,13 +80,17 @@ def test_a_loop_step_is_named_a_subnormal_is_judged_and_numpy_inputs_stay(tmp_pa
     cases.mkdir()
     (cases / "np_inputs.py").write_text(NP_CASE)
     x = np.float32([1.2345, 2.5, 3.75])
-    body = (PROFILES + case(tmp_path, "while_loop", None, {"x": np.float32([0])})
+    body = (PROFILES + BF16 + case(tmp_path, "while_loop", None, {"x": np.float32([0])}, profiles=("fp32", "bf16"))
             + case(tmp_path, "subnormal", None, {"x": x}) + '[cases.np_inputs]\nprofiles = ["fp32"]\n')
     config = write_matrix(body, environments=(ENV,), cases_dir=cases)
     environ = {**os.environ, "COLUMNS": "250"}
     done = subprocess.run([TRTMATRIX, "run", "-c", str(config)], capture_output=True, text=True, env=environ)
     assert done.returncode == 1, done.stderr  # the Loop's cell is disputed
-    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case").to_dict("index")
+    frame = read_run(list_runs(tmp_path / "reports")[-1])
+    # Sweep 9 B6: a cell its engine cannot run at all (onnxruntime has no bf16) is skipped, not disputed
+    bf16 = frame.set_index("cell_id").loc[f"while_loop/bf16/{ENV}"]
+    assert (bf16["status"], bf16["error"]) == ("skipped", 'the onnxruntime engine has no precision = "bf16"'), bf16
+    cells = frame[frame["profile"] == "fp32"].set_index("case").to_dict("index")
 
     loop = cells["while_loop"]
     assert loop["status"] == "disputed", loop
