@@ -64,8 +64,10 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
         ) -> None:
     """Run the matrix and write <reports_dir>/runs/<run-id>/ (results, report.html); progress and
     tables go to stderr, the run folder's path is stdout's last line. Exit 1 when a cell newly
-    fails compared with the previous run (a regression; --baseline: compared with that run) or,
-    with --strict, when any cell fails, errs, crashes or times out outside a known issue; 2 on bad
+    fails compared with the previous run (a regression; --baseline: compared with that run), when
+    a cell is disputed or has no reference (its case needs inputs away from a rounding step, or
+    `expected` outputs: one line per case says which) or, with --strict, when any cell fails,
+    errs, crashes or times out outside a known issue; 2 on bad
     input (one line naming the file and key), 3 when trtmatrix itself fails, 128 + n when stopped
     by signal n, 0 otherwise."""
     from ..report.causes import no_tensorrt_compared

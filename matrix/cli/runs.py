@@ -121,8 +121,9 @@ def merge(runs: Annotated[list[str], typer.Argument(metavar="RUN", help="The sha
     file's reports folder — the newest, with results, report, index and history. Refuses runs
     that are not all N shards of one plan, or shards re-judged (`report`) with different files;
     shards re-judged alike keep those verdicts, and the merged run says so as they did. Exit 1
-    when a cell newly fails compared with the previous whole run (or --baseline), or with
-    --strict on any failure outside a known issue, as `run` does."""
+    when a cell newly fails compared with the previous whole run (or --baseline), when a cell is
+    disputed or has no reference, or with --strict on any failure outside a known issue, as `run`
+    does."""
     from ..report.publish import publish_staged
     from ..run import new_run_id
     from ..store import REPORT
