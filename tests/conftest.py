@@ -239,3 +239,19 @@ def report_details(run_dir: Path, **loads) -> list[dict]:
         assert text.startswith(f"trtmatrixDetails({path.stem}, ") and text.endswith(");\n")
         cells += json.loads(text[len(f"trtmatrixDetails({path.stem}, "):-3], **loads)
     return cells
+
+
+@pytest.fixture(scope="session")
+def sweep_run_120(tmp_path_factory, cache_dir):
+    """One `trtmatrix run` (onnxruntime 1.20) of the seventh and eighth sweeps' verdict cases (tests/sweep_cases.py)."""
+    from sweep_cases import run_120
+
+    return run_120(tmp_path_factory.mktemp("sweep120"), cache_dir)
+
+
+@pytest.fixture(scope="session")
+def sweep_run_132(tmp_path_factory, cache_dir):
+    """One `trtmatrix run` (onnxruntime 1.32) of the eighth sweep's refusal and text cases (tests/sweep_cases.py)."""
+    from sweep_cases import run_132
+
+    return run_132(tmp_path_factory.mktemp("sweep132"), cache_dir)

@@ -36,9 +36,9 @@ def trtmatrix(*args, timeout=300) -> subprocess.CompletedProcess:
 
 
 def identity_case(folder: Path, x: np.ndarray, expected: np.ndarray | None = None, mask: np.ndarray | None = None,
-                  extra: str = "", mask_out: bool = True) -> str:
-    """An ONNX-file case `ident`: y = Identity(x) (and mo = Identity(m) with a mask input m, unless
-    not `mask_out`), its inputs, and the user's expected outputs when given."""
+                  rule: str = "", mask_out: bool = True, name: str = "ident") -> str:
+    """An ONNX-file case `name`: y = Identity(x) (and mo = Identity(m) with a mask input m, unless
+    not `mask_out`), its inputs, the user's expected outputs when given, and its fp32 `rule`'s lines."""
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))]
     nodes = [helper.make_node("Identity", ["x"], ["y"], name="ident")]
@@ -52,30 +52,49 @@ def identity_case(folder: Path, x: np.ndarray, expected: np.ndarray | None = Non
     model = helper.make_model(helper.make_graph(nodes, "ident", inputs, outputs),
                               opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     onnx.checker.check_model(model)
-    onnx.save(model, folder / "ident.onnx")
-    save_arrays(folder / "ident_in.npz", feeds)
-    case = f'[cases.ident]\nonnx = "{folder / "ident.onnx"}"\ninputs = "{folder / "ident_in.npz"}"\nprofiles = ["fp32"]\n'
+    onnx.save(model, folder / f"{name}.onnx")
+    save_arrays(folder / f"{name}_in.npz", feeds)
+    case = f'[cases.{name}]\nonnx = "{folder / f"{name}.onnx"}"\ninputs = "{folder / f"{name}_in.npz"}"\nprofiles = ["fp32"]\n'
     if expected is not None:
-        save_arrays(folder / "ident_out.npz", {"y": expected, **({"mo": mask} if mask is not None and mask_out else {})})
-        case += f'expected = "{folder / "ident_out.npz"}"\n'
+        save_arrays(folder / f"{name}_out.npz", {"y": expected, **({"mo": mask} if mask is not None and mask_out else {})})
+        case += f'expected = "{folder / f"{name}_out.npz"}"\n'
     if mask is not None:
         case += 'mask = "m"\n'
-    return PROFILES + case + extra
+    return case + (f"[cases.{name}.accept.fp32]\n{rule}" if rule else "")
 
 
-def run_cell(tmp_path: Path, config: Path) -> dict:
+@pytest.fixture(scope="module")
+def edges(tmp_path_factory, cache_dir) -> tuple[Path, dict]:
+    """(matrix file, {case: its cell}) of one `trtmatrix run` of the identity cases whose verdicts
+    are decided at their edges (wrong verdicts 1-3): one run, not one per test."""
+    folder = tmp_path_factory.mktemp("edges")
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    zeros = np.zeros((2, 3), np.float32)
+    steps = np.array([[1.0, np.nextafter(np.float32(1), np.float32(2)), 0.5]], np.float32)  # one float32 step apart
+    infs = np.array([[0.5, -np.inf, 2.0, 1.0], [-np.inf, 3.0, -np.inf, 0.0]], np.float32)
+    rows = np.random.default_rng(5).standard_normal((4, 256)).astype(np.float32)  # row 3: 0.9999999999999998 by dot over norms
+    top1, cosine = "top1 = 1.0\n", "cosine = 0.99\n"
+    body = PROFILES + "".join(identity_case(folder, name=name, **case) for name, case in {
+        "complex": dict(x=x, expected=x.astype(np.complex64) + 5j),
+        # the mask's shape is [5]: not the leading dimensions of y [2, 3], the only output
+        "mask_nowhere": dict(x=x, expected=x + 1e6, mask=np.ones(5, np.int64), mask_out=False),
+        "cosine_one": dict(x=rows, rule="cosine = 1.0\naxis = 0\n"),
+        "top1_inf": dict(x=infs, expected=infs, rule=top1),
+        "top1_tie": dict(x=steps, expected=np.array([[1.0, 1.0, 0.5]], np.float32), rule=top1),
+        "constant": dict(x=np.zeros((1, 3), np.float32), expected=np.array([[0.0, 1e-5, 0.0]], np.float32), rule=top1),
+        "zero_near": dict(x=zeros, expected=np.full((2, 3), 1e-30, np.float32), rule=cosine),
+        "zero_far": dict(x=zeros, expected=np.full((2, 3), 1.0, np.float32), rule=cosine)}.items())
+    config = matrix_file(folder, cache_dir, body, environments=(ENV,))
     done = trtmatrix("run", "-c", str(config))
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
-    return read_run(list_runs(tmp_path / "reports")[-1]).iloc[0].to_dict()
+    return config, read_run(list_runs(folder / "reports")[-1]).set_index("case").to_dict("index")
 
 
 # --- wrong verdicts 1: a complex expected file is judged as complex, never cast to its real part ---
 
-def test_a_complex_expected_file_is_judged_on_its_imaginary_part_too(tmp_path, write_matrix):
+def test_a_complex_expected_file_is_judged_on_its_imaginary_part_too(edges):
     """Issue 41, wrong verdicts 1: real parts right, +5j → fail by 5, not `pass 0e+00`."""
-    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
-    config = write_matrix(identity_case(tmp_path, x, expected=x.astype(np.complex64) + 5j), environments=(ENV,))
-    cell = run_cell(tmp_path, config)
+    cell = edges[1]["complex"]
     assert cell["status"] == "fail" and cell["max_abs"] == pytest.approx(5.0), cell["error"]
 
 
@@ -85,7 +104,7 @@ def test_a_mask_of_zeros_everywhere_judges_nothing_and_says_so(tmp_path, write_m
     """Issue 41, wrong verdicts 2: a mask of all zeros (element-wise, and with a per-axis cosine
     rule) with expected outputs 1e6 off was `pass`, left_out 6."""
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
-    config = write_matrix(identity_case(tmp_path, x, expected=x + 1e6, mask=np.zeros((2, 3), np.int64)),
+    config = write_matrix(PROFILES + identity_case(tmp_path, x, expected=x + 1e6, mask=np.zeros((2, 3), np.int64)),
                           environments=(ENV,))
     # issue 41, sweep 5 #15: known when the plan is built, whatever the rule: one line, exit 2, nothing run
     done = trtmatrix("run", "-c", str(config))
@@ -94,72 +113,52 @@ def test_a_mask_of_zeros_everywhere_judges_nothing_and_says_so(tmp_path, write_m
            "nothing would be judged" in done.stderr
 
 
-def test_a_mask_that_applies_to_no_output_is_said(tmp_path, write_matrix):
+def test_a_mask_that_applies_to_no_output_is_said(edges):
     """Issue 41, wrong verdicts 2: a mask that matches no output was ignored without a word."""
-    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
-    # The mask's shape is [5]: not the leading dimensions of y [2, 3], the only output.
-    body = identity_case(tmp_path, x, expected=x + 1e6, mask=np.ones(5, np.int64), mask_out=False)
-    cell = run_cell(tmp_path, write_matrix(body, environments=(ENV,)))
+    cell = edges[1]["mask_nowhere"]
     assert cell["status"] == "error" and "the mask input (shape (5,)) applies to no output" in cell["error"]
 
 
 # --- wrong verdicts 3: cosine and top-k at their edges ------------------------------------------------
 
-def test_cosine_one_passes_bit_identical_outputs(tmp_path, write_matrix):
+def test_cosine_one_passes_bit_identical_outputs(edges):
     """Issue 41, wrong verdicts 3: `cosine = 1.0` failed bit-identical outputs (0.9999999999999998)."""
-    x = np.random.default_rng(5).standard_normal((4, 256)).astype(np.float32)  # row 3: 0.9999999999999998 by dot over norms
-    config = write_matrix(identity_case(tmp_path, x, extra="[cases.ident.accept.fp32]\ncosine = 1.0\naxis = 0\n"),
-                          environments=(ENV,))
-    cell = run_cell(tmp_path, config)
+    config, cells = edges
+    cell = cells["cosine_one"]
     assert (cell["status"], cell["cosine"]) == ("pass", 1.0), cell["worst_slice"]
     # issue 41, sweep 7 N11: suggest made the exact cell's rule `cosine = 0.999999999999999`, which only
     # bit-exact outputs reach; it leaves float32's rounding room now (its machine epsilon, 2^-23)
-    said = trtmatrix("tolerances", "suggest", "-c", str(config), "--trusted", ENV)
-    suggested = tomllib.loads(said.stdout)["cases"]["ident"]["accept"]["fp32"]
+    said = trtmatrix("tolerances", "suggest", "-c", str(config), "--trusted", ENV, "--case", "cosine_one")
+    suggested = tomllib.loads(said.stdout)["cases"]["cosine_one"]["accept"]["fp32"]
     assert suggested["cosine"] <= 1 - 2.0 ** -23 and suggested["axis"] == 0, said.stdout
     assert "never closer to 1 than 1.19e-07 (fp32's machine epsilon)" in said.stdout, said.stdout
 
 
-def test_top1_passes_identical_outputs_that_hold_minus_infinity(tmp_path, write_matrix):
+def test_top1_passes_identical_outputs_that_hold_minus_infinity(edges):
     """Issue 41, wrong verdicts 3: masked logits (-inf) identical to the expected file failed top1."""
-    x = np.array([[0.5, -np.inf, 2.0, 1.0], [-np.inf, 3.0, -np.inf, 0.0]], np.float32)
-    config = write_matrix(identity_case(tmp_path, x, expected=x, extra="[cases.ident.accept.fp32]\ntop1 = 1.0\n"),
-                          environments=(ENV,))
-    cell = run_cell(tmp_path, config)
+    cell = edges[1]["top1_inf"]
     assert (cell["status"], cell["top1"]) == ("pass", 1.0), cell["error"]
 
 
-def test_a_tie_in_the_reference_is_any_of_its_items_for_top1(tmp_path, write_matrix):
+def test_a_tie_in_the_reference_is_any_of_its_items_for_top1(edges):
     """Issue 41, wrong verdicts 3: a tie in the reference failed top1 on outputs within tolerance."""
-    x = np.array([[1.0, np.nextafter(np.float32(1), np.float32(2)), 0.5]], np.float32)  # one float32 step apart
-    expected = np.array([[1.0, 1.0, 0.5]], np.float32)
-    config = write_matrix(identity_case(tmp_path, x, expected=expected, extra="[cases.ident.accept.fp32]\ntop1 = 1.0\n"),
-                          environments=(ENV,))
-    cell = run_cell(tmp_path, config)
+    cell = edges[1]["top1_tie"]
     assert (cell["status"], cell["top1"]) == ("pass", 1.0), cell["error"]
 
 
-def test_a_constant_output_ranks_nothing(tmp_path, write_matrix):
+def test_a_constant_output_ranks_nothing(edges):
     """Issue 41, wrong verdicts 3 (the other side of ties): an output that ties everywhere does not
     agree with a reference that has one largest item. Passes on main too: it keeps the tie rule
     from passing an output that ranks nothing."""
-    x = np.zeros((1, 3), np.float32)
-    config = write_matrix(identity_case(tmp_path, x, expected=np.array([[0.0, 1e-5, 0.0]], np.float32),
-                                        extra="[cases.ident.accept.fp32]\ntop1 = 1.0\n"), environments=(ENV,))
-    assert run_cell(tmp_path, config)["status"] == "fail"
+    assert edges[1]["constant"]["status"] == "fail"
 
 
-def test_an_exact_zero_output_against_a_tiny_reference_passes_cosine_within_tolerance(tmp_path, write_matrix):
+def test_an_exact_zero_output_against_a_tiny_reference_passes_cosine_within_tolerance(edges):
     """Issue 41, wrong verdicts 3: an exact-zero output against a 1e-30 reference failed `cosine`
     (a zero vector has no direction: the slice is judged by atol/rtol, and says so)."""
-    x = np.zeros((2, 3), np.float32)
-    config = write_matrix(identity_case(tmp_path, x, expected=np.full((2, 3), 1e-30, np.float32),
-                                        extra="[cases.ident.accept.fp32]\ncosine = 0.99\n"), environments=(ENV,))
-    cell = run_cell(tmp_path, config)
+    cell = edges[1]["zero_near"]
     assert cell["status"] == "pass" and "no direction (a zero vector), within atol/rtol" in cell["worst_slice"]
-    far = write_matrix(identity_case(tmp_path, x, expected=np.full((2, 3), 1.0, np.float32),
-                                     extra="[cases.ident.accept.fp32]\ncosine = 0.99\n"), environments=(ENV,))
-    assert run_cell(tmp_path, far)["status"] == "fail"
+    assert edges[1]["zero_far"]["status"] == "fail"
 
 
 def test_a_rule_judges_the_floating_outputs_integers_and_booleans_still_match_exactly(tmp_path, write_matrix):

@@ -1,7 +1,8 @@
 """Issue 41, sweep 8 (A3, A11, A9): a case's inputs stored as it returned them, an FP16 tolerance
 suggestion that a right FP16 engine passes, and the texts of a run (float8 bits, a bfloat16 case
 output, the terminal, explain, an input beyond FP16's range, a raised FP16 constant), through one
-`trtmatrix run` of one matrix, then `tolerances suggest` and `explain` on it.
+`trtmatrix run` (the session's shared onnxruntime 1.32 run, tests/sweep_cases.py: its models and case
+file), then `tolerances suggest` and `explain` on it.
 """
 
 from __future__ import annotations
@@ -12,80 +13,20 @@ import subprocess
 import tomllib
 
 import numpy as np
-import onnx
-from onnx import TensorProto as T, helper as h, numpy_helper as nh
 
-from matrix.store import list_runs, read_run
+from matrix.store import read_run
 from test_bad_values import TRTMATRIX
-from test_reference_check import PROFILES, case, model
 
 ENV = "ort-1.32"  # returns float8 outputs (as their bits)
-CASES = '''\
-import torch
-from matrix.case import case
-
-
-class Odd(torch.nn.Module):
-    def forward(self, x):
-        x.mul_(2)  # in place: every call changes the tensor it is given
-        y = x + 1
-        # a bfloat16 output; an FP16 one that is inf on both sides (inf - inf in the reference check)
-        return y, y.to(torch.bfloat16), (y * 3).half()
-
-
-@case()
-def odd_module():
-    return Odd(), {"x": torch.tensor([1.0, 2.0, 30000.0])}
-'''
-
-
-def _float8(path):
-    """Cast to float8 e4m3fn (saturating): 500 and 1000 become 448 (bits 126)."""
-    graph = h.make_graph([h.make_node("Cast", ["x"], ["y"], to=T.FLOAT8E4M3FN)], "g",
-                         [h.make_tensor_value_info("x", T.FLOAT, [5])], [h.make_tensor_value_info("y", T.FLOAT8E4M3FN, [5])])
-    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10), path)
-
-
-def _matrix(tmp_path, write_matrix):
-    cases = tmp_path / "cases"
-    cases.mkdir()
-    (cases / "odd.py").write_text(CASES)
-    # opset 18: onnxruntime's FP16 Relu kernel (at opset 13 it runs in float32, and drops the input's cast)
-    model(tmp_path / "big_in.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])],
-          opset=18)
-    # y = x · 1e-8 · 1e8; z = x + [inf, 2e-8, 0, 0] (raised too, and inf - inf where it is compared)
-    model(tmp_path / "tiny_scale.onnx", [h.make_node("Mul", ["x", "a"], ["t"]), h.make_node("Mul", ["t", "b"], ["y"]),
-                                         h.make_node("Add", ["x", "c"], ["z"])],
-          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4]), ("z", T.FLOAT, [4])],
-          [nh.from_array(np.float32(1e-8), "a"), nh.from_array(np.float32(1e8), "b"),
-           nh.from_array(np.float32([np.inf, 2e-8, 0, 0]), "c")])
-    model(tmp_path / "sm.onnx", [h.make_node("Softmax", ["x"], ["y"], axis=-1)], [("x", T.FLOAT, [1, 4])],
-          [("y", T.FLOAT, [1, 4])])
-    # a mode onnxruntime refuses when its session starts: its ERROR log line, once on the terminal
-    model(tmp_path / "bad_mode.onnx", [h.make_node("Resize", ["x", "", "s"], ["y"], mode="bogus")],
-          [("x", T.FLOAT, [1, 1, 2, 2])], [("y", T.FLOAT, [1, 1, 4, 4])], [nh.from_array(np.float32([1, 1, 2, 2]), "s")])
-    _float8(tmp_path / "f8out.onnx")
-    x8 = np.float32([0.3, 500, 1000, 1.1, -2.7])
-    body = (PROFILES + '[cases.odd_module]\nprofiles = ["fp32"]\n'
-            + case(tmp_path, "big_in", None, {"x": np.float32([70000, 1, -5, 65519])}, ("fp32", "fp16"))
-            + case(tmp_path, "tiny_scale", None, {"x": np.float32([1, 2, 3, 4])}, ("fp16",))
-            + case(tmp_path, "sm", None, {"x": np.float32([[0, -14, -16, 2]])}, ("fp32", "fp16"))
-            + case(tmp_path, "bad_mode", None, {"x": np.ones((1, 1, 2, 2), np.float32)})
-            # the expected file's bits 127 (NaN) where the saturating Cast gives 126 (448)
-            + case(tmp_path, "f8out", None, {"x": x8}, expected={"y": np.uint8([42, 127, 127, 57, 195])}))
-    return write_matrix(body, environments=(ENV,), cases_dir=cases)
 
 
 def _cli(*args, columns=250):
     return subprocess.run([TRTMATRIX, *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": str(columns)})
 
 
-def test_inputs_as_returned_suggestions_fp16_can_pass_and_texts_that_say_what_happened(tmp_path, write_matrix,
-                                                                                       cache_dir):
-    config = _matrix(tmp_path, write_matrix)
-    done = _cli("run", "-c", str(config))
+def test_inputs_as_returned_suggestions_fp16_can_pass_and_texts_that_say_what_happened(sweep_run_132, cache_dir):
+    config, done, run_dir = sweep_run_132.config, sweep_run_132.done, sweep_run_132.run_dir
     assert done.returncode == 1, done.stderr  # big_in, tiny_scale and f8out fail
-    run_dir = list_runs(tmp_path / "reports")[-1]
     cells = read_run(run_dir).set_index("cell_id").to_dict("index")
     cell = {cell_id.rsplit("/", 1)[0]: row for cell_id, row in cells.items()}
 
