@@ -275,7 +275,7 @@ def _floor_mod(folder, name: str) -> str:
                  [h.make_tensor_value_info("x", T.FLOAT, [4])],
                  [h.make_tensor_value_info("y", T.FLOAT, [4])],
                  {"x": np.array([-0.9, 0.9, 0.9, -1.0], np.float32)},
-                 [onnx.numpy_h.from_array(np.array([0.3, 0.3, -0.3, 1e-30], np.float32), "m")])
+                 [nh.from_array(np.array([0.3, 0.3, -0.3, 1e-30], np.float32), "m")])
 
 
 def _float16_step(folder, name: str) -> str:
@@ -287,7 +287,7 @@ def _float16_step(folder, name: str) -> str:
                  [h.make_tensor_value_info("x", T.FLOAT, [3])],
                  [h.make_tensor_value_info("y", T.FLOAT, [3])],
                  {"x": np.array([70, 0.1, 1e-5], np.float32)},
-                 [onnx.numpy_h.from_array(np.array(1000, np.float16), "k")])
+                 [nh.from_array(np.array(1000, np.float16), "k")])
 
 
 def _float8(path):

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -184,6 +185,21 @@ def test_a_report_waiting_for_a_stopped_report_names_it_once_and_its_killed_note
     assert not note.exists()
 
 
+@contextmanager
+def stopped_holder(path):
+    """A process holding the flock of `path` (no note written), stopped (SIGSTOP); killed at the end."""
+    holder = subprocess.Popen([sys.executable, "-c", "import time; from filelock import FileLock; "
+                               f"lock = FileLock({str(path)!r}); lock.acquire(); print('held', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        os.kill(holder.pid, signal.SIGSTOP)
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_holder_stopped_before_its_note_is_written_is_seen_stopped(tmp_path):
     """Issue 41, sweep 8 (helper's find): a holder stopped between taking a lock and writing its note
     (or halfway through it) left waiters saying "another run", never seeing it stopped: a wait
@@ -192,12 +208,7 @@ def test_a_holder_stopped_before_its_note_is_written_is_seen_stopped(tmp_path):
 
     path = tmp_path / "env-x.lock"
     (tmp_path / "env-x.holder.json").write_text('{"pid": ')  # half of a note
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock; "
-                               f"lock = FileLock({str(path)!r}); lock.acquire(); print('held', flush=True); time.sleep(60)"],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        os.kill(holder.pid, signal.SIGSTOP)
+    with stopped_holder(path) as holder:
         said = []
         started = time.monotonic()
         with pytest.raises(LockWaitEnded) as ended:
@@ -206,9 +217,6 @@ def test_a_holder_stopped_before_its_note_is_written_is_seen_stopped(tmp_path):
         assert time.monotonic() - started < 10
         assert said == [f"process pid {holder.pid} (its process is stopped: SIGSTOP or a suspended job)"]
         assert ended.value.who == said[0]
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_a_stopped_cache_free_is_waited_for_saying_so_and_not_for_ever(tmp_path, monkeypatch, capsys):
@@ -218,13 +226,7 @@ def test_a_stopped_cache_free_is_waited_for_saying_so_and_not_for_ever(tmp_path,
     from matrix.store import locks
 
     monkeypatch.setattr(locks, "FREE_STOPPED_S", 1.5)
-    path = locks.cache_lock(tmp_path, locks.IN_USE).lock_file
-    freeing = subprocess.Popen([sys.executable, "-c", "import time; from filelock import FileLock; "
-                                f"lock = FileLock({path!r}); lock.acquire(); print('held', flush=True); time.sleep(60)"],
-                               stdout=subprocess.PIPE, text=True)
-    try:
-        assert freeing.stdout.readline().strip() == "held"
-        os.kill(freeing.pid, signal.SIGSTOP)
+    with stopped_holder(locks.cache_lock(tmp_path, locks.IN_USE).lock_file) as freeing:
         started = time.monotonic()
         with pytest.raises(locks.CacheBeingFreed) as ended:
             with locks.cache_in_use(tmp_path):
@@ -234,11 +236,7 @@ def test_a_stopped_cache_free_is_waited_for_saying_so_and_not_for_ever(tmp_path,
         assert capsys.readouterr().err == f"waiting for `trtmatrix cache --free`, {who}, to finish freeing the cache\n"
         assert str(ended.value) == (f"the cache is being freed by `trtmatrix cache --free`, {who}, stopped for 1.5 s: "
                                     "let it go on (kill -CONT) or end it, then run again")
-        os.kill(freeing.pid, signal.SIGCONT)
         freeing.kill()
         freeing.wait()
         with locks.cache_in_use(tmp_path):  # the free gone, the cache is the run's at once
             pass
-    finally:
-        freeing.kill()
-        freeing.wait()
