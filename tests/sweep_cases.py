@@ -320,12 +320,23 @@ def run_132(folder: Path, cache_dir: Path) -> SharedRun:
     model(folder / "bad_mode.onnx", [h.make_node("Resize", ["x", "", "s"], ["y"], mode="bogus")],
           [("x", T.FLOAT, [1, 1, 2, 2])], [("y", T.FLOAT, [1, 1, 4, 4])], [nh.from_array(np.float32([1, 1, 2, 2]), "s")])
     _float8(folder / "f8out.onnx")
+    # sweep 9 B8: y = If(ReduceSum(x) > 0, x · 1000 · 0.001, x): the arithmetic in a branch
+    branch = h.make_graph([h.make_node("Mul", ["x", "k1"], ["t"]), h.make_node("Mul", ["t", "k2"], ["then_y"])],
+                          "then", [], [h.make_tensor_value_info("then_y", T.FLOAT, [3])],
+                          [nh.from_array(np.float32(1000), "k1"), nh.from_array(np.float32(0.001), "k2")])
+    other = h.make_graph([h.make_node("Identity", ["x"], ["else_y"])], "else", [],
+                         [h.make_tensor_value_info("else_y", T.FLOAT, [3])])
+    model(folder / "in_branch.onnx", [h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+                                      h.make_node("Greater", ["s", "zero"], ["g"]),
+                                      h.make_node("If", ["g"], ["y"], then_branch=branch, else_branch=other)],
+          [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])], [nh.from_array(np.float32(0), "zero")], opset=18)
     x8 = np.float32([0.3, 500, 1000, 1.1, -2.7])
     texts = ('[cases.odd_module]\nprofiles = ["fp32"]\n'
              + case(folder, "big_in", None, {"x": np.float32([70000, 1, -5, 65519])}, ("fp32", "fp16"))
              + case(folder, "tiny_scale", None, {"x": np.float32([1, 2, 3, 4])}, ("fp16",))
              + case(folder, "sm", None, {"x": np.float32([[0, -14, -16, 2]])}, ("fp32", "fp16"))
              + case(folder, "bad_mode", None, {"x": np.ones((1, 1, 2, 2), np.float32)})
+             + case(folder, "in_branch", None, {"x": np.float32([7, 1, 2])}, ("fp16",))
              # the expected file's bits 127 (NaN) where the saturating Cast gives 126 (448)
              + case(folder, "f8out", None, {"x": x8}, expected={"y": np.uint8([42, 127, 127, 57, 195])}))
     return shared_run(folder, cache_dir, PROFILES + refusals + texts, "ort-1.32", {"odd.py": ODD})

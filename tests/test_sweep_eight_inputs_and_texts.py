@@ -14,6 +14,7 @@ import tomllib
 
 import numpy as np
 
+from matrix.report.precision_ran import every_node_wider
 from matrix.store import read_run
 from test_bad_values import TRTMATRIX
 
@@ -29,6 +30,13 @@ def test_inputs_as_returned_suggestions_fp16_can_pass_and_texts_that_say_what_ha
     assert done.returncode == 1, done.stderr  # big_in, tiny_scale and f8out fail
     cells = read_run(run_dir).set_index("cell_id").to_dict("index")
     cell = {cell_id.rsplit("/", 1)[0]: row for cell_id, row in cells.items()}
+
+    # issue 41, sweep 9 B8: the arithmetic of an FP16 copy sits in an If branch, which onnxruntime's CPU
+    # runs in float32: the If itself (its outputs FP16) was counted as a node that computed in FP16,
+    # so the cell passed with no ⇡ as if FP16 arithmetic had been tested
+    branch = cell["in_branch/fp16"]
+    assert every_node_wider(branch["precision_ran"]), (branch["status"], branch["precision_ran"])
+    assert "If" not in branch["precision_ran"], branch["precision_ran"]
 
     # issue 41, sweep 8 A3: forward() doubled x in place during the export, so inputs.npz held
     # [2, 4, 60000] and the reference began [5, 9, 120001]: every cell ran on inputs never returned.
