@@ -211,16 +211,16 @@ from matrix.case import case
 
 
 class Odd(torch.nn.Module):
-    def forward(self, x):
+    def forward(self, x, h):
         x.mul_(2)  # in place: every call changes the tensor it is given
-        y = x + 1
+        y = x + 1 + 0 * h  # h: a float16 input, which the case's model takes as float32
         # a bfloat16 output; an FP16 one that is inf on both sides (inf - inf in the reference check)
         return y, y.to(torch.bfloat16), (y * 3).half()
 
 
 @case()
 def odd_module():
-    return Odd(), {"x": torch.tensor([1.0, 2.0, 30000.0])}
+    return Odd(), {"x": torch.tensor([1.0, 2.0, 30000.0]), "h": torch.tensor([0.5], dtype=torch.float16)}
 '''
 
 

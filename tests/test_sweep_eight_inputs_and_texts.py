@@ -44,6 +44,11 @@ def test_inputs_as_returned_suggestions_fp16_can_pass_and_texts_that_say_what_ha
     assert isinstance(odd["artifact"], str), odd["error"]  # prepared (A9 b: its bfloat16 output failed the prepare)
     with np.load(cache_dir / "artifacts" / odd["artifact"] / "inputs.npz") as stored:
         np.testing.assert_array_equal(stored["x"], [1, 2, 30000])
+    # sweep 9 B7: a float16 input is stored and exported as float32, and case.json says so
+    with np.load(cache_dir / "artifacts" / odd["artifact"] / "inputs.npz") as stored:
+        assert stored["h"].dtype == np.float32
+    said = json.loads((cache_dir / "artifacts" / odd["artifact"] / "case.json").read_text())["export_warnings"]
+    assert "input h is float16: the case's ONNX model takes it as float32" in said, said
     with np.load(cache_dir / "artifacts" / odd["artifact"] / "reference.npz") as reference:
         np.testing.assert_array_equal(reference[reference.files[0]], [3, 5, 60001])
 

@@ -171,6 +171,8 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     # own copy: a module that changes its input in place (`x.mul_(2)`, `nn.ReLU(inplace=True)`
     # first) is judged on the inputs the case returned (issue 41, sweep 8 A3).
     args = tuple((a.float() if a.is_floating_point() else a).detach().clone() for a in inputs.values())
+    made_float32 = {f"input {name} is {str(a.dtype).removeprefix('torch.')}: the case's ONNX model takes it as float32"
+                    for name, a in inputs.items() if a.is_floating_point() and a.dtype != torch.float32}  # sweep 9 B7
     save_arrays(out / INPUTS, {n: a.numpy() for n, a in zip(names, args)})
     with torch.no_grad(), kept_warnings() as said:
         phase("its ONNX export")
@@ -205,7 +207,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         "files_read": files_read(skip=out.parent),
         "reference": reference_text("PyTorch, the case's module in float64", reference, "float64"),
         # Exporter warnings (tracer, deprecation, the dynamo exporter's log) belong with the case, not on the terminal.
-        "export_warnings": sorted(said | programs),
+        "export_warnings": sorted(said | programs | made_float32),
     }
 
 
