@@ -330,6 +330,12 @@ def run_132(folder: Path, cache_dir: Path) -> SharedRun:
                                       h.make_node("Greater", ["s", "zero"], ["g"]),
                                       h.make_node("If", ["g"], ["y"], then_branch=branch, else_branch=other)],
           [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])], [nh.from_array(np.float32(0), "zero")], opset=18)
+    # ... and between two Reshapes, which run in FP16 and compute nothing
+    model(folder / "reshaped.onnx", [h.make_node("Reshape", ["x", "col"], ["c"]), h.make_node("Mul", ["c", "k1"], ["t"]),
+                                     h.make_node("Mul", ["t", "k2"], ["u"]), h.make_node("Reshape", ["u", "row"], ["y"])],
+          [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])],
+          [nh.from_array(np.int64([3, 1]), "col"), nh.from_array(np.int64([3]), "row"),
+           nh.from_array(np.float32(1000), "k1"), nh.from_array(np.float32(0.001), "k2")], opset=18)
     x8 = np.float32([0.3, 500, 1000, 1.1, -2.7])
     texts = ('[cases.odd_module]\nprofiles = ["fp32"]\n'
              + case(folder, "big_in", None, {"x": np.float32([70000, 1, -5, 65519])}, ("fp32", "fp16"))
@@ -337,6 +343,7 @@ def run_132(folder: Path, cache_dir: Path) -> SharedRun:
              + case(folder, "sm", None, {"x": np.float32([[0, -14, -16, 2]])}, ("fp32", "fp16"))
              + case(folder, "bad_mode", None, {"x": np.ones((1, 1, 2, 2), np.float32)})
              + case(folder, "in_branch", None, {"x": np.float32([7, 1, 2])}, ("fp16",))
+             + case(folder, "reshaped", None, {"x": np.float32([7, 1, 2])}, ("fp16",))
              # the expected file's bits 127 (NaN) where the saturating Cast gives 126 (448)
              + case(folder, "f8out", None, {"x": x8}, expected={"y": np.uint8([42, 127, 127, 57, 195])}))
     return shared_run(folder, cache_dir, PROFILES + refusals + texts, "ort-1.32", {"odd.py": ODD})

@@ -157,9 +157,12 @@ def run(spec, inputs, log):
 
 
 REDUCED = {"float16", "bfloat16"}
-# Nodes that compute nothing themselves: onnxruntime's Casts, and control flow, whose outputs are
-# FP16 while every node of its body may run in float32 (each body node has its own event).
-NOT_COMPUTING = {"Cast", "If", "Loop", "Scan"}
+# Nodes that do no arithmetic: onnxruntime's Casts, ops that only move or select values (a Reshape
+# of FP16 values around float32 arithmetic computed nothing in FP16), and control flow, whose outputs
+# are FP16 while every node of its body may run in float32 (each body node has its own event).
+NOT_COMPUTING = {"Cast", "If", "Loop", "Scan", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                 "Expand", "Tile", "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Pad",
+                 "DepthToSpace", "SpaceToDepth", "Shape", "Size"}
 
 
 def precision_ran(spec, feeds, names):
