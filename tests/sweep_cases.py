@@ -220,7 +220,7 @@ class Odd(torch.nn.Module):
 
 @case()
 def odd_module():
-    return Odd(), {"x": torch.tensor([1.0, 2.0, 30000.0]), "h": torch.tensor([0.5], dtype=torch.float16)}
+    return Odd().train(), {"x": torch.tensor([1.0, 2.0, 30000.0]), "h": torch.tensor([0.5], dtype=torch.float16)}
 '''
 
 

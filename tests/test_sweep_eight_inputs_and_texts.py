@@ -50,6 +50,8 @@ def test_inputs_as_returned_suggestions_fp16_can_pass_and_texts_that_say_what_ha
         assert stored["h"].dtype == np.float32
     said = json.loads((cache_dir / "artifacts" / odd["artifact"] / "case.json").read_text())["export_warnings"]
     assert "input h is float16: the case's ONNX model takes it as float32" in said, said
+    # sweep 10 C3: returned in training mode, judged in eval mode: said too
+    assert said[0].startswith("the module was in training mode: exported and judged in eval mode"), said
     with np.load(cache_dir / "artifacts" / odd["artifact"] / "reference.npz") as reference:
         np.testing.assert_array_equal(reference[reference.files[0]], [3, 5, 60001])
 

@@ -163,6 +163,10 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
             module, inputs = module_and_inputs(case.build(**params, **spec.entry.options))
     finally:  # a case that sets float64 as the default must not make every later case's FP32 cells float64
         torch.set_default_dtype(default)
+    # judged as deployed: eval mode (BatchNorm's running statistics, no Dropout), said where the case
+    # returned it training (issue 41, sweep 10 C3)
+    trained = ["the module was in training mode: exported and judged in eval mode (BatchNorm's running "
+               "statistics, Dropout off)"] if module.training else []
     module = module.float().eval()
     inputs = bound_by_name(module, inputs)
     names = list(inputs)
@@ -207,7 +211,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         "files_read": files_read(skip=out.parent),
         "reference": reference_text("PyTorch, the case's module in float64", reference, "float64"),
         # Exporter warnings (tracer, deprecation, the dynamo exporter's log) belong with the case, not on the terminal.
-        "export_warnings": sorted(said | programs | made_float32),
+        "export_warnings": trained + sorted(said | programs | made_float32),
     }
 
 
