@@ -294,3 +294,35 @@ def test_onnx_recurrent_ops_still_ignore_what_the_disputed_line_names(op, attrib
     assert ignored_by_onnx_reference(node, inputs) == \
         f"onnx.reference's {op} ignores `{name}`: it is the float64 evaluation that misreads this node"
     assert ignored_by_onnx_reference(plain, inputs) is None
+
+
+def _roi_align(mode: str):
+    """A 4x4 image whose value is 4·y + x (bilinear sampling is exact on it), one ROI, 2x2 bins of
+    2x2 sampling points, half_pixel (opset 16)."""
+    node = h.make_node("RoiAlign", ["x", "rois", "b"], ["y"], mode=mode, output_height=2, output_width=2,
+                       sampling_ratio=2)
+    inputs = {"x": np.arange(16, dtype=np.float64).reshape(1, 1, 4, 4), "rois": np.array([[0.5, 0.5, 3.2, 2.7]]),
+              "b": np.array([0])}
+    return node, inputs
+
+
+# Each bin's sampling points (y, x) of that ROI, half_pixel: ROI from (0, 0), bins 1.1 high, 1.35 wide.
+_ROI_YS, _ROI_XS = (0.275, 0.825, 1.375, 1.925), (0.3375, 1.0125, 1.6875, 2.3625)
+
+
+def test_roi_align_max_is_the_bins_largest_interpolated_sample():
+    """Issue 41, sweep 10 C1: the spec's max over each bin's bilinear samples, here 4·y + x at the
+    bin's last sampling point; the average mode (onnx's own) is their mean."""
+    node, inputs = _roi_align("max")
+    spec = [[4 * _ROI_YS[2 * i + 1] + _ROI_XS[2 * j + 1] for j in range(2)] for i in range(2)]
+    np.testing.assert_allclose(evaluate(node, inputs, 16, True)[0, 0], spec, rtol=1e-12)
+    node, inputs = _roi_align("avg")
+    mean = [[4 * np.mean(_ROI_YS[2 * i:2 * i + 2]) + np.mean(_ROI_XS[2 * j:2 * j + 2]) for j in range(2)] for i in range(2)]
+    np.testing.assert_allclose(evaluate(node, inputs, 16, True)[0, 0], mean, rtol=1e-12)
+
+
+def test_onnx_roi_align_max_still_takes_the_largest_weighted_corner():
+    """onnx's (and onnxruntime's, which warns that it is incorrect) "max" of bin (0, 1) is 3.40, below
+    the mean of the values sampled in that bin (4.23): no max is."""
+    node, inputs = _roi_align("max")
+    assert evaluate(node, inputs, 16, False)[0, 0, 0, 1] < 4 * np.mean(_ROI_YS[:2]) + np.mean(_ROI_XS[2:])

@@ -14,6 +14,7 @@ from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTransp
 from onnx.reference.ops.op_gru import GRU as OnnxGRU
 from onnx.reference.ops.op_lstm import LSTM as OnnxLSTM
 from onnx.reference.ops.op_quantize_linear import QuantizeLinear_25 as OnnxQuantizeLinear
+from onnx.reference.ops.op_roi_align import RoiAlign as OnnxRoiAlign
 
 RECURRENT = {"RNN", "GRU", "LSTM"}
 
@@ -198,8 +199,57 @@ class LSTM(OnnxLSTM):
         return super()._run(X, W, R, B, sequence_lens, initial_h, initial_c, P, **attributes)
 
 
+def _bilinear(image: np.ndarray, y: float, x: float) -> np.ndarray:
+    """`image` ([C, H, W]) at (y, x), bilinearly interpolated as RoiAlign samples it (0 beyond a
+    pixel outside, the edge row or column held)."""
+    height, width = image.shape[1:]
+    if y < -1.0 or y > height or x < -1.0 or x > width:
+        return np.zeros(image.shape[0])
+    y, x = min(max(y, 0.0), height - 1), min(max(x, 0.0), width - 1)
+    y0, x0 = int(y), int(x)
+    y1, x1 = min(y0 + 1, height - 1), min(x0 + 1, width - 1)
+    ly, lx = y - y0, x - x0
+    return ((1 - ly) * (1 - lx) * image[:, y0, x0] + (1 - ly) * lx * image[:, y0, x1]
+            + ly * (1 - lx) * image[:, y1, x0] + ly * lx * image[:, y1, x1])
+
+
+class RoiAlign(OnnxRoiAlign):
+    """onnx's `max` mode takes, at each sampling point, the largest of its four weighted corners
+    (w·v), not the interpolated value: a port of onnxruntime's code, which onnxruntime itself warns
+    is incorrect ("The existing summation for max mode … is incorrect"); a bin's "max" can fall below
+    the mean of the values sampled in it. The spec: the bin's max over its bilinearly interpolated sampling
+    points, as its average is their mean (issue 41, sweep 10 C1). `avg` is onnx's own."""
+
+    def _run(self, X, rois, batch_indices, coordinate_transformation_mode=None, mode=None, output_height=None,
+             output_width=None, sampling_ratio=None, spatial_scale=None):
+        if (mode or self.mode) != "max":
+            return super()._run(X, rois, batch_indices, coordinate_transformation_mode, mode, output_height,
+                                output_width, sampling_ratio, spatial_scale)
+        half_pixel = (coordinate_transformation_mode or getattr(self, "coordinate_transformation_mode", None)
+                      or "output_half_pixel") == "half_pixel"
+        pooled_h, pooled_w = output_height or self.output_height, output_width or self.output_width
+        ratio, scale = int(sampling_ratio or self.sampling_ratio), float(spatial_scale or self.spatial_scale)
+        offset = 0.5 if half_pixel else 0.0
+        y = np.zeros((len(rois), X.shape[1], pooled_h, pooled_w))
+        for n, (roi, batch) in enumerate(zip(rois.astype(np.float64), batch_indices)):
+            start_w, start_h, end_w, end_h = (float(v) * scale - offset for v in roi)
+            roi_w, roi_h = end_w - start_w, end_h - start_h
+            if not half_pixel:  # the older form makes an ROI at least 1 pixel
+                roi_w, roi_h = max(roi_w, 1.0), max(roi_h, 1.0)
+            bin_h, bin_w = roi_h / pooled_h, roi_w / pooled_w
+            grid_h = ratio if ratio > 0 else int(np.ceil(roi_h / pooled_h))
+            grid_w = ratio if ratio > 0 else int(np.ceil(roi_w / pooled_w))
+            for ph in range(pooled_h):
+                for pw in range(pooled_w):
+                    samples = [_bilinear(X[int(batch)], start_h + ph * bin_h + (iy + 0.5) * bin_h / grid_h,
+                                         start_w + pw * bin_w + (ix + 0.5) * bin_w / grid_w)
+                               for iy in range(grid_h) for ix in range(grid_w)]
+                    y[n, :, ph, pw] = np.max(samples, axis=0)
+        return (y.astype(X.dtype),)
+
+
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
-                Softmax, LogSoftmax, Hardmax, GRU, LSTM]
+                Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}

@@ -64,6 +64,7 @@ def _session(model: onnx.ModelProto, every: bool):
     # fatal only: a model it cannot load raises with its words (the cell's record keeps them); its ERROR
     # log line of the same words, colour codes and all, would land on the terminal (issue 41, sweep 8 A9)
     options.log_severity_level = 4
+    onnxruntime.set_default_logger_severity(3)  # kernels' own warnings go through the default logger (RoiAlign's)
     with _every_output(model, every) as path:
         return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
