@@ -887,7 +887,21 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     # beside it is right (a constant image: every pixel it may pick is 5)
     np.savez(tmp_path / "hit.npz", r_in=np.full((1, 1, 1, 7), 5.0, np.float32),
              m=np.array([0.5, 0.0], np.float32).reshape(1, 1, 1, 2))
+    # issue 41m, sweep 10 C7: the shipped pattern followed by Mul → CumSum on positive numbers (the fusion
+    # cannot show; MaxPool exact): CumSum's float32 cancellation, after the pattern, makes the whole error
+    after = helper.make_graph(
+        [helper.make_node("Pad", ["x", "p1"], ["px"], mode="constant"),
+         helper.make_node("MaxPool", ["px"], ["mp"], kernel_shape=[2], strides=[1]),
+         helper.make_node("Mul", ["mp", "sign"], ["n"]), helper.make_node("CumSum", ["n", "axis"], ["y"])], "after",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 5])],
+        [onnx.numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 1], np.int64), "p1"),
+         onnx.numpy_helper.from_array(np.array([1, 1, -1, 1, 1], np.float32), "sign"),
+         onnx.numpy_helper.from_array(np.array(2, np.int64), "axis")])
+    onnx.save(helper.make_model(after, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), tmp_path / "after.onnx")
+    np.savez(tmp_path / "after.npz", x=np.array([1, 1e8, 1, 1], np.float32).reshape(1, 1, 4))
     body = (PROFILES + '[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'
+            f'[cases.after]\nonnx = "{tmp_path / "after.onnx"}"\ninputs = "{tmp_path / "after.npz"}"\nprofiles = ["fp32"]\n'
             '[profiles.drift]\nprecision = "fp32"\ninject = "drift"\n'
             f'[cases.padpool]\nonnx = "{model}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32", "nan"]\n'
             f'[cases.branches]\nonnx = "{branches}"\ninputs = "{tmp_path / "both.npz"}"\nprofiles = ["drift"]\n'
@@ -918,6 +932,10 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
                       "(Resize) beside it: the pattern's own output (mb) was observed right on this engine (max_abs "
                       "0.00e+00), so the failure is something else and the cell stays fail")
     assert f"mix/fp32/ort-1.20: {observed_right}" in done.stderr
+    # sweep 10 C7: CumSum computes after the pattern; MaxPool's output, observed, is right: fail
+    assert (cells.loc["after/fp32", "verdict"], cells.loc["after/fp32", "status"]) == ("fail", "fail")
+    assert ("after/fp32/ort-1.20: known issue ort-pad-maxpool-fusion-zero-padding's pattern is in the model, but y also "
+            "reads Mul#2 (Mul) beside it: the pattern's own output (mp) was observed right") in done.stderr, done.stderr
     assert json.loads(hit["fault_observed"]) == \
         {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": ["mb"], "max_abs": 1.0}}
     assert "FAIL hit/fp32" not in done.stderr and "known issue ort-cast-chain-int-to-bool: 1 xfail (hit/fp32" in done.stderr

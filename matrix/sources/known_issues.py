@@ -215,16 +215,24 @@ def _fault_reach(text) -> dict[str, tuple[list[str] | None, dict[str, str]]]:
 # Cast(Cast(Cast(m)))` the Resize beside the Cast chain. A failing output that reads one may be that
 # node's fault: nothing the cell measured says the pattern's own output was wrong.
 SHAPE_ONLY = {"Shape", "Size"}
+# Ops that only move, select or retype values (onnxruntime_engine.NOT_COMPUTING without control
+# flow, whose bodies compute): after a pattern, on an engine that observes it (OBSERVED_ON), any
+# other node is arithmetic that may make a failure alone (CumSum's cancellation after an exact Neg),
+# so it counts as beside the pattern: the cell is `xfail` only where the pattern's own output is off.
+VALUE_MOVING = {"Cast", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Tile",
+                "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Pad", "DepthToSpace",
+                "SpaceToDepth"}
 
 
 def _shape_only(node: onnx.NodeProto) -> bool:
     return node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx")
 
 
-def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> dict:
+def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto], observed: bool) -> dict:
     """{"reaches": the graph outputs computed from the values of any of `nodes`' outputs (the reach
     stops at SHAPE_ONLY ops: an output that depends on the pattern only through a Shape is not its),
-    "beside": {such an output: a node beside the pattern it also reads (SHAPE_ONLY's note)}}."""
+    "beside": {such an output: a node beside the pattern it also reads (SHAPE_ONLY's note), or, where
+    the engine observes the pattern (`observed`), one computing after it (VALUE_MOVING's note)}}."""
     graph = model.graph
     tainted = {name for node in nodes for name in node.output}
     valued = {i.name for i in graph.input} - {i.name for i in graph.initializer}
@@ -238,9 +246,9 @@ def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> dict:
     before = upstream.of(name for node in nodes for name in node.output)  # the pattern and what it reads
     beside = {}
     for name in reaches:
-        found = [order for order in sorted(upstream.of([name]) - before)
-                 if not tainted.intersection(graph.node[order].output)
-                 and valued.intersection(node_inputs(graph.node[order])) and not _shape_only(graph.node[order])]
+        found = [order for order in sorted(upstream.of([name]) - before) if not _shape_only(graph.node[order])
+                 and (valued.intersection(node_inputs(graph.node[order])) if not tainted.intersection(graph.node[order].output)
+                      else observed and graph.node[order].op_type not in VALUE_MOVING)]
         if found:
             node = graph.node[found[0]]
             beside[name] = f"{node.name or f'{node.op_type}#{found[0]}'} ({node.op_type})"
@@ -252,7 +260,7 @@ def faults_found(model: onnx.ModelProto, issues: tuple[KnownIssue, ...], engine:
     """{id: the graph outputs its nodes reach and what they read beside it (_reached)} of the
     registry's fault patterns for `engine` the model holds, run with graph optimisations
     `optimization` (on or off)."""
-    return {issue.id: _reached(model, issue.fault.nodes_in(model)) for issue in issues
+    return {issue.id: _reached(model, issue.fault.nodes_in(model), engine in OBSERVED_ON) for issue in issues
             if issue.fault is not None and issue.engine == engine and issue.fault.found_in(model, optimization)}
 
 
