@@ -51,7 +51,7 @@ from .sources.known_issues import KnownIssue, apply_known_issues, faults_found, 
 from .sources.pattern_notes import with_unchecked_patterns
 from .sources.onnx_suites import suite_label, typed_tensors
 from .statuses import EXPECTED_CAUSE, ORDER, STEP_CAUSE
-from .store import RUNS, SEQUENCE, next_sequence, remove_dead_partials, stage_run, to_frame
+from .store import RUNS, SEQUENCE, matrix_digest, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, speed_tests
 from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
@@ -154,6 +154,7 @@ class MatrixRun:
         self.on_event = lambda event: None if STOPPING.is_set() else on_event(event)
         self.cache = plan.path("cache_dir")
         self.run_id, self.started = new_run_id(), utc_now()
+        self.config_digest = matrix_digest(plan.config_path)  # the content judged, read as the run begins
         self.records: dict[str, dict] = {}
         self.result_dirs: dict[str, Path] = {}
         self._output_digests: dict[Path, str] = {}  # {a cell's output file: its digest, as its result names it}
@@ -593,7 +594,7 @@ class MatrixRun:
                                               for name, digest in file_digests(a, self.cache).items()}}
         meta = {"run_id": self.run_id, SEQUENCE: next_sequence(reports_dir), "started": self.started,
                 "finished": utc_now(), "host": HOST,
-                "config": str(self.plan.config_path), "environments": list(self.plan.envs),
+                "config": str(self.plan.config_path), "config_digest": self.config_digest, "environments": list(self.plan.envs),
                 "environment_seconds": self.env_seconds, "plan_key": self.plan.plan_key,
                 "left_out": self.plan.left_out, "models": self._model_files(),
                 **({"shard": self.plan.shard, "empty_shards": list(self.plan.empty_shards)} if self.plan.shard else {}),

@@ -2,7 +2,8 @@
 re-judged with `report --tolerances F` (a what-if) was the next run's "previous run": judged with the
 matrix file's own tolerances again, the next run said "1 cell newly fails … pass → fail" and exited 1
 with nothing changed but the tolerance file. Real `trtmatrix run`/`report` processes on the session's
-onnxruntime 1.32; failed on main 4c534c5."""
+onnxruntime 1.32; failed on main 4c534c5. Issue 41, tenth sweep C6: the same through the matrix file
+itself, re-judged while edited and then edited back; failed on 17e23d9."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path,
     """issue 41, sweep 9 B4: a Relu whose expected file is 0.3 off fails at the matrix's atol 0.1 and
     passes under loose.toml's atol 1. A run re-judged with loose.toml is passed over, said in one
     line, for the run before it (exit 0: fail → fail) or for none; one re-judged again with the matrix
-    file alone is compared with as it is; an explicit --baseline re-judged with loose.toml is used, and said so."""
+    file alone is compared with as it is; an explicit --baseline re-judged with loose.toml is used, and said so.
+    Issue 41, sweep 10 C6: a run re-judged with the matrix file while it held atol 1 (edited back since) is
+    passed over too: its digest, not its path, tells the content apart."""
     x = np.array([1.0, 2.0, 3.0], np.float32)
     body = PROFILES + save(tmp_path, "near", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
                            [("y", T.FLOAT, [3])], {}, {"x": x})
@@ -46,13 +49,24 @@ def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path,
     # Re-judged with the matrix file itself: the same judgement, compared with as it is.
     assert trtmatrix("report", first.name, "-c", str(config)).returncode == 0
     assert trtmatrix("report", second.name, "-c", str(config), "--tolerances", str(loose)).returncode == 0
-    _, done = run()
+    third, done = run()
     said = (f"run {second.name} was re-judged with {loose.resolve()} (trtmatrix report): its verdicts are not "
             f"this matrix file's; compared with run {first.name} instead\n")
     assert done.returncode == 0 and said in done.stderr and "newly fail" not in done.stderr, done.stderr
 
     # The user's own --baseline is used as it is (pass there, fail now: exit 1), and said to be loose.toml's.
-    _, done = run("--baseline", str(second))
+    fourth, done = run("--baseline", str(second))
     assert done.returncode == 1 and "near/fp32/ort-1.32: pass → fail" in done.stderr, done.stderr
     assert (f"compared with the baseline run {second}, re-judged with {loose.resolve()} (trtmatrix report): its "
             "verdicts are that file's, not this matrix file's\n") in done.stderr, done.stderr
+
+    # Re-judged with the matrix file while it held atol 1 (a what-if), edited back: the run before is compared.
+    text = config.read_text()
+    config.write_text(text.replace("[cases.near.tolerances.fp32]\natol = 0.1\n", "[cases.near.tolerances.fp32]\natol = 1.0\n"))
+    rejudged = trtmatrix("report", fourth.name, "-c", str(config))
+    assert rejudged.returncode == 0 and "fail → pass 1" in rejudged.stderr, rejudged.stderr
+    config.write_text(text)
+    _, done = run()
+    said = (f"run {fourth.name} was re-judged with {config.resolve()} as it was then (its content differs from now) "
+            f"(trtmatrix report): its verdicts are not this matrix file's; compared with run {third.name} instead\n")
+    assert done.returncode == 0 and said in done.stderr and "newly fail" not in done.stderr, done.stderr

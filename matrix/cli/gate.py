@@ -62,16 +62,16 @@ def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bo
     from ..statuses import UNJUDGED
     from ..store import judged_otherwise, list_runs, previous_results, read_run_meta
 
-    config = read_run_meta(run_dir).get("config")
+    now = read_run_meta(run_dir)
     passed_over = []
     if baseline is not None:  # the user's choice, used as it is: a re-judged one is said so
-        other = judged_otherwise(read_run_meta(baseline[0]), config)
+        other = judged_otherwise(read_run_meta(baseline[0]), now)
         console.print(escape(f"compared with the baseline run {baseline[0]}" + (
             f", re-judged with {other} (trtmatrix report): its verdicts are that file's, not this matrix file's"
             if other else "")), soft_wrap=True)
         earlier = [baseline]
     else:
-        earlier, passed_over = previous_results(reports_dir, run_dir, frame["cell_id"], config)
+        earlier, passed_over = previous_results(reports_dir, run_dir, frame["cell_id"], now)
         _say_passed_over(passed_over, earlier)
     if not earlier and not passed_over and any(p.name != run_dir.name for p in list_runs(reports_dir)):
         console.print(escape("warning: no earlier run holds any of this run's cells: nothing to compare with "

@@ -35,7 +35,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
     from ..report.publish import render_index, write_report
     from ..report.rejudge import not_in_matrix, rejudge
     from ..run import utc_now
-    from ..store import REPORT, note_rejudged, read_run, read_run_meta, write_tables
+    from ..store import REPORT, matrix_digest, note_rejudged, read_run, read_run_meta, write_tables
     from ..store.locks import STOPPED_WORDS, LockWaitEnded, held, rejudge_lock
     from ..store.swap import staged_swap
 
@@ -44,7 +44,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
         _fail("no matrix.toml here: give the matrix file whose tolerances and known issues re-judge the run (-c FILE)")
     run_dir = _run_dir(config, run_ref)
     try:
-        matrix = load_config(config)
+        matrix, digest = load_config(config), matrix_digest(config)
         if tolerances is not None:
             own, matrix = matrix, with_tolerances(matrix, tolerances)
             if matrix == own:  # `tolerances suggest` with nothing to suggest wrote such a file
@@ -79,7 +79,7 @@ def report(run_ref: RunArg = None, config: RunsConfigOpt = None,
         with staged_swap(run_dir) as staging:  # a kill leaves the run all of one judgement (sweep 6 #14)
             write_tables(staging, frame)
             # The verdicts are no longer the run's own: run.json and the report's header say with what.
-            note_rejudged(run_dir, {"at": utc_now(), "config": str(config.resolve()),
+            note_rejudged(run_dir, {"at": utc_now(), "config": str(config.resolve()), "config_digest": digest,
                                     "tolerances": str(tolerances.resolve()) if tolerances else None}, staging)
             write_report(run_dir, frame, into=staging)
         render_index(run_dir.parent.parent)

@@ -418,28 +418,41 @@ def left_out(exc: DamagedRun) -> None:
         print(f"warning: {exc}; left out", file=sys.stderr, flush=True)
 
 
-def judged_otherwise(meta: dict, config: str | None) -> str | None:
+def matrix_digest(config: Path) -> str:
+    """The matrix file's content as judged ("sha256:<hex>" of its bytes): run.json keeps it for the run
+    and each re-judging, since one path may hold other tolerances by the next run (sweep 10 C6)."""
+    return file_digest(config)
+
+
+def judged_otherwise(meta: dict, now: dict) -> str | None:
     """The file a run's verdicts were last re-judged with (`trtmatrix report`) where they are not the
-    matrix file `config`'s alone: a tolerance file, or another matrix file; None where they are (never
-    re-judged, or re-judged with `config` itself). Such verdicts are a what-if, not the matrix's."""
+    matrix file of run.json `now` as it stands: a tolerance file, another matrix file, or this one with
+    another content then (its digest; runs that record none are compared by path); None where they are
+    (never re-judged, or re-judged with this very content). Such verdicts are a what-if, not the matrix's."""
     last = (meta.get("rejudged") or [None])[-1]
     if not last:
         return None
     if last.get("tolerances"):
         return last["tolerances"]
-    if config and last.get("config") and Path(last["config"]).resolve() != Path(config).resolve():
+    config = now.get("config")
+    if not (config and last.get("config")):
+        return None
+    if Path(last["config"]).resolve() != Path(config).resolve():
         return last["config"]
+    then, current = last.get("config_digest"), now.get("config_digest")
+    if then and current and then != current:
+        return f"{last['config']} as it was then (its content differs from now)"
     return None
 
 
-def previous_results(reports_dir: Path, run_dir: Path, cell_ids, config: str | None = None, most: int = 30
+def previous_results(reports_dir: Path, run_dir: Path, cell_ids, now: dict | None = None, most: int = 30
                      ) -> tuple[list[tuple[Path, pd.DataFrame]], list[tuple[Path, str, set]]]:
     """Each cell of `cell_ids` with its newest earlier result: (run folder, its rows of the cells no
     newer run holds), newest first, from the whole runs before `run_dir` that can be read (damaged
     ones: left out; at most `most` runs read). A partial run in between (`--case`, `--env`) holds
     only some cells: the others are compared with the run before it, never taken as new. A shard is
     part of a run, not one: a night's second shard is compared with the night before (or its merge).
-    A run re-judged with another file than the matrix file `config` (judged_otherwise) is passed
+    A run re-judged with another file than the matrix file of run.json `now` (judged_otherwise) is passed
     over the same way (issue 41, sweep 9 B4: its what-if verdicts made false regressions), and
     returned second: (run folder, that file, the cells it would have given)."""
     runs = list_runs(reports_dir)
@@ -459,7 +472,7 @@ def previous_results(reports_dir: Path, run_dir: Path, cell_ids, config: str | N
         rows = rows[rows["cell_id"].isin(wanted)]
         if not len(rows):
             continue
-        if other := judged_otherwise(meta, config):
+        if other := judged_otherwise(meta, now or {}):
             passed_over.append((earlier, other, set(rows["cell_id"])))
             continue
         found.append((earlier, rows))
