@@ -326,3 +326,21 @@ def test_onnx_roi_align_max_still_takes_the_largest_weighted_corner():
     the mean of the values sampled in that bin (4.23): no max is."""
     node, inputs = _roi_align("max")
     assert evaluate(node, inputs, 16, False)[0, 0, 0, 1] < 4 * np.mean(_ROI_YS[:2]) + np.mean(_ROI_XS[2:])
+
+
+def test_mean_variance_normalization_is_its_function_body_in_float64():
+    """Issue 41, sweep 10 C9: onnx's raised on float64 input (its body's float32 Epsilon), and the
+    output fell back to onnxruntime's own values. The body: (X - E[X]) / (sqrt(E[X²] - E[X]²) + 1e-9)."""
+    x = RNG.standard_normal((2, 3, 4, 5))
+    node = h.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2, 3])
+    mean = x.mean(axis=(0, 2, 3), keepdims=True)
+    spec = (x - mean) / (np.sqrt((x ** 2).mean(axis=(0, 2, 3), keepdims=True) - mean ** 2) + 1e-9)
+    np.testing.assert_allclose(evaluate(node, {"x": x}, 13, True), spec, rtol=1e-12)
+    constant = np.full((1, 2, 2, 2), 3.0)  # a constant channel: 0 / (0 + 1e-9) = 0
+    assert np.array_equal(evaluate(node, {"x": constant}, 13, True), np.zeros_like(constant))
+
+
+def test_onnx_mean_variance_normalization_still_fails_on_float64():
+    with pytest.raises(Exception, match="mismatch"):
+        evaluate(h.make_node("MeanVarianceNormalization", ["x"], ["y"]), {"x": RNG.standard_normal((1, 2, 2, 2))}, 13,
+                 False)

@@ -199,6 +199,21 @@ class LSTM(OnnxLSTM):
         return super()._run(X, W, R, B, sequence_lens, initial_h, initial_c, P, **attributes)
 
 
+class MeanVarianceNormalization(OpRun):
+    """onnx's runs the op's function body, whose Epsilon constant is float32: on float64 input it
+    raises ("Input type mismatch"), and the output fell back to the referee's float32 values, an
+    onnxruntime cell judged against onnxruntime (issue 41, sweep 10 C9). The body's formula:
+    (X - E[X]) / (sqrt(E[X²] - E[X]²) + 1e-9) over `axes`."""
+
+    op_domain = ""
+
+    def _run(self, x, axes=None):
+        axes = tuple(self.axes if axes is None else axes)
+        mean = np.mean(x, axis=axes, keepdims=True)
+        std = np.sqrt(np.mean(x ** 2, axis=axes, keepdims=True) - mean ** 2)
+        return ((x - mean) / (std + 1e-9)).astype(x.dtype),
+
+
 def _bilinear(image: np.ndarray, y: float, x: float) -> np.ndarray:
     """`image` ([C, H, W]) at (y, x), bilinearly interpolated as RoiAlign samples it (0 beyond a
     pixel outside, the edge row or column held)."""
@@ -249,7 +264,7 @@ class RoiAlign(OnnxRoiAlign):
 
 
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
-                Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign]
+                Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
