@@ -22,6 +22,7 @@ from pydantic import field_validator, model_validator
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
 from ..graph_walk import Upstream, node_inputs
 from ..statuses import EXPECTED_CAUSE
+from ..worker.op_kinds import VALUE_MOVING
 from .case_files import declared_cases
 from .fault_patterns import FaultPattern
 
@@ -215,13 +216,9 @@ def _fault_reach(text) -> dict[str, tuple[list[str] | None, dict[str, str]]]:
 # Cast(Cast(Cast(m)))` the Resize beside the Cast chain. A failing output that reads one may be that
 # node's fault: nothing the cell measured says the pattern's own output was wrong.
 SHAPE_ONLY = {"Shape", "Size"}
-# Ops that only move, select or retype values (onnxruntime_engine.NOT_COMPUTING without control
-# flow, whose bodies compute): after a pattern, on an engine that observes it (OBSERVED_ON), any
-# other node is arithmetic that may make a failure alone (CumSum's cancellation after an exact Neg),
-# so it counts as beside the pattern: the cell is `xfail` only where the pattern's own output is off.
-VALUE_MOVING = {"Cast", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Expand", "Tile",
-                "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Pad", "DepthToSpace",
-                "SpaceToDepth"}
+# After a pattern, on an engine that observes it (OBSERVED_ON), any node but the VALUE_MOVING ones
+# is arithmetic that may make a failure alone (CumSum's cancellation after an exact Neg), so it
+# counts as beside the pattern: the cell is `xfail` only where the pattern's own output is off.
 
 
 def _shape_only(node: onnx.NodeProto) -> bool:

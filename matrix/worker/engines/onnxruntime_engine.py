@@ -22,6 +22,7 @@ import numpy as np
 import onnxruntime as ort
 
 from ..files import PROFILE
+from ..op_kinds import VALUE_MOVING
 from . import Refused, timed_runs
 
 # (what onnxruntime says, the cause as trtmatrix names it): checked in this order.
@@ -160,9 +161,7 @@ REDUCED = {"float16", "bfloat16"}
 # Nodes that do no arithmetic: onnxruntime's Casts, ops that only move or select values (a Reshape
 # of FP16 values around float32 arithmetic computed nothing in FP16), and control flow, whose outputs
 # are FP16 while every node of its body may run in float32 (each body node has its own event).
-NOT_COMPUTING = {"Cast", "If", "Loop", "Scan", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
-                 "Expand", "Tile", "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Pad",
-                 "DepthToSpace", "SpaceToDepth", "Shape", "Size"}
+NOT_COMPUTING = VALUE_MOVING | {"Shape", "Size", "If", "Loop", "Scan"}
 
 
 def precision_ran(spec, feeds, names):
