@@ -55,12 +55,13 @@ from .store import RUNS, SEQUENCE, matrix_digest, next_sequence, remove_dead_par
 from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, speed_tests
 from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
+from .store.held_results import holding
 from .store.judgements import store_judgement, stored_judgement
 from .store.locks import LockWaitEnded, cache_in_use, cache_lock, held_for, remove_dead_notes, run_lock
 from .store.records import HOST, REPORTED, empty_record, log_tail, storable
 from .stops import STOPPING, removed_at_end
 from .worker.engines import Unsupported, check_profile
-from .worker.files import DIGESTS, LOG, OUTPUTS
+from .worker.files import DIGESTS, LOG, OUTPUTS, RESULT
 
 Events = Callable[[dict], None]
 # Threads judging cells while the environments run: enough to keep up with several GPUs. On four
@@ -156,7 +157,8 @@ class MatrixRun:
         self.run_id, self.started = new_run_id(), utc_now()
         self.config_digest = matrix_digest(plan.config_path)  # the content judged, read as the run begins
         self.records: dict[str, dict] = {}
-        self.result_dirs: dict[str, Path] = {}
+        self.result_dirs: dict[str, Path] = {}  # each cell's result folder in the cache (investigations remove trials')
+        self._held: dict[str, Path] = {}  # the run's own links to them, which it judges and stores (held_results)
         self._output_digests: dict[Path, str] = {}  # {a cell's output file: its digest, as its result names it}
         self._artifacts: dict[tuple, Path | BaseException] = {}
         self._faults: dict[tuple, str] = {}  # (model ran, optimisation, engine) → the fault patterns in it
@@ -333,10 +335,11 @@ class MatrixRun:
                 self._record(pending.cell, **outcome.fields)
             else:
                 self.result_dirs[outcome.cell_id] = outcome.result_dir
+                self._held[outcome.cell_id] = outcome.held
                 self._finish(pending.cell, outcome.fields, pending.artifacts, outcome.key, outcome.reused)
 
     def _finish(self, cell: Cell, raw: dict, artifacts: Path, key: str, reused: bool = False) -> None:
-        directory = self.result_dirs[cell.cell_id]
+        directory = self._held[cell.cell_id]
         fields = {name: raw.get(name) for name in REPORTED}
         if isinstance(raw.get(DIGESTS), dict):  # checked against its files where the result was reused
             self._output_digests.update({directory / str(name): digest for name, digest in raw[DIGESTS].items()})
@@ -370,7 +373,8 @@ class MatrixRun:
         if fields["status"] == "ok":
             try:
                 early = self._judging.pop(cell.cell_id, None)
-                verdict, judged = early.result() if early else self._judge(cell, directory, artifacts)
+                verdict, judged = early.result() if early else \
+                    self._judge(cell, directory, artifacts, self.result_dirs[cell.cell_id])
                 fields.update(judged, status=verdict)
                 if untested := not_converted(self._copy_facts(cell, artifacts), self.plan.profile(cell.profile).precision):
                     fields.update(status="skipped", error=untested)  # measured, but not in the profile's precision
@@ -410,15 +414,18 @@ class MatrixRun:
             cell = self._cells.get(event["cell_id"])
             artifacts = cell and self._artifacts.get((cell.case, cell.params))
             if isinstance(artifacts, Path) and self._judges:
-                self._judging[cell.cell_id] = self._judges.submit(self._judge, cell, Path(event["out_dir"]), artifacts)
+                directory = Path(event["out_dir"])
+                self._judging[cell.cell_id] = self._judges.submit(self._judge, cell, directory, artifacts, directory)
         self.on_event(event)
 
-    def _judge(self, cell: Cell, directory: Path, artifacts: Path) -> tuple[str, dict]:
-        """compare_files, or its stored answer for the same outputs, tolerances, rule and code."""
+    def _judge(self, cell: Cell, directory: Path, artifacts: Path, memo: Path) -> tuple[str, dict]:
+        """compare_files of the outputs in `directory`, or its answer stored in the result's folder
+        in the cache (`memo`) for the same outputs, tolerances, rule and code."""
         tol, accept = self.plan.tolerance(cell), self.plan.config.acceptance(cell.case, cell.profile)
         mask = self.plan.config.cases[cell.case].mask
-        key = hash_json([tol.atol, tol.rtol, accept.model_dump() if accept else None, mask, _compare_code()])
-        stored = stored_judgement(directory, key)
+        outputs = json.loads((directory / RESULT).read_text())[DIGESTS][OUTPUTS]
+        key = hash_json([outputs, tol.atol, tol.rtol, accept.model_dump() if accept else None, mask, _compare_code()])
+        stored = stored_judgement(memo, key)
         if stored:
             return stored
         verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
@@ -438,7 +445,7 @@ class MatrixRun:
         if verdict == "fail" and not judged.get("error") and profile.precision == "fp16" and \
                 (beyond := inputs_beyond_fp16(typed_tensors(artifacts / INPUTS))):
             judged = {**judged, "error": beyond}
-        store_judgement(directory, key, verdict, judged)
+        store_judgement(memo, key, verdict, judged)
         return verdict, judged
 
     def _copy_facts(self, cell: Cell, artifacts: Path) -> dict | None:
@@ -488,24 +495,28 @@ class MatrixRun:
         the run ends (a stop, a full disk)."""
         reports_dir = self.plan.path("reports_dir")
         lock = run_lock(reports_dir / RUNS, self.run_id)
-        with removed_at_end(Path(lock.lock_file)), lock, cache_in_use(self.cache):
+        with removed_at_end(Path(lock.lock_file)), lock, cache_in_use(self.cache), holding(self.cache, self.run_id):
             remove_dead_partials(reports_dir)
             remove_dead_artifacts(self.cache)
             remove_dead_notes(self.cache)
             remove_left_behind(list(self.plan.envs.values()))
-            judged = self.judge()
+            judged = self._judge_all()
             tag_cache(self.cache)  # laid out as trtmatrix's by now, unless it holds the user's own files
             return self._store(reports_dir, judged)
 
     def judge(self) -> pd.DataFrame:
         """Run every cell (stored results reused) and return the judged records, known issues
         applied, without writing a run folder: what investigations such as bisect need."""
+        # An investigation's trials too: no `cache --free` under them, their results held.
+        with cache_in_use(self.cache), holding(self.cache, self.run_id):
+            return self._judge_all()
+
+    def _judge_all(self) -> pd.DataFrame:
         by_env: dict[str, list[Cell]] = defaultdict(list)
         for cell in self.plan.cells:
             by_env[cell.env].append(cell)
         running = [self.plan.envs[name] for name in by_env if not env_skip_reason(self.plan.envs[name])]
-        with cache_in_use(self.cache):  # an investigation's trials too: no `cache --free` under them
-            return self._judged(by_env, running)
+        return self._judged(by_env, running)
 
     def _judged(self, by_env: dict[str, list[Cell]], running: list[EnvDef]) -> pd.DataFrame:
         with resolved_together(running, self.cache):
@@ -599,5 +610,5 @@ class MatrixRun:
                 "left_out": self.plan.left_out, "models": self._model_files(),
                 **({"shard": self.plan.shard, "empty_shards": list(self.plan.empty_shards)} if self.plan.shard else {}),
                 "trtmatrix": trtmatrix_version()}
-        return publish_staged(stage_run(reports_dir, meta, frame, self.result_dirs, self.env_logs, references, known), frame,
+        return publish_staged(stage_run(reports_dir, meta, frame, self._held, self.env_logs, references, known), frame,
                               speed_tests(self.cache))

@@ -15,7 +15,11 @@ import pandas as pd
 import pytest
 
 from conftest import PROFILES, REPO, hanging, make_tiny_model, matrix_file, tiny_case, wait_for
-from matrix.store import list_runs, read_run
+from matrix.executors.local import LocalExecutor
+from matrix.plan import build_plan
+from matrix.run import MatrixRun
+from matrix.store import cell_file, list_runs, read_run, stored_digests
+from matrix.worker.files import LOG, OUTPUTS, file_digest
 
 ENVS = ("ort-1.32", "ort-1.32-docker")
 # Each run has work to do: the hang cell times out after 1 s and a timeout is never reused.
@@ -29,17 +33,32 @@ def start(config: Path, *args) -> subprocess.Popen:
                             env={**os.environ, "COLUMNS": "250"})
 
 
-def workers_of(cache: Path) -> list[str]:
-    """Command lines of live processes that work on this cache (supervisors and cells)."""
+def workers_of(cache: Path, started_by: int | None = None) -> list[str]:
+    """Command lines of live processes that work on this cache (supervisors and cells); those
+    `started_by` that process only, where given."""
     found = []
     for proc in Path("/proc").iterdir():
         try:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            state = next(line for line in (proc / "status").read_text().splitlines() if line.startswith("State:"))
+            status = (proc / "status").read_text().splitlines()
+            state = next(line for line in status if line.startswith("State:"))
         except (OSError, StopIteration):
             continue
-        if str(cache) in cmdline and "trtmatrix_worker" in cmdline and " Z " not in state + " ":
+        if str(cache) in cmdline and "trtmatrix_worker" in cmdline and " Z " not in state + " " and \
+                (started_by is None or started_by in ancestors(int(proc.name))):
             found.append(cmdline)
+    return found
+
+
+def ancestors(pid: int) -> list[int]:
+    found = []
+    while pid > 1:
+        try:
+            pid = int(next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                           if line.startswith("PPid:")).split()[1])
+        except (OSError, StopIteration):
+            break
+        found.append(pid)
     return found
 
 
@@ -103,6 +122,7 @@ def test_signals_at_random_moments_leave_nothing_behind_and_the_run_resumes(proj
     final = list_runs(reports)[-1]
     pd.testing.assert_frame_equal(verdicts(final), reference)  # no cell lost, none twice, same verdicts
     assert not list((reports / "runs").glob("*.partial"))  # a dead run's leftovers are cleaned up
+    assert not any((cache / "held").iterdir())  # its links to results too (store/held_results.py)
     assert all(containers_of(docker_client, pid, running_only=False) == [] for pid in pids)
     for run_dir in list_runs(reports):  # every run folder that looks finished is finished
         assert (run_dir / "report.html").read_text().rstrip().endswith("</html>")
@@ -117,6 +137,52 @@ def test_two_runs_started_together_both_finish_with_the_same_verdicts(project):
     first, second = list_runs(reports)
     pd.testing.assert_frame_equal(verdicts(first), verdicts(second))
     assert "skipped" not in set(verdicts(first)["status"])
+
+
+
+class OtherRunBetween(LocalExecutor):
+    """Before this run's results come back from their environment, another run of the same cells
+    (`--no-reuse`) takes the environment's lock, empties every result folder and is stopped
+    (SIGSTOP) while it runs them again; it goes on once this run has stored its own."""
+
+    def __init__(self, config: Path, cache: Path):
+        super().__init__(1)
+        self.config, self.cache, self.other = config, cache, None
+
+    def run_all(self, units, on_event, done):
+        def then_done(unit, result):
+            self.other = start(self.config, "--no-reuse")
+            assert wait_for(lambda: workers_of(self.cache, self.other.pid), 120), self.other.communicate(timeout=60)
+            self.other.send_signal(signal.SIGSTOP)
+            done(unit, result)
+
+        super().run_all(units, on_event, then_done)
+
+
+def test_a_run_stores_its_own_results_while_another_run_empties_their_folders(tmp_path):
+    """Issue 41: of two runs started together, one ended in `cell.log: No such file or directory`
+    (the other had started the timed-out cell again); with --no-reuse it could store the other's files."""
+    model, inputs = make_tiny_model(tmp_path)
+    cache = tmp_path / "cache"
+    config = matrix_file(tmp_path, cache, BODY + tiny_case(model, inputs, PROFILE_NAMES), environments=("ort-1.32",),
+                         timeout_s=1)
+    executor = OtherRunBetween(config, cache)
+    try:
+        run_dir = MatrixRun(build_plan(config), executor=executor).execute()
+    finally:
+        if executor.other:
+            executor.other.send_signal(signal.SIGCONT)
+    assert executor.other.wait(timeout=300) == 0, executor.other.communicate()
+    cells = read_run(run_dir)
+    assert set(cells["status"]) == {"pass", "fail", "crash", "timeout"}
+    for cell in cells.itertuples():
+        kept = {name: cell_file(run_dir, cell.content_key, name).is_file() for name in (OUTPUTS, LOG)}
+        assert kept == {OUTPUTS: cell.status in ("pass", "fail"), LOG: True}, cell.cell_id
+    assert stored_digests(run_dir) and all(file_digest(run_dir / name) == digest
+                                            for name, digest in stored_digests(run_dir).items())
+    assert not any((cache / "held").iterdir())  # the links are gone with the run that made them
+    other = list_runs(tmp_path / "reports")[-1]
+    pd.testing.assert_frame_equal(verdicts(other), verdicts(run_dir))
 
 
 @contextmanager

@@ -26,6 +26,7 @@ from ..environments.gpus import host_gpus
 from ..plan import Cell
 from ..prepare import INPUTS, MODEL, artifact_digests, input_types_file, model_for_profile, node_types_file
 from ..store.cache import engine_caches, env_log, result_dir, result_key, shared_engines, stored_result
+from ..store.held_results import held_folder, hold
 from ..store.locks import LockWaitEnded, cache_lock, held_for
 from ..store.records import HOST
 from .trt_named_dims import explained
@@ -69,6 +70,7 @@ class CellOutcome:
     key: str | None = None  # result key; None: nothing to compare (skipped or error before running)
     result_dir: Path | None = None
     reused: bool = False
+    held: Path | None = None  # the run's own links to result_dir's files (store/held_results.py)
 
 
 @dataclass
@@ -116,6 +118,7 @@ def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], 
                       command=unit.command):
             try:
                 result = _set_up_and_run(unit, lease, on_event, node, spare)
+                _hold(result.outcomes, held_folder(unit.cache_dir, unit.run_id))
             finally:  # engines shared by the rows of a case live as long as the run's cells
                 shutil.rmtree(shared_engines(unit.cache_dir, unit.envdef.name, unit.run_id), ignore_errors=True)
     except LockWaitEnded as exc:  # nothing was measured: skipped, never a regression (a --strict run goes red)
@@ -124,6 +127,17 @@ def run_unit(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], 
                                             f"{exc.waited_s:.0f} s for it", node)
     result.seconds = round(time.perf_counter() - started, 2)
     return result
+
+
+def _hold(outcomes: list[CellOutcome], folder: Path) -> None:
+    """Each result folder linked into the run's own, while the environment's lock is still held:
+    the next run of these cells (from any folder) empties the cache's."""
+    held = {}
+    for outcome in outcomes:
+        if outcome.result_dir is not None:
+            if outcome.result_dir not in held:
+                held[outcome.result_dir] = hold(outcome.result_dir, folder)
+            outcome.held = held[outcome.result_dir]
 
 
 def _set_up_and_run(unit: EnvironmentUnit, lease: GpuLease, on_event: Callable[[dict], None], node: str,

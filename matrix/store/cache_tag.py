@@ -21,7 +21,7 @@ TAG_TEXT = (f"{SIGNATURE}\n# This file is a cache directory tag created by trtma
             "# whose parts `trtmatrix cache --free` removes. See https://bford.info/cachedir/\n")
 # Every entry trtmatrix makes at a cache's top: store/cache.py and locks.py, the environments'
 # venvs/, worker/, interpreters/ and pycache/, the investigations', the suites'.
-OWN_ENTRIES = {TAG, "artifacts", "case-index", "digests", "faults", "interpreters", "investigations", "jobs", "locks",
+OWN_ENTRIES = {TAG, "artifacts", "case-index", "digests", "faults", "held", "interpreters", "investigations", "jobs", "locks",
                "pycache", "resolutions", "results", "speed-tests", "suites", "timing", "venvs", "worker"}
 
 

@@ -1,7 +1,8 @@
 """A stored result's verdict under given tolerances, rules and comparison code, kept beside it:
 an unchanged re-run of thousands of cells reads one small file per cell instead of loading and
-comparing every output again. It lives in the result's own folder, which a re-run of the cell
-replaces whole, so a judgement never outlives the outputs it judged."""
+comparing every output again. It lives in the result's own folder, and its key names the outputs'
+digest: a judgement never stands for other outputs, even where another run ran the cell again
+meanwhile (store/held_results.py)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,11 @@ def stored_judgement(directory: Path, key: str) -> tuple[str, dict] | None:
 
 
 def store_judgement(directory: Path, key: str, verdict: str, fields: dict) -> None:
-    """JSON keeps NaN and ±Infinity (Python's json writes and reads them); numpy scalars become numbers."""
+    """JSON keeps NaN and ±Infinity (Python's json writes and reads them); numpy scalars become numbers.
+    None kept where another run has emptied the folder to run the cell again."""
     fields = json.loads(json.dumps(fields, default=lambda value: value.item()))  # as it will be read back
     text = json.dumps({"verdict": verdict, "fields": fields, "seal": _seal(key, verdict, fields)})
-    write_text_atomically(_file(directory, key), text)
+    try:
+        write_text_atomically(_file(directory, key), text)
+    except FileNotFoundError:
+        pass
