@@ -40,6 +40,7 @@ from .prepare import (DECIDES, INPUTS, MODEL, REFERENCE, SECOND, artifact_dir, c
                       file_digests, mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
+from .reference.referee import judged_against_itself
 from .prepare.fp16_forecast import inputs_beyond_fp16
 from .prepare.graph_checks import applies
 from .prepare.pattern_copy import observation, pattern_tensors, write_observed_copy
@@ -378,6 +379,9 @@ class MatrixRun:
                 fields.update(judged, status=verdict)
                 if untested := not_converted(self._copy_facts(cell, artifacts), self.plan.profile(cell.profile).precision):
                     fields.update(status="skipped", error=untested)  # measured, but not in the profile's precision
+                elif verdict == "pass" and (itself := judged_against_itself(meta.get("reference_check"), envdef.engine,
+                                                                          raw.get("engine_version"))):
+                    fields.update(status="no_reference", error=itself)
             except Exception as exc:
                 fields.update(status="error", error=judging_error(exc, fields.get("reference")))
         self._record(cell, **fields)

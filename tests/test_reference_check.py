@@ -557,3 +557,22 @@ def test_constants_given_as_value_floats_have_a_float64_reference_and_an_fp16_co
     rows = read_run(list_runs(tmp_path / "reports")[-1]).set_index("profile")
     assert list(rows["status"]) == ["pass", "pass"], rows["error"].tolist()
     assert rows.loc["fp32", "reference"] == "onnx.reference, every floating type made float64"
+
+
+def test_the_referees_own_release_is_not_judged_against_itself(tmp_path, write_matrix):
+    """Issue 41, sweep 10 C9's class: an output with no float64 evaluation takes onnxruntime 1.32's
+    own output as its reference, so an ort-1.32 cell could only pass (MeanVarianceNormalization's NaN
+    did). That cell has no reference, and says why; ort-1.20's is judged against 1.32's output."""
+    _gelu(tmp_path / "gelu.onnx")
+    body = case(tmp_path, "gelu", None, {"x": np.random.default_rng(1).standard_normal((2, 8)).astype(np.float32)})
+    config = write_matrix(PROFILES + body, environments=(ENV, "ort-1.32"))
+    done = subprocess.run([TRTMATRIX, "run", "-c", str(config)], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "250"})
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("env")
+    assert cells.loc[ENV, "status"] == "pass", cells.loc[ENV, "error"]
+    assert cells.loc["ort-1.32", "status"] == "no_reference"
+    assert cells.loc["ort-1.32", "error"] == (
+        "the reference for 'y' is this very release's output (onnxruntime 1.32.0 CPU, float32, optimisations off "
+        "for y: no float64 evaluation for com.microsoft Gelu (node gelu)): the cell would be judged against itself; "
+        "give the case `expected` outputs")
+    assert done.returncode == 1 and "judged against itself" in done.stderr, done.stderr  # one line says why

@@ -27,7 +27,7 @@ from ..acceptance import exact_kind, judged_positions
 from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .loop_steps import step_in_loop
-from .referee import referee_label, referee_values
+from .referee import referee_label, referee_values, referee_version
 from .overflow import crossed_an_edge, on_an_edge, overflowed
 from .rounding import decided_by_rounding
 from .steps import parted, parted_at
@@ -258,7 +258,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
                f"{_first_missing(float64.missing, model)}")
-        return Reference(arrays, reference_text(how, arrays), _check(REFEREE, how, None, checked))
+        return Reference(arrays, reference_text(how, arrays), {**_check(REFEREE, how, None, checked),
+                                                               "referee_outputs": lacking, "referee_version": referee_version()})
     said = f"at every node ({checked} held against each other)" if checked else \
         "at its outputs (no node between could be held against each other: values of types numpy lacks)"
     return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),
