@@ -659,6 +659,12 @@ def test_explain_after_report_tolerances_judges_with_the_tolerances_the_run_was_
     assert json.loads(done.stdout.splitlines()[-1])["verdict"] == "pass"
     assert (f"tolerances: {config}'s, with {loose}'s entries in their place, as run {run_dir.name} was last judged "
             "(report --tolerances)") in done.stderr
+    # Sweep 10 C11: the what-if of a run of another matrix file is not this file's (bisect refused over it).
+    other = tmp_path / "other.toml"
+    other.write_text(config.read_text())
+    done = trtmatrix("explain", "tiny/fp32/ort-1.32", "-c", str(other), "--json")
+    assert done.returncode == 0 and "was last judged" not in done.stderr, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1])["verdict"] == "fail"
     loose.unlink()
     assert refused("explain", "tiny/fp32/ort-1.32", "-c", str(config)) == (
         f"error: {loose}: run {run_dir.name} was last judged with this tolerance file (report --tolerances), and it "

@@ -83,9 +83,10 @@ def _investigated(config: Path, run_ref: str | None, item: str, refusal: type[Ex
 
 
 def _judged_as(the_plan, run_dir: Path | None):
-    """The plan with the tolerances the run's verdicts were last judged with: a run re-judged with
-    `report --tolerances FILE` is investigated against FILE's entries (said on stderr), not against
-    the matrix file's, which would explain a verdict the run does not show."""
+    """The plan with the tolerances the run's verdicts were last judged with: a run of this matrix
+    file re-judged with `report --tolerances FILE` is investigated against FILE's entries (said on
+    stderr), not against the matrix file's, which would explain a verdict the run does not show. A
+    run of another matrix file: its what-if is that file's, not this one's (sweep 10 C11)."""
     from dataclasses import replace
 
     from ..config import with_tolerances
@@ -94,8 +95,9 @@ def _judged_as(the_plan, run_dir: Path | None):
 
     if run_dir is None:
         return the_plan
-    last = (read_run_meta(run_dir).get("rejudged") or [{}])[-1]
-    if not last.get("tolerances"):
+    meta = read_run_meta(run_dir)
+    last = (meta.get("rejudged") or [{}])[-1]
+    if not last.get("tolerances") or Path(meta.get("config", "")).resolve() != the_plan.config_path.resolve():
         return the_plan
     given = Path(last["tolerances"])
     if not given.is_file():
