@@ -397,20 +397,29 @@ def _not_a_matrix_file(raw: dict, path: Path) -> None:
                                     "as `trtmatrix tolerances suggest` writes them")
 
 
+def _entries_known(raw: dict, config: MatrixConfig, path: Path) -> None:
+    """A tolerance file's entries name cases and profiles the matrix has (sweep 9 B6: an unknown
+    profile was said as "….fp99.rtol: Field required")."""
+    cases = raw.get("cases")
+    for name, entry in cases.items() if isinstance(cases, dict) else ():
+        if name not in config.cases:
+            raise ConfigError(path, f"cases.{name}", f"{name!r} is not a case of the matrix")
+        for table in ("tolerances", "accept"):
+            profiles = entry.get(table) if isinstance(entry, dict) else None
+            for profile in profiles if isinstance(profiles, dict) else ():
+                if profile not in config.cases[name].profiles:
+                    raise ConfigError(path, f"cases.{name}.{table}.{profile}", f"{name} does not run profile {profile!r}")
+
+
 def with_tolerances(config: MatrixConfig, path: Path) -> MatrixConfig:
     """The matrix with a tolerance file's entries in place of its own; an entry for a case or
     profile the matrix does not have is an error, not silently ignored."""
     raw = read_toml(path)
     _not_a_matrix_file(raw, path)
+    _entries_known(raw, config, path)  # first: a profile it lacks is that, not the entry's missing rtol
     given = validate(ToleranceFile, raw, path)
     cases = dict(config.cases)
     for name, entry in given.cases.items():
-        if name not in cases:
-            raise ConfigError(path, f"cases.{name}", f"{name!r} is not a case of the matrix")
-        for table in ("tolerances", "accept"):
-            for profile in getattr(entry, table):
-                if profile not in cases[name].profiles:
-                    raise ConfigError(path, f"cases.{name}.{table}.{profile}", f"{name} does not run profile {profile!r}")
         cases[name] = cases[name].model_copy(update={"tolerances": {**cases[name].tolerances, **entry.tolerances},
                                                      "accept": {**cases[name].accept, **entry.accept}})
     return config.model_copy(update={"cases": cases})

@@ -303,6 +303,10 @@ def _a_file_or_cell_outside_what_was_chosen_is_said_so(config, run_dir, tmp_path
         "(--case, --env)" in outside.stderr, outside.stderr
     unknown = cli("run", "-c", str(config), "--case", "tiny", "--cell", "nothing/fp32/ort-1.32")
     assert unknown.returncode == 2 and "is not a cell of the matrix" in unknown.stderr, unknown.stderr
+    other.write_text("[cases.other.tolerances.fp99]\natol = 1\n")  # sweep 9 B6: said as "….fp99.rtol: Field required"
+    judged = cli("report", run_dir.name, "-c", str(config), "--tolerances", str(other))
+    assert judged.returncode == 2 and judged.stderr.strip().splitlines()[-1] == \
+        f"error: {other}: cases.other.tolerances.fp99: other does not run profile 'fp99'", judged.stderr
 
 
 def test_a_drifting_cell_s_floor_is_its_drift_at_the_configured_rtol(tmp_path, cache_dir, tiny_model):
