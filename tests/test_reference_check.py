@@ -576,3 +576,22 @@ def test_the_referees_own_release_is_not_judged_against_itself(tmp_path, write_m
         "for y: no float64 evaluation for com.microsoft Gelu (node gelu)): the cell would be judged against itself; "
         "give the case `expected` outputs")
     assert done.returncode == 1 and "judged against itself" in done.stderr, done.stderr  # one line says why
+
+
+def test_ops_onnx_reference_misreads_are_judged_not_disputed(tmp_path, write_matrix):
+    """Issue 41, sweep 10 C4: LpNormalization with p=1 (onnx's divides by the plain sum) and LRN (off
+    by orders of magnitude in onnx's) were `disputed` "give the case `expected` outputs" for a right
+    onnxruntime; their float64 evaluation is the spec's, and onnxruntime agrees with it at every node."""
+    rng = np.random.default_rng(2)
+    model(tmp_path / "lp1.onnx", [h.make_node("LpNormalization", ["x"], ["y"], axis=1, p=1)],
+          [("x", T.FLOAT, [2, 5])], [("y", T.FLOAT, [2, 5])])
+    model(tmp_path / "lrn.onnx", [h.make_node("LRN", ["x"], ["y"], size=3, alpha=0.5, beta=0.75, bias=1.0)],
+          [("x", T.FLOAT, [1, 5, 2, 2])], [("y", T.FLOAT, [1, 5, 2, 2])])
+    body = case(tmp_path, "lp1", None, {"x": rng.standard_normal((2, 5)).astype(np.float32)}) + \
+        case(tmp_path, "lrn", None, {"x": 10 * rng.standard_normal((1, 5, 2, 2)).astype(np.float32)})
+    done, cells = run(write_matrix, body)
+    for name in ("lp1", "lrn"):
+        assert cells[name]["status"] == "pass", (name, cells[name]["error"])
+        assert cells[name]["reference"] == "onnx.reference, every floating type made float64"
+        assert cells[name]["reference_check"].startswith("agrees with onnxruntime 1.32.0"), cells[name]["reference_check"]
+    assert done.returncode == 0, done.stderr

@@ -344,3 +344,44 @@ def test_onnx_mean_variance_normalization_still_fails_on_float64():
     with pytest.raises(Exception, match="mismatch"):
         evaluate(h.make_node("MeanVarianceNormalization", ["x"], ["y"]), {"x": RNG.standard_normal((1, 2, 2, 2))}, 13,
                  False)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_divides_by_the_lp_norm(p):
+    """Issue 41, sweep 10 C4: PyTorch's normalize in float64 as the spec's formula, along each axis."""
+    x = RNG.standard_normal((2, 3, 4))
+    for axis in (0, 1, -1):
+        node = h.make_node("LpNormalization", ["x"], ["y"], axis=axis, p=p)
+        np.testing.assert_allclose(evaluate(node, {"x": x}, 13, True),
+                                   torch.nn.functional.normalize(torch.from_numpy(x), p=p, dim=axis).numpy(), rtol=1e-12)
+
+
+def test_onnx_lp_normalization_still_divides_p1_by_the_plain_sum():
+    x = np.array([[3.0, -4.0, 0.0]])
+    assert evaluate(h.make_node("LpNormalization", ["x"], ["y"], axis=1, p=1), {"x": x}, 13, False)[0, 0] == -3.0
+
+
+def _lrn(size: int):
+    return h.make_node("LRN", ["x"], ["y"], size=size, alpha=0.5, beta=0.75, bias=1.5)
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])
+def test_lrn_is_pytorchs_local_response_norm_for_odd_sizes(size):
+    """Issue 41, sweep 10 C4: for odd sizes the spec's window is PyTorch's (same padding both sides).
+    PyTorch averages the squares with a pooling op whose float64 sum differs at 1e-9 relative."""
+    x = 10 * RNG.standard_normal((2, 6, 3, 3))
+    torch_lrn = torch.nn.functional.local_response_norm(torch.from_numpy(x), size, alpha=0.5, beta=0.75, k=1.5).numpy()
+    np.testing.assert_allclose(evaluate(_lrn(size), {"x": x}, 13, True), torch_lrn, rtol=1e-7)
+
+
+def test_lrn_of_an_even_size_reaches_one_channel_further_up():
+    """The spec: from c − ⌊(size−1)/2⌋ to c + ⌈(size−1)/2⌉; size 2 sums channels c and c + 1."""
+    x = np.array([1.0, 2.0, 3.0]).reshape(1, 3, 1, 1)
+    sums = np.array([1 + 4, 4 + 9, 9]).reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(evaluate(_lrn(2), {"x": x}, 13, True), x / (1.5 + 0.5 / 2 * sums) ** 0.75, rtol=1e-12)
+
+
+def test_onnx_lrn_is_still_off():
+    x = 10 * RNG.standard_normal((1, 5, 2, 2))
+    spec = evaluate(_lrn(3), {"x": x}, 13, True)
+    assert np.abs(evaluate(_lrn(3), {"x": x}, 13, False) - spec).max() > 1

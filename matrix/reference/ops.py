@@ -214,6 +214,34 @@ class MeanVarianceNormalization(OpRun):
         return ((x - mean) / (std + 1e-9)).astype(x.dtype),
 
 
+class LpNormalization(OpRun):
+    """onnx's p=1 divides by the plain sum, not the sum of magnitudes ([3, -4, 0] → [-3, 4, -0]),
+    so an engine right about it was `disputed` (issue 41, sweep 10 C4). The spec: x / ‖x‖_p along `axis`."""
+
+    op_domain = ""
+
+    def _run(self, x, axis=None, p=None):
+        axis, p = self.axis if axis is None else axis, self.p if p is None else p
+        norm = np.sum(np.abs(x), axis=axis, keepdims=True) if p == 1 else np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
+        return (x / norm).astype(x.dtype),
+
+
+class LRN(OpRun):
+    """onnx's is off by orders of magnitude (−2000 where the formula gives −19.9; issue 41, sweep 10
+    C4). The spec: X / (bias + alpha / size · Σ X²)^beta, the sum over channels from
+    c − ⌊(size−1)/2⌋ to c + ⌈(size−1)/2⌉ that exist."""
+
+    op_domain = ""
+
+    def _run(self, x, alpha=None, beta=None, bias=None, size=None):
+        alpha, beta = self.alpha if alpha is None else alpha, self.beta if beta is None else beta
+        bias, size = self.bias if bias is None else bias, self.size if size is None else size
+        square, channels = x * x, x.shape[1]
+        total = np.stack([square[:, max(0, c - (size - 1) // 2):min(channels, c + size // 2 + 1)].sum(axis=1)
+                          for c in range(channels)], axis=1)
+        return (x / (bias + alpha / size * total) ** beta).astype(x.dtype),
+
+
 def _bilinear(image: np.ndarray, y: float, x: float) -> np.ndarray:
     """`image` ([C, H, W]) at (y, x), bilinearly interpolated as RoiAlign samples it (0 beyond a
     pixel outside, the edge row or column held)."""
@@ -264,7 +292,7 @@ class RoiAlign(OnnxRoiAlign):
 
 
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
-                Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization]
+                Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization, LpNormalization, LRN]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
