@@ -579,18 +579,23 @@ def test_the_referees_own_release_is_not_judged_against_itself(tmp_path, write_m
 
 
 def test_ops_onnx_reference_misreads_are_judged_not_disputed(tmp_path, write_matrix):
-    """Issue 41, sweep 10 C4: LpNormalization with p=1 (onnx's divides by the plain sum) and LRN (off
-    by orders of magnitude in onnx's) were `disputed` "give the case `expected` outputs" for a right
-    onnxruntime; their float64 evaluation is the spec's, and onnxruntime agrees with it at every node."""
+    """Issue 41, sweep 10 C4: LpNormalization with p=1 (onnx's divides by the plain sum), LRN (off by
+    orders of magnitude in onnx's) and GridSample cubic with border padding at points outside the image
+    (onnx's reads the spec otherwise than PyTorch and onnxruntime) were `disputed` "give the case
+    `expected` outputs"; onnxruntime agrees with their float64 evaluation at every node."""
     rng = np.random.default_rng(2)
     model(tmp_path / "lp1.onnx", [h.make_node("LpNormalization", ["x"], ["y"], axis=1, p=1)],
           [("x", T.FLOAT, [2, 5])], [("y", T.FLOAT, [2, 5])])
     model(tmp_path / "lrn.onnx", [h.make_node("LRN", ["x"], ["y"], size=3, alpha=0.5, beta=0.75, bias=1.0)],
           [("x", T.FLOAT, [1, 5, 2, 2])], [("y", T.FLOAT, [1, 5, 2, 2])])
+    model(tmp_path / "grid.onnx", [h.make_node("GridSample", ["x", "g"], ["y"], mode="cubic", padding_mode="border")],
+          [("x", T.FLOAT, [1, 2, 5, 6]), ("g", T.FLOAT, [1, 4, 3, 2])], [("y", T.FLOAT, [1, 2, 4, 3])], opset=20)
     body = case(tmp_path, "lp1", None, {"x": rng.standard_normal((2, 5)).astype(np.float32)}) + \
-        case(tmp_path, "lrn", None, {"x": 10 * rng.standard_normal((1, 5, 2, 2)).astype(np.float32)})
+        case(tmp_path, "lrn", None, {"x": 10 * rng.standard_normal((1, 5, 2, 2)).astype(np.float32)}) + \
+        case(tmp_path, "grid", None, {"x": rng.standard_normal((1, 2, 5, 6)).astype(np.float32),
+                                      "g": rng.uniform(-1.4, 1.4, (1, 4, 3, 2)).astype(np.float32)})
     done, cells = run(write_matrix, body)
-    for name in ("lp1", "lrn"):
+    for name in ("lp1", "lrn", "grid"):
         assert cells[name]["status"] == "pass", (name, cells[name]["error"])
         assert cells[name]["reference"] == "onnx.reference, every floating type made float64"
         assert cells[name]["reference_check"].startswith("agrees with onnxruntime 1.32.0"), cells[name]["reference_check"]

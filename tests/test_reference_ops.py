@@ -385,3 +385,43 @@ def test_onnx_lrn_is_still_off():
     x = 10 * RNG.standard_normal((1, 5, 2, 2))
     spec = evaluate(_lrn(3), {"x": x}, 13, True)
     assert np.abs(evaluate(_lrn(3), {"x": x}, 13, False) - spec).max() > 1
+
+
+def _grid_sample(mode: str, padding: str, align: int):
+    x, grid = RNG.standard_normal((1, 2, 5, 6)), RNG.uniform(-1.4, 1.4, (1, 4, 3, 2))  # some points outside
+    return h.make_node("GridSample", ["x", "g"], ["y"], mode=mode, padding_mode=padding, align_corners=align), \
+        {"x": x, "g": grid}
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_grid_sample_cubic_border_takes_each_neighbour_outside_as_the_border(align):
+    """Issue 41, sweep 10 C4: PyTorch's reading, which onnxruntime shares: the point stays where it is,
+    and each tap of its 4x4 neighbourhood outside the image is the border's value — a hand-written
+    bicubic (a = -0.75) on the image padded by repeating its edge."""
+    node, inputs = _grid_sample("cubic", "border", align)
+    x, grid = inputs["x"], inputs["g"]
+    height, width = x.shape[2:]
+    padded = np.pad(x, ((0, 0), (0, 0), (4, 4), (4, 4)), mode="edge")  # every tap of these points falls inside it
+
+    def weights(t):  # the cubic convolution kernel's four weights at offset t in [0, 1)
+        a = -0.75
+        return [((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a, ((a + 2) * t - (a + 3)) * t * t + 1,
+                ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+                ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
+
+    def unnormalize(coordinate, size):  # the point itself stays outside: only its taps are bounded
+        return (coordinate + 1) / 2 * (size - 1) if align else ((coordinate + 1) * size - 1) / 2
+
+    spec = np.empty((1, 2) + grid.shape[1:3])
+    for i, j in np.ndindex(grid.shape[1:3]):
+        px, py = unnormalize(grid[0, i, j, 0], width), unnormalize(grid[0, i, j, 1], height)
+        x0, y0 = int(np.floor(px)), int(np.floor(py))
+        wx, wy = weights(px - x0), weights(py - y0)
+        patch = padded[0, :, y0 - 1 + 4:y0 + 3 + 4, x0 - 1 + 4:x0 + 3 + 4]
+        spec[0, :, i, j] = np.einsum("cyx,y,x->c", patch, wy, wx)
+    np.testing.assert_allclose(evaluate(node, inputs, 20, True), spec, rtol=1e-9, atol=1e-12)
+
+
+def test_onnx_grid_sample_cubic_border_is_still_off():
+    node, inputs = _grid_sample("cubic", "border", 1)
+    assert np.abs(evaluate(node, inputs, 20, False) - evaluate(node, inputs, 20, True)).max() > 1e-3

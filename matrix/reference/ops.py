@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTranspose
+from onnx.reference.ops.op_grid_sample import GridSample as OnnxGridSample
 from onnx.reference.ops.op_gru import GRU as OnnxGRU
 from onnx.reference.ops.op_lstm import LSTM as OnnxLSTM
 from onnx.reference.ops.op_quantize_linear import QuantizeLinear_25 as OnnxQuantizeLinear
@@ -242,6 +243,29 @@ class LRN(OpRun):
         return (x / (bias + alpha / size * total) ** beta).astype(x.dtype),
 
 
+class GridSample(OnnxGridSample):
+    """Cubic mode with border padding, at a point outside the image: onnx's moves the point to the
+    border and reads its 4×4 neighbourhood there; PyTorch's grid_sample, which the op was added to carry
+    (torch.onnx maps it one to one), and onnxruntime keep the point and take each neighbour outside as
+    the border's value. The spec's words ("border values for out-of-bound grid locations") fit both;
+    the two differ by up to 0.23, and onnxruntime was `disputed` (issue 41, sweep 10 C4). That mode on
+    4-D input is PyTorch's in float64; every other stays onnx's (they agree to 1e-6)."""
+
+    op_domain = ""
+
+    def _run(self, X, grid, mode=None, padding_mode=None, align_corners=None):
+        mode, padding_mode = self.mode if mode is None else mode, self.padding_mode if padding_mode is None else padding_mode
+        align_corners = self.align_corners if align_corners is None else align_corners
+        if mode not in ("cubic", "bicubic") or padding_mode != "border" or X.ndim != 4:
+            return super()._run(X, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+        import torch
+
+        y = torch.nn.functional.grid_sample(torch.from_numpy(np.asarray(X, np.float64)),
+                                            torch.from_numpy(np.asarray(grid, np.float64)), mode="bicubic",
+                                            padding_mode="border", align_corners=bool(align_corners))
+        return (y.numpy().astype(X.dtype),)
+
+
 def _bilinear(image: np.ndarray, y: float, x: float) -> np.ndarray:
     """`image` ([C, H, W]) at (y, x), bilinearly interpolated as RoiAlign samples it (0 beyond a
     pixel outside, the edge row or column held)."""
@@ -292,7 +316,8 @@ class RoiAlign(OnnxRoiAlign):
 
 
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
-                Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization, LpNormalization, LRN]
+                Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization, LpNormalization, LRN,
+                GridSample]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
