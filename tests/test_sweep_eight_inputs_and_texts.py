@@ -101,3 +101,12 @@ def test_inputs_as_returned_suggestions_fp16_can_pass_and_texts_that_say_what_ha
     assert explained.returncode == 0, explained.stderr
     said = explained.stdout + explained.stderr
     assert "1 node)" in said and "FP16 risk" not in said and "65504" not in said, said
+
+
+def test_multihead_attention_with_a_padding_mask_is_exported_and_judged(sweep_run_132):
+    """Issue 41, sweep 10 C2: nn.MultiheadAttention with a key_padding_mask was `ERR prepare failed:
+    … 'aten::_native_multi_head_attention' … not supported`: the export ran under no_grad, where the
+    module takes its fused fast path; a plain torch.onnx.export of it works."""
+    cell = sweep_run_132.cells()["padded_attention"]
+    assert cell["status"] == "pass", cell["error"]
+    assert cell["reference"].startswith("PyTorch, the case's module in float64"), cell["reference"]

@@ -178,8 +178,10 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     made_float32 = {f"input {name} is {str(a.dtype).removeprefix('torch.')}: the case's ONNX model takes it as float32"
                     for name, a in inputs.items() if a.is_floating_point() and a.dtype != torch.float32}  # sweep 9 B7
     save_arrays(out / INPUTS, {n: a.numpy() for n, a in zip(names, args)})
-    with torch.no_grad(), kept_warnings() as said:
+    with kept_warnings() as said:
         phase("its ONNX export")
+        # As a plain torch.onnx.export, autograd on: under no_grad, MultiheadAttention takes its fused
+        # fast path, which no exporter knows (issue 41, sweep 10 C2)
         torch.onnx.export(
             module, _fresh(args), str(out / MODEL),
             input_names=names,
@@ -192,7 +194,8 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         phase("its PyTorch reference (the module in float64)")
         reference = copy.deepcopy(module).double()
         ref_args = tuple(a.double() if a.is_floating_point() else a for a in _fresh(args))
-        ref_outputs = flat_outputs(reference(*ref_args))
+        with torch.no_grad():
+            ref_outputs = flat_outputs(reference(*ref_args))
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
