@@ -232,6 +232,19 @@ class Attention(torch.nn.Module):
         return self.attention(x, x, x, key_padding_mask=mask, need_weights=False)[0]
 
 
+class Scattered(torch.nn.Module):
+    def forward(self, x):
+        out = torch.zeros(4)  # the default dtype: float32 in the export, float64 in the reference
+        out[torch.tensor([0, 2])] = x
+        return out
+
+
+@case()
+def made_tensor():
+    """Sweep 10 C5: a tensor the module makes, float32 in the float64 reference, failed its index_put."""
+    return Scattered(), {"x": torch.tensor([0.1, 0.7])}
+
+
 @case()
 def padded_attention():
     """Sweep 10 C2: exported under no_grad, MultiheadAttention's fused fast path failed the export."""
@@ -353,7 +366,7 @@ def run_132(folder: Path, cache_dir: Path) -> SharedRun:
           [nh.from_array(np.int64([3, 1]), "col"), nh.from_array(np.int64([3]), "row"),
            nh.from_array(np.float32(1000), "k1"), nh.from_array(np.float32(0.001), "k2")], opset=18)
     x8 = np.float32([0.3, 500, 1000, 1.1, -2.7])
-    texts = ('[cases.odd_module]\nprofiles = ["fp32"]\n[cases.padded_attention]\nprofiles = ["fp32"]\n'
+    texts = ('[cases.odd_module]\nprofiles = ["fp32"]\n[cases.padded_attention]\nprofiles = ["fp32"]\n[cases.made_tensor]\nprofiles = ["fp32"]\n'
              + case(folder, "big_in", None, {"x": np.float32([70000, 1, -5, 65519])}, ("fp32", "fp16"))
              + case(folder, "tiny_scale", None, {"x": np.float32([1, 2, 3, 4])}, ("fp16",))
              + case(folder, "sm", None, {"x": np.float32([[0, -14, -16, 2]])}, ("fp32", "fp16"))

@@ -110,3 +110,12 @@ def test_multihead_attention_with_a_padding_mask_is_exported_and_judged(sweep_ru
     cell = sweep_run_132.cells()["padded_attention"]
     assert cell["status"] == "pass", cell["error"]
     assert cell["reference"].startswith("PyTorch, the case's module in float64"), cell["reference"]
+
+
+def test_a_tensor_the_module_makes_is_float64_in_the_reference(sweep_run_132):
+    """Issue 41, sweep 10 C5: `torch.zeros(4)` made in forward stayed float32 in the float64 re-run,
+    and writing the float64 input into it failed the preparation ("Index put requires the source and
+    destination dtypes match")."""
+    cell = sweep_run_132.cells()["made_tensor"]
+    assert cell["status"] == "pass", cell["error"]
+    assert cell["reference"].startswith("PyTorch, the case's module in float64"), cell["reference"]

@@ -194,8 +194,14 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
         phase("its PyTorch reference (the module in float64)")
         reference = copy.deepcopy(module).double()
         ref_args = tuple(a.double() if a.is_floating_point() else a for a in _fresh(args))
-        with torch.no_grad():
-            ref_outputs = flat_outputs(reference(*ref_args))
+        # tensors the module makes itself (`torch.zeros(4)`) are float64 too, not float32 beside float64
+        # inputs (issue 41, sweep 10 C5: "Index put requires the source and destination dtypes match")
+        torch.set_default_dtype(torch.float64)
+        try:
+            with torch.no_grad():
+                ref_outputs = flat_outputs(reference(*ref_args))
+        finally:
+            torch.set_default_dtype(default)
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
