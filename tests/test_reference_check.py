@@ -600,3 +600,16 @@ def test_ops_onnx_reference_misreads_are_judged_not_disputed(tmp_path, write_mat
         assert cells[name]["reference"] == "onnx.reference, every floating type made float64"
         assert cells[name]["reference_check"].startswith("agrees with onnxruntime 1.32.0"), cells[name]["reference_check"]
     assert done.returncode == 0, done.stderr
+
+
+def test_only_a_constant_fp16_would_round_to_inf_is_said_clamped(tmp_path):
+    """Issue 41, sweep 10 C8: c = [65520, 65519, 70000] was "clamps constant 'c' (… and 2 more values)":
+    65519 → 65504 is FP16's plain rounding; 65520 and 70000 round to inf, and only the clamp keeps them."""
+    from matrix.prepare.fp16_variant import write_fp16_variant
+    from matrix.reference.conversion import changed_constants
+
+    original = model(tmp_path / "c.onnx", [h.make_node("Add", ["x", "c"], ["y"])], [("x", T.FLOAT, [3])],
+                     [("y", T.FLOAT, [3])], [nh.from_array(np.float32([65520, 65519, 70000]), "c")])
+    write_fp16_variant(original, [], tmp_path / "c16.onnx", tmp_path / "c.onnx")
+    [change] = changed_constants(original, onnx.load(tmp_path / "c16.onnx"))
+    assert (change["what"], change["count"], change["before"], change["after"]) == ("clamps", 2, 70000.0, 65504.0)

@@ -14,7 +14,9 @@ from onnx import numpy_helper
 
 from .float64_graph import float64_values
 
-FP16_MAX = 65504.0
+# From here FP16's rounding gives inf: the converter's clamp to 65504 is what keeps the value finite
+# (below it, as 65519 → 65504, it is plain rounding; issue 41, sweep 10 C8).
+FP16_OVERFLOW = 65520.0
 # FP16's smallest subnormal: the converter raises a smaller non-zero constant to it (1e-8 → 5.96e-8).
 FP16_TINY = 2.0 ** -24
 
@@ -51,7 +53,7 @@ def changed_constants(original: onnx.ModelProto, copy: onnx.ModelProto) -> list[
         if after is None:
             continue
         before64 = before.astype(np.float64)
-        clamped = np.isfinite(before64) & (np.abs(before64) > FP16_MAX)
+        clamped = np.isfinite(before64) & (np.abs(before64) >= FP16_OVERFLOW)
         flushed = (before64 != 0) & (after == 0)
         raised = (before64 != 0) & (np.abs(before64) < FP16_TINY) & (np.abs(after) >= FP16_TINY)
         with np.errstate(invalid="ignore"):  # inf - inf where a constant holds ±inf: no change, never chosen
