@@ -235,17 +235,22 @@ def _worst_of(metrics: list[OutputMetrics], picks: dict) -> dict:
     return {key: pick(getattr(m, key) for m in metrics) for key, pick in picks.items()}
 
 
+class MaskJudgesNothing(ValueError):
+    """The case's mask applies to no output, or leaves out every element: the case's setting, said as
+    such (it read as trtmatrix's own failure, "compare failed: ValueError"; issue 41, sweep 10 C8)."""
+
+
 def _check_mask(mask: np.ndarray, reference: dict[str, np.ndarray]) -> None:
     """A mask decides what is judged: one that applies to no output, or leaves out every element
     there is, would turn "nothing judged" into a pass."""
     kept = {name: judged_positions(mask, ref.shape) for name, ref in reference.items()}
     if all(k is None for k in kept.values()):
         shapes = ", ".join(f"{name} {tuple(ref.shape)}" for name, ref in reference.items())
-        raise ValueError(f"the mask input (shape {tuple(mask.shape)}) applies to no output (an output's leading "
+        raise MaskJudgesNothing(f"the mask input (shape {tuple(mask.shape)}) applies to no output (an output's leading "
                          f"dimensions must be the mask's shape; outputs: {shapes})")
     judged = sum(int(k.sum()) if k is not None else ref.size for k, ref in zip(kept.values(), reference.values()))
     if judged == 0 and any(ref.size for ref in reference.values()):
-        raise ValueError(f"the mask input (shape {tuple(mask.shape)}) is 0 everywhere: it leaves out every element "
+        raise MaskJudgesNothing(f"the mask input (shape {tuple(mask.shape)}) is 0 everywhere: it leaves out every element "
                          "of every output, nothing to judge")
 
 
@@ -264,6 +269,8 @@ def judging_error(exc: Exception, reference: str | None) -> str:
     if isinstance(exc, NothingToJudge):
         return (f"nothing to judge against: its reference ({reference or 'unknown'}) is NaN everywhere in output "
                 f"{exc.output!r}")
+    if isinstance(exc, MaskJudgesNothing):
+        return f"nothing judged: {exc}; fix the case's `mask`"
     return f"compare failed: {type(exc).__name__}: {exc}"
 
 
