@@ -157,6 +157,16 @@ def test_a_merge_of_re_judged_shards_says_so_and_shards_judged_apart_are_refused
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and refused.stderr.startswith(
         "error: shards judged with different files: "), refused.stderr
     assert f"{runs[1].name} (shard 2/2) re-judged with {config.resolve()} and {loose.resolve()}" in refused.stderr
+    # sweep 10 C6, merge's side: both re-judged with the matrix file, one path holding two contents
+    text = config.read_text()
+    config.write_text(text.replace("atol = 0.1", "atol = 0.2"))
+    try:
+        assert trtmatrix("report", runs[1].name, "-c", str(config)).returncode == 0
+        refused = trtmatrix("merge", *(r.name for r in runs), "-c", str(config))
+        assert refused.returncode == 2 and refused.stderr.startswith(
+            "error: shards judged with different contents of the matrix file: "), refused.stderr
+    finally:
+        config.write_text(text)
 
 
 def test_a_report_waiting_for_a_stopped_report_names_it_once_and_its_killed_note_goes(shards):

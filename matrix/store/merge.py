@@ -86,9 +86,15 @@ def _rejudging(meta: dict) -> tuple | None:
     return (last.get("config"), last.get("tolerances")) if last else None
 
 
+def _judged_content(meta: dict) -> str | None:
+    """The digest of the matrix file's content a shard's verdicts are of (None: not recorded)."""
+    return ((meta.get("rejudged") or [None])[-1] or meta).get("config_digest")
+
+
 def _rejudged_alike(metas: list[dict]) -> None:
     """Shards whose verdicts are of different files would make a run that is judged by none of them
-    (issue 41, sweep 8 A10): all re-judged with the same files, or none."""
+    (issue 41, sweep 8 A10): all re-judged with the same files, or none; and of one content of the
+    matrix file, which one path may hold two of (sweep 10 C6)."""
     kinds = {_rejudging(m) for m in metas}
     if len(kinds) > 1:
         said = "; ".join(f"{m['run_id']} (shard {m['shard']}) " + (
@@ -96,6 +102,11 @@ def _rejudged_alike(metas: list[dict]) -> None:
             for m in metas)
         raise MergeError(f"shards judged with different files: {said}; `trtmatrix report` each with the same files "
                          "(or none re-judged), then merge")
+    contents = {_judged_content(m) for m in metas}
+    if len(contents) > 1 and None not in contents:
+        said = "; ".join(f"{m['run_id']} (shard {m['shard']}) {_judged_content(m)[:19]}…" for m in metas)
+        raise MergeError(f"shards judged with different contents of the matrix file: {said}; `trtmatrix report` each "
+                         "with the file as it is now, then merge")
 
 
 def stage_merged(reports_dir: Path, run_id: str, run_dirs: list[Path], order: list[str]) -> tuple[Path, pd.DataFrame]:
