@@ -613,3 +613,14 @@ def test_only_a_constant_fp16_would_round_to_inf_is_said_clamped(tmp_path):
     write_fp16_variant(original, [], tmp_path / "c16.onnx", tmp_path / "c.onnx")
     [change] = changed_constants(original, onnx.load(tmp_path / "c16.onnx"))
     assert (change["what"], change["count"], change["before"], change["after"]) == ("clamps", 2, 70000.0, 65504.0)
+
+
+def test_a_window_op_of_float_output_is_evaluated_in_float64(tmp_path, write_matrix):
+    """Issue 41, sweep 11 D1: HannWindow(output_datatype=FLOAT) → Mul was "no float64 evaluation for Mul"
+    (the window stayed float32 beside the float64 input), and its reference onnxruntime's own output."""
+    model(tmp_path / "hann.onnx", [h.make_node("HannWindow", ["n"], ["w"], periodic=0, output_datatype=T.FLOAT),
+                                   h.make_node("Mul", ["x", "w"], ["y"])],
+          [("x", T.FLOAT, [8])], [("y", T.FLOAT, [8])], [nh.from_array(np.array(8, np.int64), "n")], opset=17)
+    done, cells = run(write_matrix, case(tmp_path, "hann", None, {"x": np.linspace(1, 2, 8, dtype=np.float32)}))
+    cell = cells["hann"]
+    assert cell["status"] == "pass" and cell["reference"] == "onnx.reference, every floating type made float64", cell

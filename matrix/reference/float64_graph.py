@@ -30,8 +30,8 @@ FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, Ten
 # Ops whose output is a random draw, not a function of their inputs: no two evaluations share it.
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 # Attributes that name an output element type (Cast's `to`, RandomNormal's `dtype`, DequantizeLinear's
-# `output_dtype`, ...).
-TYPE_ATTRIBUTES = {"to", "dtype", "output_dtype"}
+# `output_dtype`, the window ops' and MelWeightMatrix's `output_datatype`: issue 41, sweep 11 D1).
+TYPE_ATTRIBUTES = {"to", "dtype", "output_dtype", "output_datatype"}
 
 
 # A Cast to these is the model's own rounding (an autocast export's FP16 island): kept in float64.
