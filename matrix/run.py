@@ -43,7 +43,7 @@ from .reference.conversion import cause as conversion_cause
 from .reference.referee import judged_against_itself
 from .prepare.fp16_forecast import inputs_beyond_fp16
 from .prepare.graph_checks import applies
-from .prepare.pattern_copy import observation, pattern_tensors, write_observed_copy
+from .prepare.pattern_copy import computed_otherwise, observation, pattern_tensors, write_observed_copy
 from .report.error_text import distance_text
 from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
@@ -581,8 +581,13 @@ class MatrixRun:
                     frame = run.judge().set_index("case")
                 finally:
                     made += run.result_dirs.values()
+                tol = self.plan.tolerance(group[0][0])
                 for i in copies:
-                    seen[i] = observation(frame.loc[f"{group[i][0].case}.observed{i}"], seen[i]["tensors"])
+                    row = frame.loc[f"{group[i][0].case}.observed{i}"]
+                    changed = computed_otherwise(self._held[group[i][0].cell_id] / OUTPUTS,
+                                                 run.result_dirs[row["cell_id"]] / OUTPUTS, tol.atol, tol.rtol) \
+                        if row["verdict"] in ("pass", "fail") else None
+                    seen[i] = observation(row, seen[i]["tensors"], changed)
         except Exception as exc:  # noqa: BLE001 - as above, for every cell of the trial run
             for i in copies:
                 seen[i]["error"] = f"{type(exc).__name__}: {exc}"

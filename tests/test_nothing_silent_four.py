@@ -672,6 +672,25 @@ def test_explain_after_report_tolerances_judges_with_the_tolerances_the_run_was_
         "is gone: re-judge the run (trtmatrix report) first")
 
 
+def _layer_norm_in_fp16(path: Path) -> None:
+    """Cast(FP16) → Mul(gain) → ReduceMean, Sub, Pow(2), ReduceMean, Add(epsilon 0.5), Sqrt, Div, Mul, Add →
+    Cast(FLOAT): the shipped entry ort-layernorm-fusion-fp16-epsilon's pattern, as its `reported` says."""
+    rng = np.random.default_rng(6)
+    half = lambda value, name: onnx.numpy_helper.from_array(np.asarray(value, np.float16), name)  # noqa: E731
+    nodes = [("Cast", ["x"], ["xc"], {"to": TensorProto.FLOAT16}), ("Mul", ["xc", "gain"], ["xh"], {}),
+             ("ReduceMean", ["xh"], ["m"], {"axes": [-1]}), ("Sub", ["xh", "m"], ["d"], {}), ("Pow", ["d", "two"], ["p"], {}),
+             ("ReduceMean", ["p"], ["v"], {"axes": [-1]}), ("Add", ["v", "eps"], ["ve"], {}), ("Sqrt", ["ve"], ["s"], {}),
+             ("Div", ["d", "s"], ["n"], {}), ("Mul", ["n", "g"], ["ng"], {}), ("Add", ["ng", "b"], ["o"], {}),
+             ("Cast", ["o"], ["y"], {"to": TensorProto.FLOAT})]
+    graph = helper.make_graph(
+        [helper.make_node(op, inputs, outputs, **attributes) for op, inputs, outputs, attributes in nodes], "lnorm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 7, 32])],
+        [half(2, "two"), half(0.5, "eps"), half(rng.standard_normal(32), "g"), half(rng.standard_normal(32), "b"),
+         half(rng.random(32) + 0.5, "gain")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+
+
 def if_case(folder: Path) -> str:
     """An ONNX-file case `iff`: y = If(true: x·1e-9·1e9, else: x·1·1) + Sigmoid(x). Its FP16 copy
     clamps 1e-9 to 1e-7 and 1e9 to 1e4 (onnxruntime's converter) inside the branch: off by ~1."""
@@ -907,7 +926,10 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
          onnx.numpy_helper.from_array(np.array(2, np.int64), "axis")])
     onnx.save(helper.make_model(after, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), tmp_path / "after.onnx")
     np.savez(tmp_path / "after.npz", x=np.array([1, 1e8, 1, 1], np.float32).reshape(1, 1, 4))
+    _layer_norm_in_fp16(tmp_path / "lnorm.onnx")  # sweep 11 D2
+    np.savez(tmp_path / "lnorm.npz", x=np.random.default_rng(0).standard_normal((2, 7, 32)).astype(np.float32))
     body = (PROFILES + '[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'
+            f'[cases.lnorm]\nonnx = "{tmp_path / "lnorm.onnx"}"\ninputs = "{tmp_path / "lnorm.npz"}"\nprofiles = ["fp32"]\n'
             f'[cases.after]\nonnx = "{tmp_path / "after.onnx"}"\ninputs = "{tmp_path / "after.npz"}"\nprofiles = ["fp32"]\n'
             '[profiles.drift]\nprecision = "fp32"\ninject = "drift"\n'
             f'[cases.padpool]\nonnx = "{model}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32", "nan"]\n'
@@ -945,6 +967,13 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
             "reads Mul#2 (Mul) beside it: the pattern's own output (mp) was observed right") in done.stderr, done.stderr
     assert json.loads(hit["fault_observed"]) == \
         {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": ["mb"], "max_abs": 1.0}}
+    # sweep 11 D2: the shipped LayerNorm entry's own pattern. Exposing the Add's output stops the fusion
+    # that makes the fault: the copy's y is not the cell's, which evidences the entry (it said "observed right").
+    lnorm = cells.loc["lnorm/fp32"]
+    assert (lnorm["verdict"], lnorm["status"], lnorm["known_issue"]) == \
+        ("fail", "xfail", "ort-layernorm-fusion-fp16-epsilon"), (lnorm["fault_observed"], lnorm["outputs"])
+    seen = json.loads(lnorm["fault_observed"])["ort-layernorm-fusion-fp16-epsilon"]
+    assert seen["off"] == [] and seen["changed"].startswith("y (max |Δ| "), seen
     assert "FAIL hit/fp32" not in done.stderr and "known issue ort-cast-chain-int-to-bool: 1 xfail (hit/fp32" in done.stderr
     assert done.returncode == 1 and all(row in done.stderr for row in ("padpool/nan", "ort_pad_maxpool_fusion/fp32",
                                                                         "branches/drift", "FAIL mix/fp32"))

@@ -47,12 +47,31 @@ def write_observed_copy(model: onnx.ModelProto, inputs: Path, tensors: list[str]
     return files
 
 
-def observation(row: pd.Series, tensors: list[str]) -> dict:
+def observation(row: pd.Series, tensors: list[str], changed: str | None = None) -> dict:
     """What the trial of an observed copy (its record) says of the pattern's tensors (column
-    `fault_observed`): {"tensors", "off": those out of the cell's tolerance, "max_abs"}, or
-    {"tensors", "error"} where the trial did not run or was not judged."""
+    `fault_observed`): {"tensors", "off": those out of the cell's tolerance, "max_abs"}, with
+    "changed" (computed_otherwise) where the copy's own outputs are not the cell's; or {"tensors",
+    "error"} where the trial did not run or was not judged."""
     if row["verdict"] not in ("pass", "fail"):
         return {"tensors": tensors, "error": f"the observed copy is {row['verdict']}: {row['error']}"}
     measured = {o["name"]: o for o in json.loads(row["outputs"]) if o["name"] in tensors}
     return {"tensors": tensors, "off": [name for name in tensors if measured[name]["mismatch_frac"] > 0],
-            "max_abs": max(float(m["max_abs"]) for m in measured.values())}
+            "max_abs": max(float(m["max_abs"]) for m in measured.values()), **({"changed": changed} if changed else {})}
+
+
+def computed_otherwise(cell: Path, copy: Path, atol: float, rtol: float) -> str | None:
+    """The outputs the observed copy's engine gave otherwise than the cell's (beyond the cell's
+    tolerance), or None. Exposing a tensor can change what the engine computes — onnxruntime's
+    LayerNorm fusion needs its intermediates read nowhere else (issue 41, sweep 11 D2) — and then
+    the failure needs the pattern as the engine fuses it: the observation evidences the fault."""
+    said = []
+    with np.load(cell) as mine, np.load(copy) as theirs:
+        for name in mine.files:
+            a, b = mine[name], theirs[name] if name in theirs.files else None
+            if b is None or a.shape != b.shape or a.dtype.kind != "f" or b.dtype.kind != "f":
+                continue
+            a, b = a.astype(np.float64), b.astype(np.float64)
+            if not np.allclose(b, a, atol=atol, rtol=rtol, equal_nan=True):
+                with np.errstate(invalid="ignore"):
+                    said.append(f"{name} (max |Δ| {np.nanmax(np.abs(a - b)):.2e} between the cell's and the copy's)")
+    return ", ".join(said) or None

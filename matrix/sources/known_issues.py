@@ -123,7 +123,7 @@ class KnownIssue(Strict):
         if row["engine"] != self.engine:
             return False
         found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected \
-            and _as_a_fault_fails(row) and _within_reach(row, self.id, bool(_observed(row, self.id).get("off")))
+            and _as_a_fault_fails(row) and _within_reach(row, self.id, _evidenced(_observed(row, self.id)))
         return (found or self._row_named(row)) and self._covers(row)
 
     def unchecked(self, row) -> str | None:
@@ -132,7 +132,7 @@ class KnownIssue(Strict):
         engine (`fault_observed`): which (the cell stays `fail`)."""
         if self.fault is None or row["engine"] != self.engine or self.id not in faults_of(row) \
                 or row["verdict"] != self.expected or not _as_a_fault_fails(row) or not self._covers(row) \
-                or _observed(row, self.id).get("off"):
+                or _evidenced(_observed(row, self.id)):
             return None
         beside = _fault_reach(row.get("faults"))[self.id][1]
         mixed = sorted((_failed(row) or set()) & set(beside))
@@ -182,6 +182,12 @@ def _observed(row, fault: str) -> dict:
     by the run for the cells `to_observe` names: pattern_copy.observation), or {}."""
     text = row.get("fault_observed")
     return (json.loads(text) if isinstance(text, str) and text else {}).get(fault) or {}
+
+
+def _evidenced(observed: dict) -> bool:
+    """The observation evidences the fault: the pattern's own output off, or the failure gone once it
+    is exposed (the engine computed another graph: pattern_copy.observation)."""
+    return bool(observed.get("off") or observed.get("changed"))
 
 
 def _failed(row) -> set[str] | None:
