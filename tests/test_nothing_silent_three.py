@@ -174,6 +174,35 @@ def test_a_parameter_value_of_another_kind_than_the_case_s_is_refused(toy, value
         line.endswith(f"is {kind}; case 'toy' has batch = [1] (a number): it could never match")
 
 
+def test_a_fault_entry_expecting_an_error_takes_only_an_error_of_its_words(tmp_path, write_matrix):
+    """Issue 41, sweep 11 (sweep 10 C7, its error side): a `fault` entry on Neg expecting "error" took
+    onnxruntime 1.20's own Pad → MaxPool fusion error ("Pad should be smaller than kernel") of a model
+    holding a Neg: any error was the entry's. Such an entry names its words (`says`), or is refused."""
+    graph = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Pad", ["n", "p"], ["padded"], mode="constant"),
+         helper.make_node("MaxPool", ["padded"], ["y"], kernel_shape=[1])], "pe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 6])],
+        [onnx.numpy_helper.from_array(np.array([0, 0, 1, 0, 0, 1], np.int64), "p")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8), tmp_path / "pe.onnx")
+    np.savez(tmp_path / "pe.npz", x=np.array([1, 2, 3, 4], np.float32).reshape(1, 1, 4))
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    entry = ('[[issue]]\nid = "neg"\ntitle = "t"\nfault = { op = "Neg" }\nengine = "onnxruntime"\nversions = ">=1.17"\n'
+             'expected = "error"\nsource = "this test"\n')
+    (cases / "known_issues.toml").write_text(entry)
+    config = write_matrix(PROFILES + f'[cases.pe]\nonnx = "{tmp_path / "pe.onnx"}"\ninputs = "{tmp_path / "pe.npz"}"\n'
+                          'profiles = ["fp32"]\n', environments=("ort-1.20",), cases_dir=cases)
+    assert refused("plan", "-c", str(config)).endswith(
+        "a `fault` entry expecting 'error' needs `says`: words of the engine's error that tell this fault's from any "
+        "other error of a model holding the pattern")
+    for says, status in (("some other words", "error"), ("Pad should be smaller than kernel", "xfail")):
+        (cases / "known_issues.toml").write_text(entry + f'says = "{says}"\n')
+        done = trtmatrix("run", "-c", str(config))
+        cell = read_run(list_runs(tmp_path / "reports")[-1]).iloc[0]
+        assert (cell["verdict"], cell["status"]) == ("error", status), (done.stderr, cell["error"])
+
+
 def test_of_two_known_issues_matching_a_cell_the_one_it_meets_is_taken_and_said(tmp_path, write_matrix):
     model, inputs = make_tiny_model(tmp_path)
     cases = tmp_path / "cases"

@@ -76,6 +76,7 @@ class KnownIssue(Strict):
     versions: str
     gpu: str | None = None  # glob on the GPU name the cell ran on
     expected: Literal["fail", "error", "crash"] = "fail"
+    says: str = ""  # words the cell's error holds: what a `fault` entry expecting an error or crash matches
     reported: str = ""
     source: str
     fixed: str = ""  # what the tracker or the release notes say of the fix, with the release
@@ -99,6 +100,10 @@ class KnownIssue(Strict):
             raise ValueError("give `fault` (the op pattern that triggers it), or `case` and `profiles` (the rows)")
         if self.case is None and (self.params or self.profiles):
             raise ValueError("`params` and `profiles` name rows of `case`: give `case` too")
+        if self.fault is not None and self.expected != "fail" and not self.says:
+            # issue 41, sweep 11: any error of a model holding the pattern was the entry's
+            raise ValueError(f"a `fault` entry expecting {self.expected!r} needs `says`: words of the engine's error "
+                             "that tell this fault's from any other error of a model holding the pattern")
         return self
 
     @field_validator("profiles")
@@ -124,7 +129,7 @@ class KnownIssue(Strict):
             return False
         found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected \
             and _as_a_fault_fails(row) and _within_reach(row, self.id, _evidenced(_observed(row, self.id)))
-        return (found or self._row_named(row)) and self._covers(row)
+        return (found or self._row_named(row)) and self._covers(row) and self.says in str(row.get("error") or "")
 
     def unchecked(self, row) -> str | None:
         """Where the cell failed as the entry says in an output its pattern reaches but that also
