@@ -624,3 +624,19 @@ def test_a_window_op_of_float_output_is_evaluated_in_float64(tmp_path, write_mat
     done, cells = run(write_matrix, case(tmp_path, "hann", None, {"x": np.linspace(1, 2, 8, dtype=np.float32)}))
     cell = cells["hann"]
     assert cell["status"] == "pass" and cell["reference"] == "onnx.reference, every floating type made float64", cell
+
+
+def test_a_model_the_referee_crashes_on_ends_its_cells_not_the_run(tmp_path, write_matrix):
+    """Issue 41, sweep 11 D4: onnxruntime dies of SIGFPE on an int32 Div of INT32_MIN by -1; the referee
+    ran it inside trtmatrix's own process, and `run` died with exit 136, no line, every other case lost.
+    The referee runs in a process of its own: the run goes on, the case's check says why."""
+    model(tmp_path / "div_min.onnx", [h.make_node("Div", ["x", "d"], ["y"])], [("x", T.INT32, [3])], [("y", T.INT32, [3])],
+          [nh.from_array(np.array([-1, -2, 2], np.int32), "d")], opset=17)
+    model(tmp_path / "relu.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])])
+    body = case(tmp_path, "div_min", None, {"x": np.array([-2 ** 31, 7, -7], np.int32)}) + \
+        case(tmp_path, "relu", None, {"x": np.array([-1, 0, 2], np.float32)})
+    done, cells = run(write_matrix, body)
+    assert cells["relu"]["status"] == "pass", done.stderr
+    assert cells["div_min"]["status"] == "crash" and "SIGFPE" in cells["div_min"]["error"], cells["div_min"]
+    assert "onnxruntime crashed (killed by SIGFPE) evaluating the model" in cells["div_min"]["reference_check"], \
+        cells["div_min"]["reference_check"]

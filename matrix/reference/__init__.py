@@ -28,6 +28,7 @@ from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .loop_steps import step_in_loop
 from .referee import referee_label, referee_values, referee_version
+from .referee_process import RefereeCrashed
 from .overflow import crossed_an_edge, on_an_edge, overflowed
 from .rounding import decided_by_rounding
 from .steps import parted, parted_at
@@ -218,7 +219,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     except Exception as exc:  # noqa: BLE001 - onnxruntime's words, kept below
         theirs, words = None, str(exc)  # all of them: a cause can lie past the first line's 300 characters
         refused = f"{type(exc).__name__}: {(words.strip().splitlines() or [''])[0]}"[:300]
-        cause = _refuses_itself(words, model, inputs)
+        # a crash is onnxruntime's own fault (its engine cells crash too: sweep 11 D4), not the model's
+        cause = words if isinstance(exc, RefereeCrashed) else _refuses_itself(words, model, inputs)
         if not cause and (said := _cannot_run(refused)):  # one status for one sentence (sweep 9 B2)
             raise NoReference(f"no reference can be made: {said}")
     lacking = [name for name in names if name not in float64.values]

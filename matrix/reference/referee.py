@@ -17,6 +17,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from .referee_process import in_referee_process
+
 
 NO_NUMPY = ("bfloat16", "float8", "int4", "uint4", "float4")  # in onnxruntime's type names: tensor(bfloat16)
 
@@ -70,7 +72,7 @@ def judged_against_itself(check: dict | None, engine: str, version: str | None) 
             f"({check['text']}): the cell would be judged against itself; give the case `expected` outputs")
 
 
-def _session(model: onnx.ModelProto, every: bool):
+def _session(path: str):
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -79,19 +81,36 @@ def _session(model: onnx.ModelProto, every: bool):
     # log line of the same words, colour codes and all, would land on the terminal (issue 41, sweep 8 A9)
     options.log_severity_level = 4
     onnxruntime.set_default_logger_severity(3)  # kernels' own warnings go through the default logger (RoiAlign's)
-    with _every_output(model, every) as path:
-        return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+class _EveryOutputRefused(Exception):
+    """The model with every intermediate as an output did not load (one it cannot type: a sequence...)."""
 
 
 def referee_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> RefereeValues:
-    """Raises what onnxruntime raises where it cannot load or run the model."""
+    """Raises what onnxruntime raises where it cannot load or run the model, and RefereeCrashed where
+    it crashes: it runs in a process of its own (referee_process.py)."""
+    own = [o.name for o in model.graph.output]
+    try:
+        with _every_output(model) as path:
+            values = in_referee_process(_evaluated, path, inputs, own, True)
+    except _EveryOutputRefused:  # the graph's outputs alone
+        with _every_output(model, every=False) as path:
+            values = in_referee_process(_evaluated, path, inputs, own, False)
+    return RefereeValues(referee_label(), values)
+
+
+def _evaluated(path: str, inputs: dict[str, np.ndarray], own: list[str], every: bool) -> dict[str, np.ndarray]:
+    """The referee's values of the model at `path` (run in the referee's process)."""
     import onnxruntime
 
     try:
-        session = _session(model, every=True)
-    except Exception:  # noqa: BLE001 - an intermediate it cannot type (a sequence...): the graph's outputs alone
-        session = _session(model, every=False)
-    own = {o.name for o in model.graph.output}
+        session = _session(path)
+    except Exception:  # noqa: BLE001 - raised again by referee_values, with the graph's outputs alone
+        if every:
+            raise _EveryOutputRefused() from None
+        raise
     # An intermediate numpy has no type for (bfloat16, float8, int4) cannot be fetched: the check
     # passes over it (its node is held against the next one's inputs), the model still runs.
     names = [o.name for o in session.get_outputs() if o.name in own or not any(t in o.type for t in NO_NUMPY)]
@@ -107,5 +126,4 @@ def referee_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Ref
         results = [value.numpy() for value in session.run_with_ort_values(names, feeds, quiet)]
     else:
         results = session.run(names, {i.name: inputs[i.name] for i in session.get_inputs()}, quiet)
-    values = {name: value for name, value in zip(names, results) if isinstance(value, np.ndarray)}
-    return RefereeValues(referee_label(), values)
+    return {name: value for name, value in zip(names, results) if isinstance(value, np.ndarray)}

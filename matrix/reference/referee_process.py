@@ -1,0 +1,88 @@
+"""The referee's onnxruntime runs in a process of its own, started once and again after a crash: a
+model onnxruntime dies on (SIGFPE of INT32_MIN / −1, a segfault in a kernel) ends that process, not
+trtmatrix, whose run goes on and says so (issue 41, sweep 11 D4: exit 136, no line, every other case
+of the matrix lost). The engines' cells already run in workers of their own; this is the host's one
+onnxruntime that ran models in trtmatrix's own process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Callable
+
+_lock = threading.Lock()  # one request at a time: prepares of several threads share the process
+_child: tuple[Any, Any] | None = None  # (process, connection)
+
+
+class RefereeCrashed(RuntimeError):
+    """onnxruntime ended its process while evaluating the model."""
+
+
+def in_referee_process(function: Callable, *args) -> Any:
+    """function(*args) in the referee's process; what it raises, raised here (as the same type where
+    it can be pickled, else a RuntimeError subclass of the same name and words)."""
+    global _child
+    with _lock:
+        if _child is None or _child[0].poll() is not None:
+            _child = _start()
+        process, connection = _child
+        try:
+            connection.send((function, args))
+            kind, *value = connection.recv()
+        except (EOFError, OSError):
+            code = process.wait()
+            _child = None
+            raise RefereeCrashed(f"onnxruntime crashed ({_ended(code)}) evaluating the model, in a process of "
+                                 "its own") from None
+    if kind == "ok":
+        return value[0]
+    if kind == "raised":
+        raise value[0]
+    name, words = value
+    raise type(name, (RuntimeError,), {})(words)
+
+
+def _ended(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exit status {code}"
+
+
+def _start():
+    """A Python of its own, not multiprocessing's spawn, which runs the parent's main module again in
+    the child (a script of the user's that calls trtmatrix, unguarded)."""
+    ours, theirs = socket.socketpair()
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen([sys.executable, "-c", f"import sys; from {__name__} import serve; serve(int(sys.argv[1]))",
+                                str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
+    theirs.close()
+    return process, Connection(ours.detach())
+
+
+def serve(fd: int) -> None:
+    """The referee's process: each request run, its answer sent back, until trtmatrix goes."""
+    connection = Connection(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is trtmatrix's to handle; it ends this process
+    while True:
+        try:
+            function, args = connection.recv()
+        except (EOFError, OSError):  # trtmatrix ended, however
+            return
+        try:
+            connection.send(("ok", function(*args)))
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's own exception, sent back to be raised there
+            try:
+                connection.send(("raised", exc))
+            except Exception:  # noqa: BLE001 - one that cannot be pickled: its type's name and words
+                connection.send(("words", type(exc).__name__, str(exc)))
