@@ -7,7 +7,6 @@ onnxruntime that ran models in trtmatrix's own process.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -62,10 +61,10 @@ def _start():
     """A Python of its own, not multiprocessing's spawn, which runs the parent's main module again in
     the child (a script of the user's that calls trtmatrix, unguarded)."""
     ours, theirs = socket.socketpair()
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
-    process = subprocess.Popen([sys.executable, "-c", f"import sys; from {__name__} import serve; serve(int(sys.argv[1]))",
-                                str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL)
+    # this very trtmatrix first on the path: not a `matrix` package of the folder it runs in
+    start = f"import sys; sys.path.insert(0, sys.argv[2]); from {__name__} import serve; serve(int(sys.argv[1]))"
+    process = subprocess.Popen([sys.executable, "-c", start, str(theirs.fileno()), str(Path(__file__).resolve().parents[2])],
+                               pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
     theirs.close()
     return process, Connection(ours.detach())
 
