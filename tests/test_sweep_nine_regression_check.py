@@ -70,3 +70,15 @@ def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path,
     said = (f"run {fourth.name} was re-judged with {config.resolve()} as it was then (its content differs from now) "
             f"(trtmatrix report): its verdicts are not this matrix file's; compared with run {third.name} instead\n")
     assert done.returncode == 0 and said in done.stderr and "newly fail" not in done.stderr, done.stderr
+
+    # Sweep 11 D9: a copy of the matrix with atol 1 beside it passes; the matrix file's run after it fails
+    # (0.3 off at atol 0.1): not a regression, the copy's verdicts are not this file's.
+    copy = config.with_name("loose-matrix.toml")
+    copy.write_text(text.replace("[cases.near.tolerances.fp32]\natol = 0.1\n", "[cases.near.tolerances.fp32]\natol = 1.0\n"))
+    made = trtmatrix("run", "-c", str(copy))
+    assert made.returncode == 0, made.stderr
+    copied = Path(made.stdout.strip().splitlines()[-1])
+    last, done = run()
+    said = (f"run {copied.name} was made from another matrix file, {copy.resolve()}: its verdicts are not this "
+            "matrix file's; compared with run ")
+    assert done.returncode == 0 and said in done.stderr and "newly fail" not in done.stderr, done.stderr

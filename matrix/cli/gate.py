@@ -85,15 +85,15 @@ def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bo
 
 
 def _say_passed_over(passed_over, earlier) -> None:
-    """One line per earlier run passed over for having been re-judged with another file (issue 41,
-    sweep 9 B4): which runs its cells were compared with instead, or that they had none."""
+    """One line per earlier run passed over for having been judged with another file (issue 41,
+    sweep 9 B4, sweep 11 D9): which runs its cells were compared with instead, or that they had none."""
     from ..report.console import console, escape
 
-    for run, other, cells in passed_over:
+    for run, how, cells in passed_over:
         instead = [r.name for r, rows in earlier if cells & set(rows["cell_id"])]
         alone = len(cells - {c for r, rows in earlier for c in rows["cell_id"]})
         console.print(escape(
-            f"run {run.name} was re-judged with {other} (trtmatrix report): its verdicts are not this matrix file's; "
+            f"run {run.name} {how}: its verdicts are not this matrix file's; "
             + (f"compared with run{'s' * (len(instead) > 1)} {', '.join(instead)} instead" if instead else "no earlier run to compare with")
             + (f" ({alone} of its {len(cells)} cells with no earlier run)" if instead and alone else "")),
             soft_wrap=True)

@@ -445,6 +445,18 @@ def judged_otherwise(meta: dict, now: dict) -> str | None:
     return None
 
 
+def made_otherwise(meta: dict, now: dict) -> str | None:
+    """The matrix file a run (never re-judged) was made from, where it is another file than `now`'s,
+    of another content: a copy of the matrix with other tolerances beside it, whose verdicts are not
+    this file's (issue 41, sweep 11 D9). One file edited between two runs is compared (a tightened
+    tolerance going red is the point), and so is one content at two paths (CI runners' checkouts)."""
+    if meta.get("rejudged") or not (meta.get("config") and now.get("config")):
+        return None
+    other_path = Path(meta["config"]).resolve() != Path(now["config"]).resolve()
+    then, current = meta.get("config_digest"), now.get("config_digest")
+    return meta["config"] if other_path and then and current and then != current else None
+
+
 def previous_results(reports_dir: Path, run_dir: Path, cell_ids, now: dict | None = None, most: int = 30
                      ) -> tuple[list[tuple[Path, pd.DataFrame]], list[tuple[Path, str, set]]]:
     """Each cell of `cell_ids` with its newest earlier result: (run folder, its rows of the cells no
@@ -452,9 +464,10 @@ def previous_results(reports_dir: Path, run_dir: Path, cell_ids, now: dict | Non
     ones: left out; at most `most` runs read). A partial run in between (`--case`, `--env`) holds
     only some cells: the others are compared with the run before it, never taken as new. A shard is
     part of a run, not one: a night's second shard is compared with the night before (or its merge).
-    A run re-judged with another file than the matrix file of run.json `now` (judged_otherwise) is passed
-    over the same way (issue 41, sweep 9 B4: its what-if verdicts made false regressions), and
-    returned second: (run folder, that file, the cells it would have given)."""
+    A run re-judged with another file than the matrix file of run.json `now` (judged_otherwise), or made
+    from another (made_otherwise), is passed over the same way (issue 41, sweep 9 B4: its what-if
+    verdicts made false regressions; sweep 11 D9), and returned second: (run folder, how it was
+    judged otherwise, the cells it would have given)."""
     runs = list_runs(reports_dir)
     names = [p.name for p in runs]
     before = runs[:names.index(run_dir.name)] if run_dir.name in names else runs
@@ -473,7 +486,10 @@ def previous_results(reports_dir: Path, run_dir: Path, cell_ids, now: dict | Non
         if not len(rows):
             continue
         if other := judged_otherwise(meta, now or {}):
-            passed_over.append((earlier, other, set(rows["cell_id"])))
+            passed_over.append((earlier, f"was re-judged with {other} (trtmatrix report)", set(rows["cell_id"])))
+            continue
+        if other := made_otherwise(meta, now or {}):
+            passed_over.append((earlier, f"was made from another matrix file, {other}", set(rows["cell_id"])))
             continue
         found.append((earlier, rows))
         wanted -= set(rows["cell_id"])
