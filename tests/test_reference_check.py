@@ -640,3 +640,30 @@ def test_a_model_the_referee_crashes_on_ends_its_cells_not_the_run(tmp_path, wri
     assert cells["div_min"]["status"] == "crash" and "SIGFPE" in cells["div_min"]["error"], cells["div_min"]
     assert "onnxruntime crashed (killed by SIGFPE) evaluating the model" in cells["div_min"]["reference_check"], \
         cells["div_min"]["reference_check"]
+
+
+def test_sequences_and_branch_constants_are_evaluated_in_float64(tmp_path, write_matrix):
+    """Issue 41, sweep 11 D5 and D6: SplitToSequence → ConcatFromSequence, and a `Constant value_float`
+    inside an If branch, had "no float64 evaluation" and took onnxruntime's float32 output as the
+    reference: the float32 cancellation of the CumSum after them, which every release makes, passed
+    at 0.00e+00. Both are float64 now, and fail by what float32's running sum loses."""
+    x = np.array([[1e8, 1, -1e8], [1, 2, 3], [0.5, 0.25, 1e-3], [4, 5, 6]], np.float32)
+    axis = nh.from_array(np.array(1, np.int64), "axis")
+    model(tmp_path / "seq.onnx", [h.make_node("SplitToSequence", ["x"], ["s"], axis=0, keepdims=1),
+                                  h.make_node("ConcatFromSequence", ["s"], ["c"], axis=1),
+                                  h.make_node("CumSum", ["c", "axis"], ["y"])],
+          [("x", T.FLOAT, [4, 3])], [("y", T.FLOAT, [1, 12])], [axis])
+    branch = h.make_graph([h.make_node("Constant", [], ["one"], value_float=1.0), h.make_node("Mul", ["flat", "one"], ["b"])],
+                          "branch", [], [h.make_tensor_value_info("b", T.FLOAT, [1, 12])])
+    model(tmp_path / "branch.onnx", [h.make_node("Reshape", ["x", "shape"], ["flat"]),
+                                     h.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+                                     h.make_node("Greater", ["total", "low"], ["yes"]),
+                                     h.make_node("If", ["yes"], ["m"], then_branch=branch, else_branch=branch),
+                                     h.make_node("CumSum", ["m", "axis"], ["y"])],
+          [("x", T.FLOAT, [4, 3])], [("y", T.FLOAT, [1, 12])],
+          [axis, nh.from_array(np.array([1, 12], np.int64), "shape"), nh.from_array(np.array(-1e30, np.float32), "low")])
+    done, cells = run(write_matrix, case(tmp_path, "seq", None, {"x": x}) + case(tmp_path, "branch", None, {"x": x}))
+    lost = float(np.max(np.abs(np.cumsum(x.ravel()).astype(np.float64) - np.cumsum(x.ravel().astype(np.float64)))))
+    for name in ("seq", "branch"):
+        assert cells[name]["reference"] == "onnx.reference, every floating type made float64", cells[name]["reference"]
+        assert cells[name]["status"] == "fail" and cells[name]["max_abs"] == pytest.approx(lost), cells[name]

@@ -69,6 +69,11 @@ def stand_in_only(magnitudes: np.ndarray) -> bool:
     return beyond.size > 0 and bool((beyond == FLOAT32_MAX).all())
 
 
+def _tensors(values) -> list[np.ndarray]:
+    """The tensors of node values, a sequence's (a list) each."""
+    return [tensor for value in values for tensor in (value if isinstance(value, list) else [value])]
+
+
 def node_risks(node: onnx.NodeProto, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> dict:
     floats = [o for o in outputs if np.issubdtype(o.dtype, np.floating) and o.size]
     magnitudes = np.concatenate([np.abs(o).ravel() for o in floats]) if floats else np.zeros(0)
@@ -123,11 +128,11 @@ class Forecast:
         if isinstance(outputs, str):
             self.unknown.append(node_label(node, order))
             return
-        found = node_risks(node, [given[n] for n in node.input if n in given], list(outputs.values()))
+        found = node_risks(node, _tensors(given[n] for n in node.input if n in given), _tensors(outputs.values()))
         # A graph input or weight FP16 cannot hold: the copy makes it ±inf or ±65504 before any node computes.
         found["reasons"] += [f"its input {name!r}, which no node computes, reaches {peak:.3g} (FP16 max 65504)"
                              for name in node.input if name in given and name not in self.made
-                             and (peak := _beyond_fp16(given[name]))]
+                             and isinstance(given[name], np.ndarray) and (peak := _beyond_fp16(given[name]))]
         self.made.update(outputs)
         if [r for r in found["reasons"] if "a note" not in r]:
             self.risky.append({"node": node_label(node, order), "name": node.name, "op_type": node.op_type,

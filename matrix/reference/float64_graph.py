@@ -83,6 +83,7 @@ def _float64_graph(graph: onnx.GraphProto) -> None:
     for value in (*graph.input, *graph.output, *graph.value_info):
         _float64_type(value)
     for node in graph.node:
+        as_tensor_constant(node)  # in a branch or body too (issue 41, sweep 11 D6)
         _float64_attributes(node)
 
 
@@ -124,8 +125,9 @@ def evaluate_node(node: onnx.NodeProto, given: dict[str, np.ndarray], model: onn
         warnings.simplefilter("ignore", RuntimeWarning)
         results = ReferenceEvaluator(one_node_model(node, given, model), new_ops=REPLACEMENTS).run(None, given)
     names = [name for name in node.output if name]
-    # A sequence (a list) has no float64 tensor: the nodes that read it have no value either.
-    return {name: np.asarray(out) for name, out in zip(names, results) if not isinstance(out, list)}
+    # A sequence is a list of tensors, kept as one for the nodes that read it (issue 41, sweep 11 D5)
+    return {name: [np.asarray(item) for item in out] if isinstance(out, list) else np.asarray(out)
+            for name, out in zip(names, results)}
 
 
 def float64_node(node: onnx.NodeProto) -> onnx.NodeProto:
@@ -259,8 +261,8 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 produced = (stored and _in_own_types(node, given, model, types)) or \
                     _narrowed(node, given, evaluate_node(float64_node(node), given, model), narrow, source_type)
                 with np.errstate(over="ignore"):  # stored: beyond the type's range is its ±inf
-                    produced = {k: v.astype(types[k]).astype(np.float64) if k in types and v.dtype == np.float64
-                                else v for k, v in produced.items()}
+                    produced = {k: v.astype(types[k]).astype(np.float64) if k in types and isinstance(v, np.ndarray)
+                                and v.dtype == np.float64 else v for k, v in produced.items()}
             except Exception as exc:  # noqa: BLE001 - any failure: this node has no float64 reference
                 yield order, node, given, f"no float64 reference for {node.op_type}: {type(exc).__name__}: {exc}"[:300]
             else:
@@ -299,12 +301,15 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
         if isinstance(outputs, str):
             result.missing[node_label(node, order)] = outputs
             continue
-        result.values.update({k: v for k, v in outputs.items() if wanted is None or k in wanted})
+        # a sequence is a value of the nodes that read it, never a graph output's tensor
+        result.values.update({k: v for k, v in outputs.items() if (wanted is None or k in wanted)
+                              and not (k in graph_outputs and isinstance(v, list))})
         reads = node_inputs(node)
         before = frozenset().union(*(steps_before.get(name, ()) for name in reads))
         if step := next((decided[name] for name in reads if name in decided), None):
             decided.update(dict.fromkeys(node.output, step))
-        elif is_step(node, outputs) and any(value.dtype.kind == "f" for value in given.values()):
+        elif is_step(node, outputs) and any(isinstance(value, np.ndarray) and value.dtype.kind == "f"
+                                            for value in given.values()):
             types = storage_types(model) if types is None else types  # shape inference: once, and only here
             if jumps := _jumps_in_own_types(node, given, outputs, model, types):
                 decided.update(dict.fromkeys(jumps, f"{node_label(node, order)} ({node.op_type})"))

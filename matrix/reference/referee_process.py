@@ -7,6 +7,7 @@ onnxruntime that ran models in trtmatrix's own process.
 
 from __future__ import annotations
 
+import atexit
 import signal
 import socket
 import subprocess
@@ -46,6 +47,22 @@ def in_referee_process(function: Callable, *args) -> Any:
         raise value[0]
     name, words = value
     raise type(name, (RuntimeError,), {})(words)
+
+
+@atexit.register
+def _stop() -> None:
+    """The process ends with trtmatrix's: its connection closed, it returns (killed if it does not)."""
+    global _child
+    if _child is None:
+        return
+    process, connection = _child
+    _child = None
+    connection.close()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _ended(code: int | None) -> str:
