@@ -23,6 +23,16 @@ def every_node(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
             yield from every_node(inner)
 
 
+def slow_in_float64(graph: onnx.GraphProto) -> str | None:
+    """What makes a model's float64 evaluation (onnx.reference: numpy and Python) run far longer than
+    an engine, or None: a Loop or Scan iterates as often as its inputs say; NonMaxSuppression holds
+    every pair of boxes against each other in Python (40,000 boxes: minutes; issue 41, sweep 11 D7)."""
+    ops = {node.op_type for node in every_node(graph)}
+    if ops & {"Loop", "Scan"}:
+        return "a Loop or Scan"
+    return "a NonMaxSuppression" if "NonMaxSuppression" in ops else None
+
+
 def outer_reads(node: onnx.NodeProto) -> list[str]:
     """The names a node's subgraphs (If, Loop, Scan bodies, at any depth) read from the scopes
     around it: inputs it has that its `input` list does not show."""

@@ -6,7 +6,8 @@ warnings filter that turns trtmatrix's own warnings into errors). In a child it 
 the half-made artifacts a killed child leaves. ONNX-file and suite cases run no user code and are
 prepared in the process itself, but for an ONNX file that holds a Loop or a Scan: its float64
 reference iterates as often as its inputs say (a trip count of three million took three minutes
-with timeout_s 20), so it gets the child and its deadline too.
+with timeout_s 20), so it gets the child and its deadline too; so does one that holds a
+NonMaxSuppression, which onnx.reference runs in quadratic Python.
 
 Run as `python -m matrix.executors.prepare_apart '<json>'` by prepare_apart()."""
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import onnx
 
-from ..graph_walk import every_node
+from ..graph_walk import slow_in_float64
 from ..prepare import artifact_dir, prepare, prepared
 from ..reference import NoReference
 from ..sources import CaseSpec, Params, case_specs
@@ -147,14 +148,14 @@ def _disk_note(cache_dir: Path) -> str:
 
 
 def _iterates(spec: CaseSpec) -> bool:
-    """An ONNX-file case whose model loops (Loop, Scan), at any depth of its subgraphs."""
+    """An ONNX-file case whose float64 evaluation may run for long (graph_walk.slow_in_float64)."""
     if spec.suite is not None or not spec.entry.onnx:
         return False
     try:
         model = onnx.load(str(spec.onnx_paths(spec.param_grid()[0])["onnx"]), load_external_data=False)
     except Exception:  # noqa: BLE001 - prepare itself then says what is wrong with the file
         return False
-    return any(node.op_type in ("Loop", "Scan") for node in every_node(model.graph))
+    return slow_in_float64(model.graph) is not None
 
 
 def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | Exception:

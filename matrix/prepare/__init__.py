@@ -20,6 +20,7 @@ import numpy as np
 import onnx
 
 from ..config import Profile
+from ..graph_walk import slow_in_float64
 from ..sources import CaseSpec, Params
 from ..sources.onnx_files import as_bfloat16
 from ..sources.onnx_suites import suite_label, typed_tensors
@@ -134,7 +135,8 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: 
     if spec.entry.mask is not None and spec.entry.mask not in inputs:
         raise ValueError(f"the case's mask {spec.entry.mask!r} is not one of its inputs ({', '.join(inputs)})")
     forecast = Forecast()  # the FP16 forecast and the reference read one float64 pass of the model
-    phase("the model's float64 evaluation" + (" (a Loop or Scan)" if spec.is_onnx_file else ""))
+    slow = slow_in_float64(model.graph) if spec.is_onnx_file else None
+    phase("the model's float64 evaluation" + (f" ({slow})" if slow else ""))
     float64 = float64_values(model, inputs, keep=False, each=forecast.see)
     meta["fp16_forecast"] = forecast.result(model)
     if spec.suite is None:  # a suite's expected outputs are the spec's own test data
