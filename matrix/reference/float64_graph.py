@@ -77,17 +77,38 @@ def _float64_type(value: onnx.ValueInfoProto) -> None:
         value.type.tensor_type.elem_type = TensorProto.DOUBLE
 
 
-def _float64_graph(graph: onnx.GraphProto) -> None:
+def _float64_graph(graph: onnx.GraphProto, narrow: bool) -> None:
+    """A branch or body made float64 as the main graph is node by node (float64_nodes): its Constants
+    of `value_float` too (issue 41, sweep 11 D6), and its Casts to FP16 or BF16 still rounding
+    (`narrow`; sweep 11 D10: a round trip through FP16 in an If branch was no step at all)."""
     for tensor in graph.initializer:
         _float64_tensor(tensor)
     for value in (*graph.input, *graph.output, *graph.value_info):
         _float64_type(value)
+    nodes = []
     for node in graph.node:
-        as_tensor_constant(node)  # in a branch or body too (issue 41, sweep 11 D6)
-        _float64_attributes(node)
+        as_tensor_constant(node)
+        if narrow and (rounding := _rounding_cast(node)):
+            nodes += rounding
+            continue
+        _float64_attributes(node, narrow)
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
-def _float64_attributes(node: onnx.NodeProto) -> None:
+def _rounding_cast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    """A Cast to FP16 or BF16 as the Cast itself, then one to float64 under its output's name: the
+    value rounds as the model says and goes on in float64, as _narrowed has it in the main graph."""
+    to = next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
+    if to not in NARROW_CASTS:
+        return None
+    rounded = onnx.NodeProto.FromString(node.SerializeToString())
+    rounded.output[0] = f"{node.output[0]}__rounded"
+    return [rounded, helper.make_node("Cast", [rounded.output[0]], [node.output[0]], to=TensorProto.DOUBLE)]
+
+
+def _float64_attributes(node: onnx.NodeProto, narrow: bool) -> None:
     for attribute in node.attribute:
         if attribute.name in TYPE_ATTRIBUTES and attribute.type == onnx.AttributeProto.INT \
                 and attribute.i in FLOAT_TYPES:
@@ -95,10 +116,10 @@ def _float64_attributes(node: onnx.NodeProto) -> None:
         elif attribute.type == onnx.AttributeProto.TENSOR:
             _float64_tensor(attribute.t)
         elif attribute.type == onnx.AttributeProto.GRAPH:
-            _float64_graph(attribute.g)
+            _float64_graph(attribute.g, narrow)
         elif attribute.type == onnx.AttributeProto.GRAPHS:
             for graph in attribute.graphs:
-                _float64_graph(graph)
+                _float64_graph(graph, narrow)
 
 
 def _value_info(name: str, value) -> onnx.ValueInfoProto:
@@ -130,11 +151,12 @@ def evaluate_node(node: onnx.NodeProto, given: dict[str, np.ndarray], model: onn
             for name, out in zip(names, results)}
 
 
-def float64_node(node: onnx.NodeProto) -> onnx.NodeProto:
-    """A copy of `node` whose floating types, constants and subgraphs are float64."""
+def float64_node(node: onnx.NodeProto, narrow: bool = True) -> onnx.NodeProto:
+    """A copy of `node` whose floating types, constants and subgraphs are float64 (`narrow`: see
+    float64_nodes)."""
     node = onnx.NodeProto.FromString(node.SerializeToString())
     as_tensor_constant(node)
-    _float64_attributes(node)
+    _float64_attributes(node, narrow)
     return node
 
 
@@ -197,7 +219,7 @@ def _jumps_in_own_types(node: onnx.NodeProto, given: dict[str, np.ndarray], prod
     in float64 and 7 in float32, and no reference can say which a float32 model means."""
     with np.errstate(over="ignore"):  # beyond float32's range: its ±inf (IsInf after an overflow)
         held = {name: value.astype(types[name]).astype(np.float64) for name, value in given.items()
-                if name in types and value.dtype.kind == "f"}
+                if name in types and isinstance(value, np.ndarray) and value.dtype.kind == "f"}
     if not held:
         return []
     try:
@@ -259,7 +281,7 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
                 given = {**given, node.input[0]: given[node.input[0]].astype(helper.tensor_dtype_to_np_dtype(source_type))}
             try:
                 produced = (stored and _in_own_types(node, given, model, types)) or \
-                    _narrowed(node, given, evaluate_node(float64_node(node), given, model), narrow, source_type)
+                    _narrowed(node, given, evaluate_node(float64_node(node, narrow), given, model), narrow, source_type)
                 with np.errstate(over="ignore"):  # stored: beyond the type's range is its ±inf
                     produced = {k: v.astype(types[k]).astype(np.float64) if k in types and isinstance(v, np.ndarray)
                                 and v.dtype == np.float64 else v for k, v in produced.items()}
