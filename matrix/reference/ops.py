@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_batch_normalization import _batchnorm_training_mode
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTranspose
 from onnx.reference.ops.op_grid_sample import GridSample as OnnxGridSample
 from onnx.reference.ops.op_gru import GRU as OnnxGRU
@@ -44,17 +45,23 @@ class GlobalMaxPool(OpRun):
 class BatchNormalization(OpRun):
     """onnx's opset-9 form uses the batch's own statistics whenever a `momentum` attribute is present,
     which one common exporter writes on every BatchNormalization. The spec: with one output (and
-    training_mode 0 from opset 14), Y = (X - mean) / sqrt(var + epsilon) * scale + B."""
+    training_mode 0 from opset 14), Y = (X - mean) / sqrt(var + epsilon) * scale + B; with
+    training_mode 1 (opset 14), onnx's own (the batch's statistics, and the running ones moved by
+    `momentum`), which it once refused and left to the referee (issue 41, sweep 11 D1)."""
 
     op_domain = ""
 
-    def _run(self, x, scale, bias, mean, var, epsilon=None, training_mode=None, **_):  # momentum: training only
-        if training_mode or len(self.onnx_node.output) > 1:
-            raise NotImplementedError("BatchNormalization in training mode (batch statistics)")
+    def _run(self, x, scale, bias, mean, var, epsilon=None, momentum=None, training_mode=None, **_):
         epsilon = 1e-5 if epsilon is None else epsilon
         shape = (1, -1) + (1,) * (x.ndim - 2)
-        y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + epsilon) * scale.reshape(shape) + bias.reshape(shape)
-        return (y.astype(x.dtype),)
+        if not training_mode:
+            if len(self.onnx_node.output) > 1:  # opset 9's training outputs: no spec this side of opset 14
+                raise NotImplementedError("BatchNormalization with training outputs before opset 14")
+            y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + epsilon) * scale.reshape(shape) + bias.reshape(shape)
+            return (y.astype(x.dtype),)
+        y, _, _, running_mean, running_var = _batchnorm_training_mode(  # onnx's own: right
+            x, scale, bias, mean, var, 0.9 if momentum is None else momentum, epsilon)
+        return (y, running_mean, running_var)[:len(self.onnx_node.output)]
 
 
 def _along(value: np.ndarray, shape: tuple[int, ...], axis: int, block_size: int | None) -> np.ndarray:
