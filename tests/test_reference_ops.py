@@ -444,5 +444,6 @@ def test_batch_normalization_in_training_mode_takes_the_batchs_statistics():
     at = (1, 3, 1, 1)
     spec = (x - batch_mean.reshape(at)) / np.sqrt(batch_var.reshape(at) + 1e-5) * scale.reshape(at) + bias.reshape(at)
     np.testing.assert_allclose(y, spec, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(running_mean, 0.8 * mean + 0.2 * batch_mean, rtol=1e-12)
-    np.testing.assert_allclose(running_var, 0.8 * var + 0.2 * batch_var, rtol=1e-12)
+    momentum = float(np.float32(0.8))  # an ONNX float attribute is a float32
+    np.testing.assert_allclose(running_mean, momentum * mean + (1 - momentum) * batch_mean, rtol=1e-12)
+    np.testing.assert_allclose(running_var, momentum * var + (1 - momentum) * batch_var, rtol=1e-12)
