@@ -713,3 +713,15 @@ def test_a_round_trip_through_fp16_in_a_branch_rounds_in_the_reference(tmp_path,
     assert cells["round"]["status"] == "pass" and cells["round"]["max_abs"] == 0.0, cells["round"]  # FP16's own values
     assert cells["drawn"]["status"] == "no_reference" and "in a branch or body) draws random numbers" in \
         cells["drawn"]["error"], cells["drawn"]["error"]
+
+
+def test_a_float8_output_onnxruntime_1_20_cannot_return_is_unsupported(tmp_path, write_matrix):
+    """Issue 41, sweep 11 D8: a float8 graph output on onnxruntime 1.20 was `error` "RuntimeError: No
+    corresponding Numpy type for Tensor Type." (its words name no type); like bfloat16's, `unsupported`."""
+    graph = h.make_graph([h.make_node("Cast", ["x"], ["y"], to=T.FLOAT8E4M3FN)], "g",
+                         [h.make_tensor_value_info("x", T.FLOAT, [3])], [h.make_tensor_value_info("y", T.FLOAT8E4M3FN, [3])])
+    onnx.save(h.make_model(graph, opset_imports=[h.make_opsetid("", 21)], ir_version=10), tmp_path / "f8.onnx")
+    done, cells = run(write_matrix, case(tmp_path, "f8", None, {"x": np.array([0.3, 500, 1.1], np.float32)},
+                                         expected={"y": np.array([42, 126, 57], np.uint8)}))
+    assert cells["f8"]["status"] == "unsupported", cells["f8"]["error"]
+    assert "an output of a type numpy lacks, so onnxruntime's Python API cannot return it" in cells["f8"]["error"]
