@@ -263,8 +263,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
                f"{_first_missing(float64.missing, model)}")
-        return Reference(arrays, reference_text(how, arrays), {**_check(REFEREE, how, None, checked),
-                                                               "referee_outputs": lacking, "referee_version": referee_version()})
+        check = {**_check(REFEREE, how, None, checked), "referee_outputs": lacking, "referee_version": referee_version()}
+        return Reference(arrays, reference_text(how, arrays), check)
     said = f"at every node ({checked} held against each other)" if checked else \
         "at its outputs (no node between could be held against each other: values of types numpy lacks)"
     return Reference(arrays, reference_text("onnx.reference, every floating type made float64", arrays, "float64"),

@@ -1,8 +1,8 @@
 """The referee's onnxruntime runs in a process of its own, started once and again after a crash: a
 model onnxruntime dies on (SIGFPE of INT32_MIN / −1, a segfault in a kernel) ends that process, not
 trtmatrix, whose run goes on and says so (issue 41, sweep 11 D4: exit 136, no line, every other case
-of the matrix lost). The engines' cells already run in workers of their own; this is the host's one
-onnxruntime that ran models in trtmatrix's own process.
+of the matrix lost). The engines' cells already run in workers of their own; the host itself only
+loads models in onnxruntime (the FP16 copy's check), it runs none.
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ def in_referee_process(function: Callable, *args) -> Any:
             _child = None
             raise RefereeCrashed(f"onnxruntime crashed ({_ended(code)}) evaluating the model, in a process of "
                                  "its own") from None
+        except BaseException:  # a stop mid-request: its answer must not be the next request's
+            process.kill()
+            process.wait()
+            _child = None
+            raise
     if kind == "ok":
         return value[0]
     if kind == "raised":
