@@ -725,3 +725,20 @@ def test_a_float8_output_onnxruntime_1_20_cannot_return_is_unsupported(tmp_path,
                                          expected={"y": np.array([42, 126, 57], np.uint8)}))
     assert cells["f8"]["status"] == "unsupported", cells["f8"]["error"]
     assert "an output of a type numpy lacks, so onnxruntime's Python API cannot return it" in cells["f8"]["error"]
+
+
+def test_an_integer_cast_to_float_in_a_branch_rounds_in_the_reference(tmp_path, write_matrix):
+    """Issue 41, sweep 12 E1: Cast(int64 → FLOAT) in an If branch was not rounded to float32 in the
+    float64 evaluation (16777217 stayed 16777217), where the main graph's is: every onnxruntime, rightly
+    giving 16777216, failed by 1 after a Sub of 2^24."""
+    branch = lambda name: h.make_graph([h.make_node("Cast", ["i"], [f"{name}_f"], to=T.FLOAT)], name, [],  # noqa: E731
+                                       [h.make_tensor_value_info(f"{name}_f", T.FLOAT, [3])])
+    model(tmp_path / "ints.onnx", [h.make_node("ReduceSum", ["i"], ["total"], keepdims=0),
+                                   h.make_node("Greater", ["total", "low"], ["yes"]),
+                                   h.make_node("If", ["yes"], ["f"], then_branch=branch("then"), else_branch=branch("else")),
+                                   h.make_node("Sub", ["f", "big"], ["y"])],
+          [("i", T.INT64, [3])], [("y", T.FLOAT, [3])],
+          [nh.from_array(np.array(-5, np.int64), "low"), nh.from_array(np.array(2.0 ** 24, np.float32), "big")])
+    i = np.array([16777217, 16777219, 3], np.int64)
+    done, cells = run(write_matrix, case(tmp_path, "ints", None, {"i": i}))
+    assert cells["ints"]["status"] == "pass" and cells["ints"]["max_abs"] == 0.0, cells["ints"]  # float32(i) - 2^24

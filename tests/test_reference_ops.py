@@ -4,6 +4,8 @@ replacement can go: delete it from ops.REPLACEMENTS and its test here)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -447,3 +449,39 @@ def test_batch_normalization_in_training_mode_takes_the_batchs_statistics():
     momentum = float(np.float32(0.8))  # an ONNX float attribute is a float32
     np.testing.assert_allclose(running_mean, momentum * mean + (1 - momentum) * batch_mean, rtol=1e-12)
     np.testing.assert_allclose(running_var, momentum * var + (1 - momentum) * batch_var, rtol=1e-12)
+
+
+def test_erf_is_float64():
+    """Issue 41, sweep 12 E3: onnx's Erf returns float32 whatever its input, so (1 - Erf(x)) · 1e6 was
+    judged against float32's rounding of Erf."""
+    x = np.array([0.3, 2.5, 3.0, 3.5, -1.2])
+    node = h.make_node("Erf", ["x"], ["y"])
+    np.testing.assert_array_equal(evaluate(node, {"x": x}, 13, True), [math.erf(v) for v in x])
+
+
+def test_onnx_erf_still_rounds_to_float32():
+    value = evaluate(h.make_node("Erf", ["x"], ["y"]), {"x": np.array([2.5])}, 13, False)[0]
+    assert float(value) == float(np.float32(math.erf(2.5))) != math.erf(2.5)
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid_is_theta_times_the_pixel_centres_in_float64(align):
+    """Issue 41, sweep 12 E6: the spec's grid, theta · [x, y, 1] over the normalised pixel positions
+    (centres for align_corners 0, corners for 1), in theta's type."""
+    theta = np.array([[[0.1, 0.2, 0.3], [0.7, 0.6, 0.1]]])
+    height, width = 3, 4
+
+    def positions(count):
+        return [-1 + 2 * i / (count - 1) if align else (2 * i + 1) / count - 1 for i in range(count)]
+
+    spec = np.array([[[theta[0] @ [x, y, 1.0] for x in positions(width)] for y in positions(height)]])
+    node = h.make_node("AffineGrid", ["theta", "size"], ["g"], align_corners=align)
+    grid = evaluate(node, {"theta": theta, "size": np.array([1, 1, height, width], np.int64)}, 20, True)
+    assert grid.dtype == np.float64
+    np.testing.assert_allclose(grid, spec, rtol=1e-12, atol=1e-15)
+
+
+def test_onnx_affine_grid_still_returns_float32():
+    node = h.make_node("AffineGrid", ["theta", "size"], ["g"])
+    theta = np.array([[[0.1, 0.2, 0.3], [0.7, 0.6, 0.1]]])
+    assert evaluate(node, {"theta": theta, "size": np.array([1, 1, 3, 3], np.int64)}, 20, False).dtype == np.float32

@@ -98,10 +98,13 @@ def _float64_graph(graph: onnx.GraphProto, narrow: bool) -> None:
 
 
 def _rounding_cast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
-    """A Cast to FP16 or BF16 as the Cast itself, then one to float64 under its output's name: the
-    value rounds as the model says and goes on in float64, as _narrowed has it in the main graph."""
+    """A Cast to FP16, BF16 or FLOAT as the Cast itself, then one to float64 under its output's name:
+    the value rounds as the model says and goes on in float64, as _narrowed has it in the main graph.
+    There a Cast to FLOAT rounds only integers and DOUBLE (16777217 is 16777216 in the model: issue 41,
+    sweep 12 E1); here, without the types a branch's values are declared in, a float too, by at most
+    one unit of float32 where the model holds that value in float32 anyway."""
     to = next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
-    if to not in NARROW_CASTS:
+    if to not in NARROW_CASTS and to != TensorProto.FLOAT:
         return None
     rounded = onnx.NodeProto.FromString(node.SerializeToString())
     rounded.output[0] = f"{node.output[0]}__rounded"

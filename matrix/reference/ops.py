@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_affine_grid import construct_original_grid
 from onnx.reference.ops.op_batch_normalization import _batchnorm_training_mode
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTranspose
 from onnx.reference.ops.op_grid_sample import GridSample as OnnxGridSample
@@ -273,6 +274,35 @@ class GridSample(OnnxGridSample):
         return (y.numpy().astype(X.dtype),)
 
 
+class Erf(OpRun):
+    """onnx's is math.erf vectorized with a float32 result whatever its input: a float32 Erf in the
+    float64 evaluation, and (1 - Erf(x)) · 1e6 passed an engine 33 times its allowance off (issue 41,
+    sweep 12 E3). scipy's, in the input's type."""
+
+    op_domain = ""
+
+    def _run(self, x):
+        from scipy.special import erf
+
+        return (erf(x).astype(x.dtype),)
+
+
+class AffineGrid(OpRun):
+    """onnx's builds its grid in float64 and hands it back as float32 whatever theta's type: the Sub
+    after it then met float32 in the float64 evaluation and had none, and onnxruntime's own float32
+    stood in (issue 41, sweep 12 E6). The same grid in theta's type."""
+
+    op_domain = ""
+
+    def _run(self, theta, size, align_corners=None):
+        align_corners = self.align_corners if align_corners is None else align_corners
+        _, _, *data_size = size
+        homogeneous = construct_original_grid(data_size, align_corners)  # [*data_size, dims + 1]
+        points = np.reshape(homogeneous, (-1, homogeneous.shape[-1])).T
+        grid = np.transpose(np.matmul(theta, points), (0, 2, 1))  # [N, points, dims]
+        return (np.reshape(grid, (theta.shape[0], *data_size, theta.shape[1])).astype(theta.dtype),)
+
+
 def _bilinear(image: np.ndarray, y: float, x: float) -> np.ndarray:
     """`image` ([C, H, W]) at (y, x), bilinearly interpolated as RoiAlign samples it (0 beyond a
     pixel outside, the edge row or column held)."""
@@ -324,7 +354,7 @@ class RoiAlign(OnnxRoiAlign):
 
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
                 Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization, LpNormalization, LRN,
-                GridSample]
+                GridSample, Erf, AffineGrid]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
