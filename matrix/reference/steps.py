@@ -27,9 +27,9 @@ ROUNDING = 8.0 * float(np.finfo(np.float32).eps)
 
 def is_step(node: onnx.NodeProto, produced: dict[str, np.ndarray]) -> bool:
     """One of STEP_OPS, or a node (not NO_STEP) that gives integers or booleans: a Cast between
-    floats, an Add, is no step."""
+    floats, an Add, is no step; nor is a sequence (a list), whose items the nodes that read it give."""
     return node.op_type in STEP_OPS or node.op_type not in NO_STEP and \
-        any(np.asarray(value).dtype.kind in "iub" for value in produced.values())
+        any(not isinstance(value, list) and np.asarray(value).dtype.kind in "iub" for value in produced.values())
 
 
 def parted(one: np.ndarray, other: np.ndarray) -> bool:
