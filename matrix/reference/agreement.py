@@ -169,7 +169,7 @@ def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
             continue
         checked += 1
         for name in outputs:
-            if name not in mine:
+            if name not in mine or isinstance(mine[name], list):  # a sequence: the referee gives none to hold
                 continue
             delta, why = _differs(mine[name], theirs[name])  # exact for integers, booleans and strings
             if why:

@@ -15,6 +15,7 @@ from onnx.reference.ops.op_batch_normalization import _batchnorm_training_mode
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTranspose
 from onnx.reference.ops.op_grid_sample import GridSample as OnnxGridSample
 from onnx.reference.ops.op_gru import GRU as OnnxGRU
+from onnx.reference.ops.op_loop import Loop as OnnxLoop
 from onnx.reference.ops.op_lstm import LSTM as OnnxLSTM
 from onnx.reference.ops.op_quantize_linear import QuantizeLinear_25 as OnnxQuantizeLinear
 from onnx.reference.ops.op_roi_align import RoiAlign as OnnxRoiAlign
@@ -303,6 +304,17 @@ class AffineGrid(OpRun):
         return (np.reshape(grid, (theta.shape[0], *data_size, theta.shape[1])).astype(theta.dtype),)
 
 
+class Loop(OnnxLoop):
+    """onnx's runs no iteration where `cond` is left out — the spec's "for i in range(M)" form — and
+    then fails to join its scan outputs: the model had no float64 evaluation, and onnxruntime's own
+    float32 stood in (issue 41, sweep 12 E12). A left-out `cond` is true, as the spec has it."""
+
+    op_domain = ""
+
+    def _run(self, M, cond, *args, **kwargs):
+        return super()._run(M, np.array(True) if cond is None else cond, *args, **kwargs)
+
+
 def _bilinear(image: np.ndarray, y: float, x: float) -> np.ndarray:
     """`image` ([C, H, W]) at (y, x), bilinearly interpolated as RoiAlign samples it (0 beyond a
     pixel outside, the edge row or column held)."""
@@ -354,7 +366,7 @@ class RoiAlign(OnnxRoiAlign):
 
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
                 Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization, LpNormalization, LRN,
-                GridSample, Erf, AffineGrid]
+                GridSample, Erf, AffineGrid, Loop]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
