@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -764,3 +765,35 @@ def test_a_for_loop_without_cond_and_an_optional_are_evaluated_or_said(tmp_path,
     assert cells["forloop"]["reference"] == "onnx.reference, every floating type made float64", cells["forloop"]["reference"]
     assert cells["forloop"]["status"] == "fail" and cells["forloop"]["max_abs"] == 1.0, cells["forloop"]  # float32 loses the 1
     assert cells["optional"]["status"] == "pass", cells["optional"]["error"]
+
+
+def _referee_pid() -> int:
+    """The pid of this process's referee (reference/referee_process.py)."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"referee_process" in (proc / "cmdline").read_bytes() and \
+                    int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                return int(proc.name)
+        except (OSError, ValueError):
+            continue
+    raise AssertionError("no referee process")
+
+
+def test_a_referee_ended_from_outside_is_no_crash_of_the_model():
+    """Issue 41, sweep 12 E8: a referee killed by SIGKILL (the OOM killer) was "onnxruntime crashed …
+    evaluating the model", and that unchecked reference was kept with the artifact for good. Ended
+    from outside, it is RefereeKilled (the preparation fails, and is made again next time); onnxruntime
+    ending its own process (an abort, a SIGFPE) is still a crash of the model's."""
+    import signal
+    import threading
+    import time
+
+    from matrix.reference.referee_process import RefereeCrashed, RefereeKilled, in_referee_process
+
+    assert in_referee_process(len, [1, 2]) == 2
+    threading.Timer(1.0, os.kill, (_referee_pid(), signal.SIGKILL)).start()
+    with pytest.raises(RefereeKilled, match=r"ended from outside \(killed by SIGKILL\)"):
+        in_referee_process(time.sleep, 30)
+    with pytest.raises(RefereeCrashed, match=r"killed by SIGABRT"):
+        in_referee_process(os.abort)
+    assert in_referee_process(len, [1]) == 1  # started again

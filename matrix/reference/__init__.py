@@ -29,7 +29,7 @@ from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
 from .loop_steps import step_in_loop
 from .referee import referee_label, referee_values, referee_version
-from .referee_process import RefereeCrashed
+from .referee_process import RefereeCrashed, RefereeKilled
 from .overflow import crossed_an_edge, on_an_edge, overflowed
 from .rounding import decided_by_rounding
 from .steps import parted, parted_at
@@ -219,6 +219,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:
         theirs = referee_values(model, inputs)
+    except RefereeKilled:  # nothing of the model's: the preparation fails, and the next run prepares again
+        raise
     except Exception as exc:  # noqa: BLE001 - onnxruntime's words, kept below
         theirs, words = None, str(exc)  # all of them: a cause can lie past the first line's 300 characters
         refused = f"{type(exc).__name__}: {(words.strip().splitlines() or [''])[0]}"[:300]

@@ -8,11 +8,13 @@ loads models in onnxruntime (the FP16 copy's check), it runs none.
 from __future__ import annotations
 
 import atexit
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
@@ -23,6 +25,14 @@ _child: tuple[Any, Any] | None = None  # (process, connection)
 
 class RefereeCrashed(RuntimeError):
     """onnxruntime ended its process while evaluating the model."""
+
+
+class RefereeKilled(RuntimeError):
+    """The referee's process was ended from outside (SIGKILL, as the OOM killer does; SIGTERM): no
+    finding of the model's, and nothing a prepared reference may keep (issue 41, sweep 12 E8)."""
+
+
+FROM_OUTSIDE = {-signal.SIGKILL, -signal.SIGTERM, -signal.SIGHUP, -signal.SIGINT}
 
 
 def in_referee_process(function: Callable, *args) -> Any:
@@ -39,6 +49,9 @@ def in_referee_process(function: Callable, *args) -> Any:
         except (EOFError, OSError):
             code = process.wait()
             _child = None
+            if code in FROM_OUTSIDE:
+                raise RefereeKilled(f"the referee's process was ended from outside ({_ended(code)}) while it "
+                                    "evaluated the model: prepare it again (run again)") from None
             raise RefereeCrashed(f"onnxruntime crashed ({_ended(code)}) evaluating the model, in a process of "
                                  "its own") from None
         except BaseException:  # a stop mid-request: its answer must not be the next request's
@@ -95,6 +108,14 @@ def serve(fd: int) -> None:
     """The referee's process: each request run, its answer sent back, until trtmatrix goes."""
     connection = Connection(fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is trtmatrix's to handle; it ends this process
+    parent = os.getppid()
+
+    def watch() -> None:  # trtmatrix killed outright (kill -9): no request in hand runs on, orphaned (sweep 12 E10)
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
     while True:
         try:
             function, args = connection.recv()
