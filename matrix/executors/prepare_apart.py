@@ -26,6 +26,7 @@ import onnx
 from ..graph_walk import slow_in_float64
 from ..prepare import artifact_dir, prepare, prepared
 from ..reference import NoReference
+from ..reference.referee import referee_label
 from ..sources import CaseSpec, Params, case_specs
 from ..stops import end_with_parent, run_apart
 from ..worker.oom import oom_kills, oom_note
@@ -69,12 +70,18 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
         # A user's expected outputs are the reference: a deadline in their extra check (the model's
         # own evaluation against the referee) drops that extra only, and the row is made again
         # without it, so its cells run and are judged against the file (issue 41, sweep 8 A12).
+        # So does a deadline in the float64 evaluation itself, which only that check reads (a Loop that
+        # onnx.reference runs trip by trip: issue 41, sweep 12 E12 made such loops run).
+        cut_in = told[cut]["phase"] if cut is not None else ""
         if ended.returncode is not None or cut is None or cut in job["unchecked"] or not spec.entry.expected \
-                or not told[cut]["phase"].startswith(CHECK_PHASE):
+                or not cut_in.startswith((CHECK_PHASE, FLOAT64_PHASES[0])):
             break
         job["unchecked"][cut] = (f"the model's own evaluation was not checked against "
-                                 f"{told[cut]['phase'][len(CHECK_PHASE):]} within timeout_s = {timeout_s:g} s: "
-                                 "its check was stopped, and the cells are judged against your file alone")
+                                 f"{cut_in[len(CHECK_PHASE):]} within timeout_s = {timeout_s:g} s: "
+                                 "its check was stopped" if cut_in.startswith(CHECK_PHASE) else
+                                 f"the model's own float64 evaluation did not end within timeout_s = {timeout_s:g} s, so "
+                                 f"your file is not checked against {referee_label()}: it was stopped") + \
+            ", and the cells are judged against your file alone"
         pending = [row for row in pending if row[1] == cut or row[1] not in told]
     unmade: NoReference | None = None  # a deadline that cut the reference off
     if ended.returncode is None:
