@@ -98,8 +98,10 @@ def _start():
     ours, theirs = socket.socketpair()
     # this very trtmatrix first on the path: not a `matrix` package of the folder it runs in
     start = f"import sys; sys.path.insert(0, sys.argv[2]); from {__name__} import serve; serve(int(sys.argv[1]))"
+    # A session of its own, as the workers have: a Ctrl-C in the terminal reaches trtmatrix alone, which
+    # ends this process itself (it died of one while it started, once, and the stop hung: sweep 12 E13)
     process = subprocess.Popen([sys.executable, "-c", start, str(theirs.fileno()), str(Path(__file__).resolve().parents[2])],
-                               pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
+                               pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True)
     theirs.close()
     return process, Connection(ours.detach())
 
@@ -107,7 +109,7 @@ def _start():
 def serve(fd: int) -> None:
     """The referee's process: each request run, its answer sent back, until trtmatrix goes."""
     connection = Connection(fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is trtmatrix's to handle; it ends this process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C sent to it all the same is trtmatrix's to handle
     parent = os.getppid()
 
     def watch() -> None:  # trtmatrix killed outright (kill -9): no request in hand runs on, orphaned (sweep 12 E10)
