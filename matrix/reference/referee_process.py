@@ -47,17 +47,17 @@ def in_referee_process(function: Callable, *args) -> Any:
             connection.send((function, args))
             kind, *value = connection.recv()
         except (EOFError, OSError):
+            _child = None  # first: a stop raised inside the wait leaves no dead process to ask again
             code = process.wait()
-            _child = None
             if code in FROM_OUTSIDE:
                 raise RefereeKilled(f"the referee's process was ended from outside ({_ended(code)}) while it "
                                     "evaluated the model: prepare it again (run again)") from None
             raise RefereeCrashed(f"onnxruntime crashed ({_ended(code)}) evaluating the model, in a process of "
                                  "its own") from None
         except BaseException:  # a stop mid-request: its answer must not be the next request's
+            _child = None
             process.kill()
             process.wait()
-            _child = None
             raise
     if kind == "ok":
         return value[0]
