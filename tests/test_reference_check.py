@@ -771,16 +771,63 @@ def test_a_for_loop_without_cond_and_an_optional_are_evaluated_or_said(tmp_path,
     assert cells["optional"]["status"] == "pass", cells["optional"]["error"]
 
 
-def _referee_pid() -> int:
-    """The pid of this process's referee (reference/referee_process.py)."""
+def _referee_pid(parent: int | None = None) -> int:
+    """The pid of the referee (reference/referee_process.py) of `parent`, else of this process."""
     for proc in Path("/proc").iterdir():
         try:
             if proc.name.isdigit() and b"referee_process" in (proc / "cmdline").read_bytes() and \
-                    int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == os.getpid():
+                    int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == (parent or os.getpid()):
                 return int(proc.name)
         except (OSError, ValueError):
             continue
     raise AssertionError("no referee process")
+
+
+def test_a_referee_that_gives_no_answer_is_ended_at_the_rows_deadline(tmp_path, write_matrix):
+    """Issue 41, sweep 12 E9: a referee process that stopped answering (SIGSTOP) held `run` past
+    `timeout_s = 5` until it was killed, 100 s later. E10: while it worked, a copy of the user's
+    model lay in $TMPDIR/trtmatrix-referee-*, which a kill -9 of trtmatrix then left for good."""
+    import signal
+    import time
+
+    rng = np.random.default_rng(4)
+    body = ""
+    for name in ("a", "b", "c"):
+        model(tmp_path / f"{name}.onnx", [h.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])])
+        x = rng.standard_normal(3).astype(np.float32)
+        body += case(tmp_path, name, None, {"x": x}, expected={"y": np.maximum(x, 0)} if name == "a" else None) + \
+            "timeout_s = 4\n"
+    config = write_matrix(PROFILES + body, environments=(ENV,))
+    (temp := tmp_path / "tmp").mkdir()
+    running = subprocess.Popen([TRTMATRIX, "run", "-c", str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "COLUMNS": "250", "TMPDIR": str(temp)})
+    started = time.monotonic()
+    while True:
+        try:
+            referee = _referee_pid(running.pid)
+            break
+        except AssertionError:
+            assert running.poll() is None and time.monotonic() - started < 120, "no referee started"
+            time.sleep(0.01)
+    os.kill(referee, signal.SIGSTOP)
+    try:
+        time.sleep(1)
+        assert not list(temp.glob("trtmatrix-referee-*")), "a copy of the model on disk"
+        out, err = running.communicate(timeout=120)
+    finally:  # a failure leaves no stopped process behind
+        if running.poll() is None:
+            running.kill()
+            os.kill(referee, signal.SIGKILL)
+    cells = read_run(list_runs(config.parent / "reports")[-1]).set_index("case").to_dict("index")
+    # the request stopped is the first case's (a, whose own file is its reference) unless it was answered first
+    cut = [name for name, cell in cells.items() if "within timeout_s = 4 s" in f"{cell['error']} {cell['reference_check']}"]
+    assert len(cut) == 1, (cells, err)
+    if cut == ["a"]:  # judged against the file alone, its check said to be stopped
+        assert cells["a"]["status"] == "pass" and "judged against your file alone" in cells["a"]["reference_check"]
+    else:
+        assert cells[cut[0]]["status"] == "no_reference", cells
+    assert all(cell["status"] == "pass" for name, cell in cells.items() if name not in cut), cells
+    assert not Path(f"/proc/{referee}").exists()  # ended, and waited for
 
 
 def test_a_referee_ended_from_outside_is_no_crash_of_the_model():

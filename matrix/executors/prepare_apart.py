@@ -27,6 +27,7 @@ from ..graph_walk import slow_in_float64
 from ..prepare import artifact_dir, prepare, prepared
 from ..reference import NoReference
 from ..reference.referee import referee_label
+from ..reference.referee_process import RefereeTimedOut, referee_deadline
 from ..sources import CaseSpec, Params, case_specs
 from ..stops import end_with_parent, run_apart
 from ..worker.oom import oom_kills, oom_note
@@ -56,7 +57,7 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
     file's rows are prepared in one child process (the file imported once for all of them), with
     `timeout_s` for each row; other cases' in this process. `fresh`: made again though ready."""
     if spec.torch_case is None and not _iterates(spec):
-        return {key: _here(spec, params, key, cache_dir) for params, key in rows}
+        return {key: _here(spec, params, key, cache_dir, timeout_s) for params, key in rows}
     job = {"config": str(config_path), "case": spec.name, "cache": str(cache_dir), "fresh": fresh, "unchecked": {}}
     if spec.is_onnx_file:  # its files say it all: an investigation's trial case is in no matrix file
         job.update(entry=spec.entry.model_dump(mode="json"), root=str(spec.root))
@@ -76,12 +77,7 @@ def prepare_apart(config_path: Path, spec: CaseSpec, rows: list[Row], cache_dir:
         if ended.returncode is not None or cut is None or cut in job["unchecked"] or not spec.entry.expected \
                 or not cut_in.startswith((CHECK_PHASE, FLOAT64_PHASES[0])):
             break
-        job["unchecked"][cut] = (f"the model's own evaluation was not checked against "
-                                 f"{cut_in[len(CHECK_PHASE):]} within timeout_s = {timeout_s:g} s: "
-                                 "its check was stopped" if cut_in.startswith(CHECK_PHASE) else
-                                 f"the model's own float64 evaluation did not end within timeout_s = {timeout_s:g} s, so "
-                                 f"your file is not checked against {referee_label()}: it was stopped") + \
-            ", and the cells are judged against your file alone"
+        job["unchecked"][cut] = _unchecked(cut_in, timeout_s)
         pending = [row for row in pending if row[1] == cut or row[1] not in told]
     unmade: NoReference | None = None  # a deadline that cut the reference off
     if ended.returncode is None:
@@ -129,6 +125,15 @@ def _child(spec: CaseSpec, rows: list[Row], cache_dir: Path, timeout_s: float, j
     return ended, said
 
 
+def _unchecked(phase: str, timeout_s: float) -> str:
+    """Why a user's expected outputs are judged against without their extra check: a deadline in it."""
+    return (f"the model's own evaluation was not checked against {phase[len(CHECK_PHASE):]} within "
+            f"timeout_s = {timeout_s:g} s: its check was stopped" if phase.startswith(CHECK_PHASE) else
+            f"the model's own float64 evaluation did not end within timeout_s = {timeout_s:g} s, so "
+            f"your file is not checked against {referee_label()}: it was stopped") + \
+        ", and the cells are judged against your file alone"
+
+
 def _reference_cut_off(phase: str, timeout_s: float, spec: CaseSpec) -> NoReference | None:
     """The row's status where the deadline ended a reference phase: the engines never ran, and a
     slow float64 evaluation (a Loop of two million trips onnxruntime runs in 2 s) is no error.
@@ -165,9 +170,18 @@ def _iterates(spec: CaseSpec) -> bool:
     return slow_in_float64(model.graph) is not None
 
 
-def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path) -> Path | Exception:
+def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path, timeout_s: float,
+          unchecked: str | None = None) -> Path | Exception:
+    """A row prepared in this process, the referee's answers waited for `timeout_s` at most: a deadline
+    there as in a child (issue 41, sweep 12 E9: a stopped referee held the run for good)."""
     try:
-        return prepare(spec, params, key, cache_dir)
+        with referee_deadline(timeout_s):
+            return prepare(spec, params, key, cache_dir, unchecked=unchecked)
+    except RefereeTimedOut as exc:
+        phase = CHECK_PHASE + referee_label()
+        if spec.entry.expected and unchecked is None:  # prepared again, judged against the user's file alone
+            return _here(spec, params, key, cache_dir, timeout_s, _unchecked(phase, timeout_s))
+        return _reference_cut_off(phase, timeout_s, spec) or exc
     except Exception as exc:  # a broken case must not stop the others
         return exc
 

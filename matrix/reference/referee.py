@@ -30,23 +30,25 @@ class RefereeValues:
 
 
 @contextmanager
-def _every_output(model: onnx.ModelProto, every: bool = True) -> Iterator[str]:
-    """A file of the model with every top-level node output as a graph output (onnxruntime keeps a
-    graph output as it is computed). Added to the model itself and taken off again (a copy of a
-    model of a gigabyte costs as much as writing it); its weights beside it past protobuf's 2 GB."""
+def _every_output(model: onnx.ModelProto, every: bool = True) -> Iterator[str | bytes]:
+    """The model with every top-level node output as a graph output (onnxruntime keeps a graph output
+    as it is computed), added to the model itself and taken off again (a copy of a model of a gigabyte
+    costs as much as writing it). Its bytes, sent to the referee's process: no copy of the user's
+    model is left on disk where trtmatrix is killed (issue 41, sweep 12 E10). Past protobuf's 2 GB, a
+    file with its weights beside it, in a temporary folder that a kill -9 does leave."""
     known = {v.name for v in model.graph.output}
     added = [name for node in model.graph.node for name in node.output if name and name not in known] if every else []
     before = len(model.graph.output)
     model.graph.output.extend(helper.make_value_info(name, onnx.TypeProto()) for name in dict.fromkeys(added))
     try:
+        if model.ByteSize() <= 1.5e9:
+            yield model.SerializeToString()
+            return
         with tempfile.TemporaryDirectory(prefix="trtmatrix-referee-") as folder:
             path = os.path.join(folder, "model.onnx")
-            if model.ByteSize() > 1.5e9:  # writing external data moves the bytes out of the proto written: a copy
-                copy = onnx.ModelProto()
-                copy.CopyFrom(model)
-                onnx.save(copy, path, save_as_external_data=True)
-            else:
-                onnx.save(model, path)
+            copy = onnx.ModelProto()  # writing external data moves the bytes out of the proto written
+            copy.CopyFrom(model)
+            onnx.save(copy, path, save_as_external_data=True)
             yield path
     finally:
         del model.graph.output[before:]
@@ -72,7 +74,7 @@ def judged_against_itself(check: dict | None, engine: str, version: str | None) 
             f"({check['text']}): the cell would be judged against itself; give the case `expected` outputs")
 
 
-def _session(path: str):
+def _session(model: str | bytes):
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
@@ -81,7 +83,7 @@ def _session(path: str):
     # log line of the same words, colour codes and all, would land on the terminal (issue 41, sweep 8 A9)
     options.log_severity_level = 4
     onnxruntime.set_default_logger_severity(3)  # kernels' own warnings go through the default logger (RoiAlign's)
-    return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 class _EveryOutputRefused(Exception):
@@ -93,20 +95,20 @@ def referee_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> Ref
     it crashes: it runs in a process of its own (referee_process.py)."""
     own = [o.name for o in model.graph.output]
     try:
-        with _every_output(model) as path:
-            values = in_referee_process(_evaluated, path, inputs, own, True)
+        with _every_output(model) as given:
+            values = in_referee_process(_evaluated, given, inputs, own, True)
     except _EveryOutputRefused:  # the graph's outputs alone
-        with _every_output(model, every=False) as path:
-            values = in_referee_process(_evaluated, path, inputs, own, False)
+        with _every_output(model, every=False) as given:
+            values = in_referee_process(_evaluated, given, inputs, own, False)
     return RefereeValues(referee_label(), values)
 
 
-def _evaluated(path: str, inputs: dict[str, np.ndarray], own: list[str], every: bool) -> dict[str, np.ndarray]:
-    """The referee's values of the model at `path` (run in the referee's process)."""
+def _evaluated(model: str | bytes, inputs: dict[str, np.ndarray], own: list[str], every: bool) -> dict[str, np.ndarray]:
+    """The referee's values of the model (its bytes or file; run in the referee's process)."""
     import onnxruntime
 
     try:
-        session = _session(path)
+        session = _session(model)
     except Exception:  # noqa: BLE001 - raised again by referee_values, with the graph's outputs alone
         if every:
             raise _EveryOutputRefused() from None

@@ -8,6 +8,7 @@ loads models in onnxruntime (the FP16 copy's check), it runs none.
 from __future__ import annotations
 
 import atexit
+import contextvars
 import os
 import signal
 import socket
@@ -15,12 +16,14 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 _lock = threading.Lock()  # one request at a time: prepares of several threads share the process
 _child: tuple[Any, Any] | None = None  # (process, connection)
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("referee_deadline", default=None)
 
 
 class RefereeCrashed(RuntimeError):
@@ -32,7 +35,22 @@ class RefereeKilled(RuntimeError):
     finding of the model's, and nothing a prepared reference may keep (issue 41, sweep 12 E8)."""
 
 
+class RefereeTimedOut(RefereeKilled):
+    """The referee's process gave no answer within the row's deadline (stopped, or onnxruntime never
+    returned): it is ended, and nothing of the preparation is kept (issue 41, sweep 12 E9)."""
+
+
 FROM_OUTSIDE = {-signal.SIGKILL, -signal.SIGTERM, -signal.SIGHUP, -signal.SIGINT}
+
+
+@contextmanager
+def referee_deadline(seconds: float) -> Iterator[None]:
+    """Each request of this thread waits `seconds` at most for its answer."""
+    token = _deadline.set(seconds)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
 
 
 def in_referee_process(function: Callable, *args) -> Any:
@@ -45,6 +63,9 @@ def in_referee_process(function: Callable, *args) -> Any:
         process, connection = _child
         try:
             connection.send((function, args))
+            if (seconds := _deadline.get()) is not None and not connection.poll(seconds):
+                raise RefereeTimedOut(f"the referee's process gave no answer within timeout_s = {seconds:g} s "
+                                      "(stopped, or onnxruntime never returned): it was ended")
             kind, *value = connection.recv()
         except (EOFError, OSError):
             _child = None  # first: a stop raised inside the wait leaves no dead process to ask again
@@ -54,7 +75,7 @@ def in_referee_process(function: Callable, *args) -> Any:
                                     "evaluated the model: prepare it again (run again)") from None
             raise RefereeCrashed(f"onnxruntime crashed ({_ended(code)}) evaluating the model, in a process of "
                                  "its own") from None
-        except BaseException:  # a stop mid-request: its answer must not be the next request's
+        except BaseException:  # a stop or the deadline mid-request: its answer must not be the next request's
             _child = None
             process.kill()
             process.wait()
