@@ -43,7 +43,7 @@ from .reference.conversion import cause as conversion_cause
 from .reference.referee import judged_against_itself
 from .prepare.fp16_forecast import inputs_beyond_fp16
 from .prepare.graph_checks import applies
-from .prepare.pattern_copy import computed_otherwise, observation, pattern_tensors, write_observed_copy
+from .prepare.pattern_copy import computed_otherwise, observation, pattern_inputs, pattern_tensors, write_observed_copy
 from .report.error_text import distance_text
 from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
@@ -567,8 +567,11 @@ class MatrixRun:
             try:
                 model = onnx.load(str(artifacts / MODEL))
                 ran = model_for_profile(artifacts, profile, self.plan.envs[cell.env].runs_fp16_copy(profile))
-                seen[index]["tensors"] = pattern_tensors(onnx.load(str(ran)), model, issue.fault)
-                copies[index] = write_observed_copy(model, artifacts / INPUTS, seen[index]["tensors"], folder / str(index))
+                ran_model = onnx.load(str(ran))
+                seen[index].update(tensors=pattern_tensors(ran_model, model, issue.fault),
+                                   inputs=pattern_inputs(ran_model, model, issue.fault))
+                copies[index] = write_observed_copy(model, artifacts / INPUTS, seen[index]["tensors"], folder / str(index),
+                                                    seen[index]["inputs"])
             except Exception as exc:  # noqa: BLE001 - the cell keeps its verdict, and says why nothing was seen
                 seen[index]["error"] = f"{type(exc).__name__}: {exc}"
         try:
@@ -587,7 +590,7 @@ class MatrixRun:
                     changed = computed_otherwise(self._held[group[i][0].cell_id] / OUTPUTS,
                                                  run.result_dirs[row["cell_id"]] / OUTPUTS, tol.atol, tol.rtol) \
                         if row["verdict"] in ("pass", "fail") else None
-                    seen[i] = observation(row, seen[i]["tensors"], changed)
+                    seen[i] = observation(row, seen[i]["tensors"], seen[i]["inputs"], changed)
         except Exception as exc:  # noqa: BLE001 - as above, for every cell of the trial run
             for i in copies:
                 seen[i]["error"] = f"{type(exc).__name__}: {exc}"

@@ -926,11 +926,23 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
          onnx.numpy_helper.from_array(np.array(2, np.int64), "axis")])
     onnx.save(helper.make_model(after, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), tmp_path / "after.onnx")
     np.savez(tmp_path / "after.npz", x=np.array([1, 1e8, 1, 1], np.float32).reshape(1, 1, 4))
+    # sweep 12 E7: the CumSum's cancellation comes *before* the pattern (its values positive: the fusion
+    # cannot show), and reaches MaxPool's output all the same
+    before = helper.make_graph(
+        [helper.make_node("CumSum", ["x", "axis"], ["c"]), helper.make_node("Pad", ["c", "p1"], ["pc"], mode="constant"),
+         helper.make_node("MaxPool", ["pc"], ["y"], kernel_shape=[1, 2], strides=[1, 2])], "before",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 2])],
+        [onnx.numpy_helper.from_array(np.array([0, 0, 0, 0, 0, 0, 0, 1], np.int64), "p1"),
+         onnx.numpy_helper.from_array(np.array(3, np.int64), "axis")])
+    onnx.save(helper.make_model(before, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), tmp_path / "before.onnx")
+    np.savez(tmp_path / "before.npz", x=np.array([1e8, 1, -1e8, 1], np.float32).reshape(1, 1, 1, 4))
     _layer_norm_in_fp16(tmp_path / "lnorm.onnx")  # sweep 11 D2
     np.savez(tmp_path / "lnorm.npz", x=np.random.default_rng(0).standard_normal((2, 7, 32)).astype(np.float32))
     body = (PROFILES + '[profiles.nan]\nprecision = "fp32"\ninject = "nan"\n'
             f'[cases.lnorm]\nonnx = "{tmp_path / "lnorm.onnx"}"\ninputs = "{tmp_path / "lnorm.npz"}"\nprofiles = ["fp32"]\n'
             f'[cases.after]\nonnx = "{tmp_path / "after.onnx"}"\ninputs = "{tmp_path / "after.npz"}"\nprofiles = ["fp32"]\n'
+            f'[cases.before]\nonnx = "{tmp_path / "before.onnx"}"\ninputs = "{tmp_path / "before.npz"}"\nprofiles = ["fp32"]\n'
             '[profiles.drift]\nprecision = "fp32"\ninject = "drift"\n'
             f'[cases.padpool]\nonnx = "{model}"\ninputs = "{tmp_path / "in.npz"}"\nprofiles = ["fp32", "nan"]\n'
             f'[cases.branches]\nonnx = "{branches}"\ninputs = "{tmp_path / "both.npz"}"\nprofiles = ["drift"]\n'
@@ -965,6 +977,11 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert (cells.loc["after/fp32", "verdict"], cells.loc["after/fp32", "status"]) == ("fail", "fail")
     assert ("after/fp32/ort-1.20: known issue ort-pad-maxpool-fusion-zero-padding's pattern is in the model, but y also "
             "reads Mul#2 (Mul) beside it: the pattern's own output (mp) was observed right") in done.stderr, done.stderr
+    # sweep 12 E7: MaxPool's output is off, but so is the CumSum's before it: the failure is not the fusion's
+    assert (cells.loc["before/fp32", "verdict"], cells.loc["before/fp32", "status"]) == ("fail", "fail")
+    assert ("before/fp32/ort-1.20: known issue ort-pad-maxpool-fusion-zero-padding's pattern is in the model, but y also "
+            "reads CumSum#0 (CumSum) beside it: what the pattern reads (c) was already off on this engine (max_abs "
+            "1.00e+00), so the failure comes before the pattern") in done.stderr, done.stderr
     assert json.loads(hit["fault_observed"]) == \
         {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": ["mb"], "max_abs": 1.0}}
     # sweep 11 D2: the shipped LayerNorm entry's own pattern. Exposing the Add's output stops the fusion

@@ -1,8 +1,9 @@
 """A known issue's pattern observed on the cell's own engine: the cell measures only its graph
 outputs, so where a failing output the pattern reaches also reads a node beside the pattern, the
 pattern's own output is made a graph output (the model's outputs kept, so the engine computes the
-same graph) and held against its float64 value. Off: the known issue is evidenced; right: the
-failure is something else (issue 41, sweep 5 #3).
+same graph) and held against its float64 value, and so is what the pattern reads. Off where what it
+reads is right: the known issue is evidenced; right, or off already before it: the failure is
+something else (issue 41, sweep 5 #3; sweep 12 E7).
 """
 
 from __future__ import annotations
@@ -27,11 +28,28 @@ def pattern_tensors(ran: onnx.ModelProto, model: onnx.ModelProto, fault: FaultPa
     return [name for node in fault.nodes_in(ran) for name in node.output if name in produced]
 
 
-def write_observed_copy(model: onnx.ModelProto, inputs: Path, tensors: list[str], folder: Path) -> dict[str, Path]:
-    """An ONNX-file case (`onnx`, `inputs`, `expected`: float64 values) of `model` with `tensors`
-    added to its graph outputs; written into `folder`."""
+def pattern_inputs(ran: onnx.ModelProto, model: onnx.ModelProto, fault: FaultPattern) -> list[str]:
+    """The values the pattern's first node reads (the `after` node's, where the fault names one) that
+    the model computes: a failure already there comes before the pattern (issue 41, sweep 12 E7: a
+    CumSum's cancellation credited to the Pad → MaxPool fusion after it)."""
+    producers = {name: node for node in ran.graph.node for name in node.output}
+    produced = {name for node in model.graph.node for name in node.output}
+    read = []
+    for node in fault.nodes_in(ran):
+        first = node.input[0] if node.input else ""
+        if fault.after and first in producers and producers[first].input:
+            first = producers[first].input[0]
+        read.append(first)
+    return [name for name in dict.fromkeys(read) if name in produced]
+
+
+def write_observed_copy(model: onnx.ModelProto, inputs: Path, tensors: list[str], folder: Path,
+                        read: list[str]) -> dict[str, Path]:
+    """An ONNX-file case (`onnx`, `inputs`, `expected`: float64 values) of `model` with `tensors` and
+    what the pattern reads (`read`) added to its graph outputs; written into `folder`."""
     if not tensors:
         raise ValueError("the pattern's nodes are the FP16 copy's own: the model has no float64 value of them")
+    tensors = list(dict.fromkeys([*tensors, *read]))
     with np.load(inputs) as data:
         values = float64_values(model, dict(data)).values
     copy = onnx.ModelProto.FromString(model.SerializeToString())
@@ -47,16 +65,20 @@ def write_observed_copy(model: onnx.ModelProto, inputs: Path, tensors: list[str]
     return files
 
 
-def observation(row: pd.Series, tensors: list[str], changed: str | None = None) -> dict:
+def observation(row: pd.Series, tensors: list[str], inputs: list[str], changed: str | None = None) -> dict:
     """What the trial of an observed copy (its record) says of the pattern's tensors (column
     `fault_observed`): {"tensors", "off": those out of the cell's tolerance, "max_abs"}, with
-    "changed" (computed_otherwise) where the copy's own outputs are not the cell's; or {"tensors",
+    "inputs_off" and "inputs_max_abs" where what the pattern reads (pattern_inputs) was off already,
+    and "changed" (computed_otherwise) where the copy's own outputs are not the cell's; or {"tensors",
     "error"} where the trial did not run or was not judged."""
     if row["verdict"] not in ("pass", "fail"):
         return {"tensors": tensors, "error": f"the observed copy is {row['verdict']}: {row['error']}"}
-    measured = {o["name"]: o for o in json.loads(row["outputs"]) if o["name"] in tensors}
-    return {"tensors": tensors, "off": [name for name in tensors if measured[name]["mismatch_frac"] > 0],
-            "max_abs": max(float(m["max_abs"]) for m in measured.values()), **({"changed": changed} if changed else {})}
+    measured = {o["name"]: o for o in json.loads(row["outputs"]) if o["name"] in [*tensors, *inputs]}
+    seen = {"tensors": tensors, "off": [name for name in tensors if measured[name]["mismatch_frac"] > 0],
+            "max_abs": max(float(measured[name]["max_abs"]) for name in tensors)}
+    if inputs_off := [name for name in inputs if measured[name]["mismatch_frac"] > 0]:
+        seen.update(inputs_off=inputs_off, inputs_max_abs=max(float(measured[name]["max_abs"]) for name in inputs_off))
+    return {**seen, **({"changed": changed} if changed else {})}
 
 
 def computed_otherwise(cell: Path, copy: Path, atol: float, rtol: float) -> str | None:

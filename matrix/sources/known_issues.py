@@ -190,9 +190,9 @@ def _observed(row, fault: str) -> dict:
 
 
 def _evidenced(observed: dict) -> bool:
-    """The observation evidences the fault: the pattern's own output off, or the failure gone once it
-    is exposed (the engine computed another graph: pattern_copy.observation)."""
-    return bool(observed.get("off") or observed.get("changed"))
+    """The observation evidences the fault: the pattern's own output off where what it reads is right,
+    or the failure gone once it is exposed (the engine computed another graph: pattern_copy.observation)."""
+    return bool(observed.get("off") and not observed.get("inputs_off") or observed.get("changed"))
 
 
 def _failed(row) -> set[str] | None:
@@ -252,11 +252,17 @@ def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto], observed: bool
     reaches = [o.name for o in graph.output if o.name in tainted]
     upstream = Upstream(graph)  # one walk for every output the pattern reaches
     before = upstream.of(name for node in nodes for name in node.output)  # the pattern and what it reads
+    made = {name for node in nodes for name in node.output}
+    # before the pattern, on an engine that observes it: arithmetic whose failure reaches the pattern's
+    # output all the same (a CumSum's cancellation before a Pad → MaxPool: issue 41, sweep 12 E7)
+    computing_before = [order for order in sorted(before) if observed and not made.intersection(graph.node[order].output)
+                        and graph.node[order].op_type not in VALUE_MOVING and not _shape_only(graph.node[order])
+                        and valued.intersection(node_inputs(graph.node[order]))]
     beside = {}
     for name in reaches:
         found = [order for order in sorted(upstream.of([name]) - before) if not _shape_only(graph.node[order])
                  and (valued.intersection(node_inputs(graph.node[order])) if not tainted.intersection(graph.node[order].output)
-                      else observed and graph.node[order].op_type not in VALUE_MOVING)]
+                      else observed and graph.node[order].op_type not in VALUE_MOVING)] or computing_before
         if found:
             node = graph.node[found[0]]
             beside[name] = f"{node.name or f'{node.op_type}#{found[0]}'} ({node.op_type})"
@@ -383,6 +389,10 @@ def unchecked_patterns(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> l
 
 
 def _unchecked_because(observed: dict) -> str:
+    if observed.get("inputs_off"):
+        return (f"what the pattern reads ({', '.join(observed['inputs_off'])}) was already off on this engine "
+                f"(max_abs {observed['inputs_max_abs']:.2e}), so the failure comes before the pattern and the cell "
+                "stays fail")
     if "off" in observed:
         return (f"the pattern's own output ({', '.join(observed['tensors'])}) was observed right on this engine "
                 f"(max_abs {observed['max_abs']:.2e}), so the failure is something else and the cell stays fail")
