@@ -82,3 +82,55 @@ def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path,
     said = (f"run {copied.name} was made from another matrix file, {copy.resolve()}: its verdicts are not this "
             "matrix file's; compared with run ")
     assert done.returncode == 0 and said in done.stderr and "newly fail" not in done.stderr, done.stderr
+
+
+# An older trtmatrix, as a user upgrading from it ran it: no float64 evaluation of CumSum, so the
+# reference of its output was the referee's float32 one (as sequence ops were before sweep 11 D5).
+OLDER = """
+import sys
+import matrix.cli, matrix.prepare.fingerprint as fingerprint, matrix.reference.float64_graph as graph
+real = graph.float64_values
+def older(model, inputs, *args, **kwargs):
+    got = real(model, inputs, *args, **kwargs)
+    got.values.pop("y", None)
+    got.missing["CumSum#0"] = "no float64 evaluation for CumSum"
+    return got
+for module in list(sys.modules.values()):
+    if getattr(module, "float64_values", None) is real:
+        module.float64_values = older
+    if getattr(module, "prepare_code_hash", None) is fingerprint.prepare_code_hash:
+        module.prepare_code_hash = lambda: "an older trtmatrix"
+matrix.cli.main()
+"""
+
+
+def test_a_reference_trtmatrix_makes_otherwise_since_is_no_regression_of_the_engine(tmp_path, cache_dir):
+    """Issue 41, sweep 12 E5: after an upgrade of trtmatrix that changed a case's reference (float64
+    where it was float32), the next run said "1 cell newly fails … pass → fail" and exited 1 for an
+    engine that gave the same outputs. The cell's new `fail` stands; the move is said as a reference
+    change, not a regression. A user's edited expected file going red is still a regression."""
+    import subprocess
+    import sys
+
+    from test_sweep_five_texts_and_waits import TRTMATRIX  # noqa: F401 - the same venv's Python runs OLDER
+
+    x = np.array([1e8, 1, -1e8, 1], np.float32)  # float32 loses the 1s: the float64 reference is 1 off
+    body = PROFILES + save(tmp_path, "sums", [helper.make_node("CumSum", ["x", "axis"], ["y"])], [("x", T.FLOAT, [4])],
+                           [("y", T.FLOAT, [4])], {"axis": np.array(0, np.int64)}, {"x": x}) + 'profiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",))
+    older = subprocess.run([sys.executable, "-c", OLDER, "run", "-c", str(config)], capture_output=True, text=True,
+                           timeout=300)
+    assert older.returncode == 0 and "pass sums/fp32/ort-1.20" in older.stderr, older.stdout + older.stderr
+    done = trtmatrix("run", "-c", str(config))
+    first = Path(older.stdout.strip().splitlines()[-1]).name
+    assert "newly fail" not in done.stderr and done.returncode == 0, done.stdout + done.stderr
+    assert (f"1 cell judged in run {first} against another reference than now (trtmatrix evaluates the model "
+            "otherwise since): not counted as regressions: sums/fp32/ort-1.20 (pass → fail)") in done.stderr, done.stderr
+    # The user's own expected file, edited so that the engine fails: a regression, as before.
+    np.savez(tmp_path / "sums_expected.npz", y=np.cumsum(x))  # float32's own sums: the engine passes
+    config.write_text(config.read_text() + f'expected = "{tmp_path / "sums_expected.npz"}"\n')
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    np.savez(tmp_path / "sums_expected.npz", y=np.cumsum(x) + 5)
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 1 and "1 cell newly fails" in done.stderr and "another reference" not in done.stderr, \
+        done.stderr

@@ -231,6 +231,21 @@ def run_reference(run_dir: Path, artifact: str) -> Path:
     return legacy if legacy.is_file() and not flat.is_file() else flat
 
 
+def reference_changed(earlier: Path, earlier_artifact: str, run_dir: Path, artifact: str) -> bool:
+    """Whether two runs judged one cell against other reference values: a trtmatrix of other reference
+    code (another artifact) evaluated the model otherwise (issue 41, sweep 12 E5: a sequence op's
+    float64 evaluation, new, read as the engine's regression). False where either run lacks the file."""
+    if earlier_artifact == artifact:
+        return False
+    try:
+        then, now = stored_arrays(run_reference(earlier, earlier_artifact)), stored_arrays(run_reference(run_dir, artifact))
+    except (DamagedRun, OSError):
+        return False
+    return then.keys() != now.keys() or not all(
+        then[name].shape == now[name].shape and np.array_equal(then[name], now[name], equal_nan=then[name].dtype.kind in "fc")
+        for name in then)
+
+
 def run_inputs(run_dir: Path, artifact: str) -> Path:
     """An artifact's inputs in a run folder (runs before input sets and masks kept none)."""
     return run_dir / REFS / f"{artifact}.inputs.npz"
