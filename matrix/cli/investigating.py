@@ -91,12 +91,12 @@ def _judged_as(the_plan, run_dir: Path | None):
 
     from ..config import with_tolerances
     from ..report.console import console, escape
-    from ..store import read_run_meta
+    from ..store import last_rejudging, read_run_meta
 
     if run_dir is None:
         return the_plan
     meta = read_run_meta(run_dir)
-    last = (meta.get("rejudged") or [{}])[-1]
+    last = last_rejudging(meta)
     if not last.get("tolerances") or Path(meta.get("config", "")).resolve() != the_plan.config_path.resolve():
         return the_plan
     given = Path(last["tolerances"])

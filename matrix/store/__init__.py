@@ -439,12 +439,17 @@ def matrix_digest(config: Path) -> str:
     return file_digest(config)
 
 
+def last_rejudging(meta: dict) -> dict:
+    """run.json's record of the run's last re-judging (`trtmatrix report`), or {} where none was."""
+    return (meta.get("rejudged") or [{}])[-1] or {}
+
+
 def judged_otherwise(meta: dict, now: dict) -> str | None:
     """The file a run's verdicts were last re-judged with (`trtmatrix report`) where they are not the
     matrix file of run.json `now` as it stands: a tolerance file, another matrix file, or this one with
     another content then (its digest; runs that record none are compared by path); None where they are
     (never re-judged, or re-judged with this very content). Such verdicts are a what-if, not the matrix's."""
-    last = (meta.get("rejudged") or [None])[-1]
+    last = last_rejudging(meta)
     if not last:
         return None
     if last.get("tolerances"):

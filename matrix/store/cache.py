@@ -16,11 +16,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from filelock import Timeout
-
 from ..worker.files import DIGESTS, RESULT, file_digest
 from .hashing import hash_json
-from .locks import cache_lock
+from .locks import cache_lock, held_if_free
 
 # A crash or timeout may not happen again: those results are not reused.
 NOT_REUSED = {"crash", "timeout"}
@@ -72,16 +70,10 @@ def remove_dead_artifacts(cache_dir: Path) -> list[str]:
     is never prepared again. Returns the folders' names."""
     removed = []
     for partial in sorted(artifacts_folder(cache_dir).glob("*.tmp")):
-        lock = cache_lock(cache_dir, ARTIFACT_LOCK + partial.name.removesuffix(".tmp"))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:  # being made now
-            continue
-        try:
-            shutil.rmtree(partial, ignore_errors=True)
-            removed.append(partial.name)
-        finally:
-            lock.release()
+        with held_if_free(cache_lock(cache_dir, ARTIFACT_LOCK + partial.name.removesuffix(".tmp"))) as dead:
+            if dead:  # else being made now
+                shutil.rmtree(partial, ignore_errors=True)
+                removed.append(partial.name)
     return removed
 
 

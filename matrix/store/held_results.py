@@ -13,11 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
 from ..stops import removed_at_end
 from ..worker.files import RESULT
 from . import CELL_FILES, _link_or_copy
+from .locks import held_if_free
 
 HELD = "held"  # the cache's folder of runs' links: held/<run id>/<environment>/<result key>/
 
@@ -52,12 +53,7 @@ def holding(cache_dir: Path, run_id: str) -> Iterator[Path]:
 def _remove_dead(root: Path, own: str) -> None:
     for run_id in sorted({path.name.removesuffix(".lock") for path in root.iterdir()} - {own}):
         lock = FileLock(root / f"{run_id}.lock")
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:  # a live run's
-            continue
-        try:
-            shutil.rmtree(root / run_id, ignore_errors=True)
-            Path(lock.lock_file).unlink(missing_ok=True)
-        finally:
-            lock.release()
+        with held_if_free(lock) as dead:  # else a live run's
+            if dead:
+                shutil.rmtree(root / run_id, ignore_errors=True)
+                Path(lock.lock_file).unlink(missing_ok=True)

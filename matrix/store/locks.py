@@ -212,6 +212,21 @@ def rejudge_lock(run_dir: Path) -> FileLock:
     return FileLock(run_dir / ".rejudging.lock")
 
 
+@contextmanager
+def held_if_free(lock: FileLock) -> Iterator[bool]:
+    """The lock held for the block where nobody holds it (True), else not taken (False): what a dead
+    holder left is removed under it, and never a live one's."""
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
 def is_free(lock: FileLock) -> bool:
     try:
         lock.acquire(timeout=0)

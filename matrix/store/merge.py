@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import (CELLS, REFS, RUN_META, RUNS, SEQUENCE, DamagedRun, _link_or_copy, next_sequence, read_run, read_run_meta,
-               write_digests, write_tables)
+from . import (CELLS, REFS, RUN_META, RUNS, SEQUENCE, DamagedRun, _link_or_copy, last_rejudging, next_sequence, read_run,
+               read_run_meta, write_digests, write_tables)
 
 
 class MergeError(Exception):
@@ -82,13 +82,13 @@ def shards(run_dirs: list[Path]) -> list[tuple[Path, dict]]:
 
 def _rejudging(meta: dict) -> tuple | None:
     """(matrix file, tolerance file) of a shard's last re-judging (`trtmatrix report`), or None."""
-    last = (meta.get("rejudged") or [None])[-1]
+    last = last_rejudging(meta)
     return (last.get("config"), last.get("tolerances")) if last else None
 
 
 def _judged_content(meta: dict) -> str | None:
     """The digest of the matrix file's content a shard's verdicts are of (None: not recorded)."""
-    return ((meta.get("rejudged") or [None])[-1] or meta).get("config_digest")
+    return (last_rejudging(meta) or meta).get("config_digest")
 
 
 def _rejudged_alike(metas: list[dict]) -> None:
