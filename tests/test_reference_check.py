@@ -753,7 +753,9 @@ def test_a_for_loop_without_cond_and_an_optional_are_evaluated_or_said(tmp_path,
     """Issue 41, sweep 12 E12: a Loop of the spec's "for i in range(M)" form (`cond` left out) ran no
     iteration in onnx.reference, the model had "no float64 evaluation for Loop", and onnxruntime's own
     float32 stood in: (1e8 + 1) - 1e8 passed at 0. E11: Optional → OptionalGetElement failed the
-    preparation itself (`error` on every engine), where the referee's output stands in as for any op."""
+    preparation itself (`error` on every engine), where the referee's output stands in as for any op.
+    E6: a ConstantOfShape without `value` (the spec's float32 zeros) left the Sub after it without a
+    float64 evaluation, and onnxruntime's float32 stood in for the CumSum's cancellation after it."""
     body = h.make_graph([h.make_node("Add", ["acc_in", "x"], ["acc_out"]), h.make_node("Identity", ["cond_in"], ["cond_out"])],
                         "body", [h.make_tensor_value_info("it", T.INT64, []), h.make_tensor_value_info("cond_in", T.BOOL, []),
                                  h.make_tensor_value_info("acc_in", T.FLOAT, [2])],
@@ -764,8 +766,14 @@ def test_a_for_loop_without_cond_and_an_optional_are_evaluated_or_said(tmp_path,
           [nh.from_array(np.array(1, np.int64), "n"), nh.from_array(np.array([1, 0.5], np.float32), "start")], opset=17)
     model(tmp_path / "optional.onnx", [h.make_node("Optional", ["x"], ["o"]), h.make_node("OptionalGetElement", ["o"], ["e"]),
                                        h.make_node("Neg", ["e"], ["y"])], [("x", T.FLOAT, [2])], [("y", T.FLOAT, [2])], opset=18)
+    model(tmp_path / "zeros.onnx", [h.make_node("Shape", ["x"], ["s"]), h.make_node("ConstantOfShape", ["s"], ["z"]),
+                                    h.make_node("Sub", ["x", "z"], ["d"]), h.make_node("CumSum", ["d", "axis"], ["y"])],
+          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], [nh.from_array(np.array(0, np.int64), "axis")], opset=17)
     x = np.array([1e8, 1e8], np.float32)
-    done, cells = run(write_matrix, case(tmp_path, "forloop", None, {"x": x}) + case(tmp_path, "optional", None, {"x": x}))
+    done, cells = run(write_matrix, case(tmp_path, "forloop", None, {"x": x}) + case(tmp_path, "optional", None, {"x": x})
+                      + case(tmp_path, "zeros", None, {"x": np.array([1e8, 1, -1e8, 1], np.float32)}))
+    assert cells["zeros"]["reference"] == "onnx.reference, every floating type made float64", cells["zeros"]
+    assert cells["zeros"]["status"] == "fail" and cells["zeros"]["max_abs"] == 1.0, cells["zeros"]
     assert cells["forloop"]["reference"] == "onnx.reference, every floating type made float64", cells["forloop"]["reference"]
     assert cells["forloop"]["status"] == "fail" and cells["forloop"]["max_abs"] == 1.0, cells["forloop"]  # float32 loses the 1
     assert cells["optional"]["status"] == "pass", cells["optional"]["error"]

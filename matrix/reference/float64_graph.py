@@ -164,8 +164,12 @@ def float64_node(node: onnx.NodeProto, narrow: bool = True) -> onnx.NodeProto:
 
 
 def as_tensor_constant(node: onnx.NodeProto) -> None:
-    """A Constant given as `value_float` or `value_floats` (a common exporter form) given as the same
-    float32 tensor `value` instead, in place: the form both rewrites (float64, FP16) know."""
+    """A Constant given as `value_float` or `value_floats` (a common exporter form), or a
+    ConstantOfShape without `value` (the spec's float32 0), given as the same float32 tensor `value`
+    instead, in place: the form both rewrites (float64, FP16) know (issue 41, sweep 12 E6)."""
+    if node.op_type == "ConstantOfShape" and not any(a.name == "value" for a in node.attribute):
+        node.attribute.append(helper.make_attribute("value", numpy_helper.from_array(np.zeros(1, np.float32))))
+        return
     given = next((a for a in node.attribute if a.name in ("value_float", "value_floats")), None) \
         if node.op_type == "Constant" else None
     if given is None:
