@@ -485,3 +485,27 @@ def test_onnx_affine_grid_still_returns_float32():
     node = h.make_node("AffineGrid", ["theta", "size"], ["g"])
     theta = np.array([[[0.1, 0.2, 0.3], [0.7, 0.6, 0.1]]])
     assert evaluate(node, {"theta": theta, "size": np.array([1, 1, 3, 3], np.int64)}, 20, False).dtype == np.float32
+
+
+@pytest.mark.parametrize("opset", [2, 13, 18])
+def test_a_negative_pad_removes_that_many_elements(opset):
+    """Issue 41, sweep 12 E12: the spec's negative pad crops that end; with `axes` (opset 18), only those."""
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    pads = [0, -1, 2, 0, 1, -1]  # axis 1: one off the front, one added at its end; axis 2: two in front, one off the end
+    if opset == 2:
+        node = h.make_node("Pad", ["x"], ["y"], pads=pads, value=7.0)
+        inputs = {"x": x}
+    elif opset == 13:
+        node = h.make_node("Pad", ["x", "pads", "c"], ["y"])
+        inputs = {"x": x, "pads": np.array(pads, np.int64), "c": np.array(7.0)}
+    else:
+        node = h.make_node("Pad", ["x", "pads", "c", "axes"], ["y"])
+        inputs = {"x": x, "pads": np.array([-1, 2, 1, -1], np.int64), "c": np.array(7.0), "axes": np.array([1, -1], np.int64)}
+    spec = np.pad(x[:, 1:, :3], [(0, 0), (0, 1), (2, 0)], constant_values=7.0)
+    np.testing.assert_array_equal(evaluate(node, inputs, opset, True), spec)
+
+
+def test_onnx_pad_still_refuses_a_negative_pad():
+    node = h.make_node("Pad", ["x", "pads"], ["y"])
+    with pytest.raises(ValueError):
+        evaluate(node, {"x": np.zeros((2, 3)), "pads": np.array([0, -1, 0, 0], np.int64)}, 13, False)

@@ -315,6 +315,26 @@ class Loop(OnnxLoop):
         return super()._run(M, np.array(True) if cond is None else cond, *args, **kwargs)
 
 
+class Pad(OpRun):
+    """onnx's hands its pads to np.pad, which refuses a negative one: the model had no float64
+    evaluation, and onnxruntime's own float32 stood in (issue 41, sweep 12 E12). The spec: a negative
+    pad removes that many elements at that end. Every opset's form (pads as an attribute before 11)."""
+
+    op_domain = ""
+
+    def _run(self, data, pads=None, constant_value=None, axes=None, mode=None, paddings=None, value=None):
+        raw = [int(p) for p in np.asarray(pads if pads is not None else paddings).ravel()]
+        rank, mode = data.ndim, mode or "constant"
+        axes = list(range(rank)) if axes is None else [int(a) % rank for a in np.asarray(axes).ravel()]
+        widths = [(0, 0)] * rank
+        for i, axis in enumerate(axes):
+            widths[axis] = (raw[i], raw[len(axes) + i])
+        kept = data[tuple(slice(max(-begin, 0), size - max(-end, 0)) for size, (begin, end) in zip(data.shape, widths))]
+        fill = constant_value if constant_value is not None else value or 0
+        extra = {"constant_values": np.asarray(fill).ravel()[0] if np.size(fill) else 0} if mode == "constant" else {}
+        return (np.pad(kept, [(max(b, 0), max(e, 0)) for b, e in widths], mode=mode, **extra).astype(data.dtype),)
+
+
 def _bilinear(image: np.ndarray, y: float, x: float) -> np.ndarray:
     """`image` ([C, H, W]) at (y, x), bilinearly interpolated as RoiAlign samples it (0 beyond a
     pixel outside, the edge row or column held)."""
@@ -366,7 +386,7 @@ class RoiAlign(OnnxRoiAlign):
 
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
                 Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization, LpNormalization, LRN,
-                GridSample, Erf, AffineGrid, Loop]
+                GridSample, Erf, AffineGrid, Loop, Pad]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
