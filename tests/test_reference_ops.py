@@ -509,3 +509,36 @@ def test_onnx_pad_still_refuses_a_negative_pad():
     node = h.make_node("Pad", ["x", "pads"], ["y"])
     with pytest.raises(ValueError):
         evaluate(node, {"x": np.zeros((2, 3)), "pads": np.array([0, -1, 0, 0], np.int64)}, 13, False)
+
+
+def _running_sum_scan(**layout):
+    """y = the running sum of x's slices along the scan axis (state: the sum so far; scan output: it)."""
+    body = h.make_graph([h.make_node("Add", ["s_in", "x_t"], ["s_out"]), h.make_node("Identity", ["s_out"], ["y_t"])], "body",
+                        [h.make_tensor_value_info("s_in", T.DOUBLE, [2]), h.make_tensor_value_info("x_t", T.DOUBLE, [2])],
+                        [h.make_tensor_value_info("s_out", T.DOUBLE, [2]), h.make_tensor_value_info("y_t", T.DOUBLE, [2])])
+    return h.make_node("Scan", ["s0", "x"], ["s", "y"], body=body, num_scan_inputs=1, **layout)
+
+
+@pytest.mark.parametrize("layout", [{}, {"scan_input_directions": [1]}, {"scan_input_axes": [1], "scan_output_axes": [-1]},
+                                    {"scan_input_axes": [-1], "scan_input_directions": [1], "scan_output_directions": [1]}])
+def test_a_scan_runs_along_its_axes_and_directions(layout):
+    """Issue 41, sweep 12 E12: the spec's layout: a scan input is sliced along its axis (backwards where
+    its direction is 1), and a scan output stacks its slices along its own axis (last first where 1)."""
+    along = layout.get("scan_input_axes", [0])[0] % 2
+    x = np.moveaxis(np.arange(6, dtype=np.float64).reshape(3, 2), 0, along)  # 3 slices of 2 along the scan axis
+    slices = list(np.moveaxis(x, along, 0))
+    if layout.get("scan_input_directions", [0])[0]:
+        slices = slices[::-1]
+    sums = np.cumsum(slices, axis=0)
+    stacked = sums[::-1] if layout.get("scan_output_directions", [0])[0] else sums
+    spec = np.moveaxis(stacked, 0, layout.get("scan_output_axes", [0])[0] % 2)
+    model = one_node(_running_sum_scan(**layout), {"s0": np.zeros(2), "x": x}, 16)
+    state, y = ReferenceEvaluator(model, new_ops=REPLACEMENTS).run(None, {"s0": np.zeros(2), "x": x})
+    np.testing.assert_array_equal(state, sums[-1])
+    np.testing.assert_array_equal(y, spec)
+
+
+def test_onnx_scan_still_refuses_a_reverse_direction():
+    model = one_node(_running_sum_scan(scan_input_directions=[1]), {"s0": np.zeros(2), "x": np.zeros((3, 2))}, 16)
+    with pytest.raises(RuntimeError, match="input_direction"):
+        ReferenceEvaluator(model).run(None, {"s0": np.zeros(2), "x": np.zeros((3, 2))})

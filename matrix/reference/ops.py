@@ -19,6 +19,7 @@ from onnx.reference.ops.op_loop import Loop as OnnxLoop
 from onnx.reference.ops.op_lstm import LSTM as OnnxLSTM
 from onnx.reference.ops.op_quantize_linear import QuantizeLinear_25 as OnnxQuantizeLinear
 from onnx.reference.ops.op_roi_align import RoiAlign as OnnxRoiAlign
+from onnx.reference.ops.op_scan import Scan as OnnxScan
 
 RECURRENT = {"RNN", "GRU", "LSTM"}
 
@@ -315,6 +316,39 @@ class Loop(OnnxLoop):
         return super()._run(M, np.array(True) if cond is None else cond, *args, **kwargs)
 
 
+SCAN_LAYOUT = ("scan_input_axes", "scan_input_directions", "scan_output_axes", "scan_output_directions")
+
+
+class Scan(OnnxScan):
+    """onnx's refuses a scan axis other than 0 and a reverse direction (a bidirectional or
+    batch-major recurrence): the model had no float64 evaluation, and onnxruntime's own float32 stood
+    in (issue 41, sweep 12 E12). Each scan input moved to axis 0 and reversed where it runs backwards,
+    onnx's Scan over them, each scan output reversed and moved back, as the spec lays them out."""
+
+    op_domain = ""
+
+    def __init__(self, onnx_node, run_params):
+        plain = onnx.NodeProto.FromString(onnx_node.SerializeToString())
+        self._layout = {a.name: list(a.ints) for a in plain.attribute if a.name in SCAN_LAYOUT}
+        for attribute in [a for a in plain.attribute if a.name in SCAN_LAYOUT]:
+            plain.attribute.remove(attribute)
+        super().__init__(plain, run_params)
+
+    def _run(self, *args, **kwargs):
+        states = len(args) - self.num_scan_inputs
+
+        def laid(name: str, index: int) -> int:
+            given = self._layout.get(name, [])
+            return given[index] if index < len(given) else 0
+
+        scanned = [np.moveaxis(v, laid("scan_input_axes", i) % v.ndim, 0)[::-1 if laid("scan_input_directions", i) else 1]
+                   for i, v in enumerate(args[states:])]
+        out = super()._run(*args[:states], *scanned, **kwargs)
+        moved = [np.moveaxis(v[::-1 if laid("scan_output_directions", j) else 1], 0, laid("scan_output_axes", j) % v.ndim)
+                 for j, v in enumerate(out[states:])]
+        return (*out[:states], *moved)
+
+
 class Pad(OpRun):
     """onnx's hands its pads to np.pad, which refuses a negative one: the model had no float64
     evaluation, and onnxruntime's own float32 stood in (issue 41, sweep 12 E12). The spec: a negative
@@ -386,7 +420,7 @@ class RoiAlign(OnnxRoiAlign):
 
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
                 Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization, LpNormalization, LRN,
-                GridSample, Erf, AffineGrid, Loop, Pad]
+                GridSample, Erf, AffineGrid, Loop, Pad, Scan]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
