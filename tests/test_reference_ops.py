@@ -542,3 +542,23 @@ def test_onnx_scan_still_refuses_a_reverse_direction():
     model = one_node(_running_sum_scan(scan_input_directions=[1]), {"s0": np.zeros(2), "x": np.zeros((3, 2))}, 16)
     with pytest.raises(RuntimeError, match="input_direction"):
         ReferenceEvaluator(model).run(None, {"s0": np.zeros(2), "x": np.zeros((3, 2))})
+
+
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_grid_sample_takes_its_coordinates_in_float64(mode):
+    """Issue 41, sweep 12 E3: onnx's GridSample rounds each sample's pixel coordinates to float32; a
+    point 1e-9 past a pixel of a steep image moved by float32's unit there. PyTorch's in float64."""
+    x = np.array([0.0, 1e9, 0.0, 0.0]).reshape(1, 1, 1, 4)
+    grid = np.array([[[[-0.5 + 1e-9, 0.0], [0.123456789, 0.0]]]])  # [N, H_out, W_out, 2]: x, y
+    node = h.make_node("GridSample", ["x", "g"], ["y"], mode=mode, align_corners=0)
+    torch_mode = "bilinear" if mode == "linear" else "nearest"
+    spec = torch.nn.functional.grid_sample(torch.from_numpy(x), torch.from_numpy(grid), mode=torch_mode,
+                                           padding_mode="zeros", align_corners=False).numpy()
+    np.testing.assert_allclose(evaluate(node, {"x": x, "g": grid}, 20, True), spec, rtol=1e-12)
+
+
+def test_onnx_grid_sample_still_takes_float32_coordinates():
+    x = np.array([0.0, 1e9, 0.0, 0.0]).reshape(1, 1, 1, 4)
+    grid = np.array([[[[-0.5 + 1e-9, 0.0]]]])
+    node = h.make_node("GridSample", ["x", "g"], ["y"], mode="linear", align_corners=0)
+    assert evaluate(node, {"x": x, "g": grid}, 20, False)[0, 0, 0, 0] != evaluate(node, {"x": x, "g": grid}, 20, True)[0, 0, 0, 0]

@@ -259,7 +259,8 @@ class GridSample(OnnxGridSample):
     (torch.onnx maps it one to one), and onnxruntime keep the point and take each neighbour outside as
     the border's value. The spec's words ("border values for out-of-bound grid locations") fit both;
     the two differ by up to 0.23, and onnxruntime was `disputed` (issue 41, sweep 10 C4). That mode on
-    4-D input is PyTorch's in float64; every other stays onnx's (they agree to 1e-6)."""
+    4-D input is PyTorch's in float64; every other stays onnx's (they agree to 1e-6), its coordinates
+    in float64."""
 
     op_domain = ""
 
@@ -274,6 +275,13 @@ class GridSample(OnnxGridSample):
                                             torch.from_numpy(np.asarray(grid, np.float64)), mode="bicubic",
                                             padding_mode="border", align_corners=bool(align_corners))
         return (y.numpy().astype(X.dtype),)
+
+    def _gs_denormalize_coordinates(self, n, dims, align_corners: bool):
+        """onnx's holds each sample's pixel coordinates in float32 whatever the grid's type: a sample
+        of a float64 evaluation 550 times its allowance off float64 was passed (issue 41, sweep 12
+        E3). In the grid's type."""
+        return np.array([self._gs_denormalize(n=v, length=dim, align_corners=align_corners) for v, dim in zip(n, dims)],
+                        dtype=np.asarray(n).dtype)
 
 
 class Erf(OpRun):
