@@ -779,6 +779,64 @@ def test_a_for_loop_without_cond_and_an_optional_are_evaluated_or_said(tmp_path,
     assert cells["optional"]["status"] == "pass", cells["optional"]["error"]
 
 
+def test_castlike_optionals_scalar_or_empty_loops_and_group_norms_are_judged_against_float64(tmp_path, write_matrix):
+    """Issue 41, sweep 13: F1, CastLike(int64, like a float32) and a DOUBLE Constant cast to FLOAT did
+    not round in the reference, and right engines failed by 1 and 64; F2, Optional →
+    OptionalGetElement → CumSum had no float64 evaluation and ort-1.20 passed against onnxruntime's
+    float32; F3, a Loop's scalar scan output was [N, 1] in onnx.reference (disputed against [N]); F4,
+    a Loop of no iteration had no float64 evaluation; F5, GroupNormalization (opset 21) ran its
+    float32 function body, E[x²] − E[x]², and onnxruntime passed at 0 while 0.2 off float64."""
+    f32 = lambda value, name: nh.from_array(np.array(value, np.float32), name)  # noqa: E731
+    model(tmp_path / "castlike.onnx", [h.make_node("CastLike", ["i", "like"], ["f"]), h.make_node("Sub", ["f", "big"], ["y"])],
+          [("i", T.INT64, [3])], [("y", T.FLOAT, [3])], [f32(0, "like"), f32(2 ** 24, "big")], opset=17)
+    double = nh.from_array(np.array([1 + 2 ** -30, 1 + 3 * 2 ** -24, 2.0]), "c")
+    model(tmp_path / "double.onnx", [h.make_node("Constant", [], ["cd"], value=double), h.make_node("Cast", ["cd"], ["cf"], to=T.FLOAT),
+                                     h.make_node("Sub", ["cf", "one"], ["d"]), h.make_node("Mul", ["d", "s"], ["e"]),
+                                     h.make_node("Add", ["e", "x"], ["y"])],
+          [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])], [f32(1, "one"), f32(2 ** 30, "s")], opset=17)
+    model(tmp_path / "optional.onnx", [h.make_node("Optional", ["x"], ["o"]), h.make_node("OptionalGetElement", ["o"], ["e"]),
+                                       h.make_node("CumSum", ["e", "axis"], ["y"])], [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])],
+          [nh.from_array(np.array(0, np.int64), "axis")], opset=18)
+    sums = h.make_graph([h.make_node("ReduceSum", ["x"], ["r"], keepdims=0), h.make_node("Add", ["s_in", "r"], ["s_out"]),
+                         h.make_node("Identity", ["s_out"], ["scan"]), h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                        [h.make_tensor_value_info("it", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
+                         h.make_tensor_value_info("s_in", T.FLOAT, [])],
+                        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("s_out", T.FLOAT, []),
+                         h.make_tensor_value_info("scan", T.FLOAT, [])])
+    model(tmp_path / "scalars.onnx", [h.make_node("Loop", ["n", "yes", "s0"], ["s", "y"], body=sums)], [("x", T.FLOAT, [2])],
+          [("y", T.FLOAT, [3])], [nh.from_array(np.array(3, np.int64), "n"), nh.from_array(np.array(True), "yes"), f32(0, "s0")],
+          opset=17)
+    adds = h.make_graph([h.make_node("Add", ["a_in", "x"], ["a_out"]), h.make_node("Identity", ["a_out"], ["scan"]),
+                         h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                        [h.make_tensor_value_info("it", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
+                         h.make_tensor_value_info("a_in", T.FLOAT, [2])],
+                        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("a_out", T.FLOAT, [2]),
+                         h.make_tensor_value_info("scan", T.FLOAT, [2])])
+    model(tmp_path / "no_trip.onnx", [h.make_node("Loop", ["n", "", "a0"], ["a", "scanned"], body=adds),
+                                      h.make_node("Add", ["a", "x"], ["ax"]), h.make_node("Sub", ["ax", "x"], ["y"])],
+          [("x", T.FLOAT, [2])], [("y", T.FLOAT, [2])], [nh.from_array(np.array(0, np.int64), "n"), f32([1, 0.5], "a0")], opset=17)
+    model(tmp_path / "groups.onnx", [h.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2)],
+          [("x", T.FLOAT, [1, 4, 8])], [("y", T.FLOAT, [1, 4, 8])], [f32(np.ones(4), "scale"), f32(np.zeros(4), "bias")], opset=21)
+    body = case(tmp_path, "castlike", None, {"i": np.array([16777217, 16777219, 3], np.int64)}) + \
+        case(tmp_path, "double", None, {"x": np.zeros(3, np.float32)}) + \
+        case(tmp_path, "optional", None, {"x": np.array([1e8, 1, -1e8, 1], np.float32)}) + \
+        case(tmp_path, "scalars", None, {"x": np.array([1e8, 1], np.float32)}) + \
+        case(tmp_path, "no_trip", None, {"x": np.array([1e8, 1e8], np.float32)}) + \
+        case(tmp_path, "groups", None, {"x": (100 + 0.1 * np.random.default_rng(0).standard_normal((1, 4, 8))).astype(np.float32)})
+    done, cells = run(write_matrix, body)
+    for name in cells:
+        assert cells[name]["reference"] == "onnx.reference, every floating type made float64", (name, cells[name])
+        assert cells[name]["reference_check"].startswith("agrees with onnxruntime"), (name, cells[name]["reference_check"])
+    # onnxruntime computes the model: the model's own rounding (float32(16777217) is 2^24) is the reference's
+    assert (cells["castlike"]["status"], cells["castlike"]["max_abs"]) == ("pass", 0.0), cells["castlike"]
+    assert (cells["double"]["status"], cells["double"]["max_abs"]) == ("pass", 0.0), cells["double"]
+    assert (cells["scalars"]["status"], cells["scalars"]["max_abs"]) == ("pass", 3.0), cells["scalars"]  # within rtol at 3e8
+    # float32 loses what float64 keeps: the 1s of the sums, and a + x - x
+    assert (cells["optional"]["status"], cells["optional"]["max_abs"]) == ("fail", 1.0), cells["optional"]
+    assert (cells["no_trip"]["status"], cells["no_trip"]["max_abs"]) == ("fail", 1.0), cells["no_trip"]
+    assert cells["groups"]["status"] == "fail" and cells["groups"]["max_abs"] > 0.1, cells["groups"]
+
+
 def _referee_pid(parent: int | None = None) -> int:
     """The pid of the referee (reference/referee_process.py) of `parent`, else of this process."""
     for proc in Path("/proc").iterdir():

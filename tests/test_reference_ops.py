@@ -562,3 +562,87 @@ def test_onnx_grid_sample_still_takes_float32_coordinates():
     grid = np.array([[[[-0.5 + 1e-9, 0.0]]]])
     node = h.make_node("GridSample", ["x", "g"], ["y"], mode="linear", align_corners=0)
     assert evaluate(node, {"x": x, "g": grid}, 20, False)[0, 0, 0, 0] != evaluate(node, {"x": x, "g": grid}, 20, True)[0, 0, 0, 0]
+
+
+def _loop_of(value_shape: list[int], trips: int):
+    """Loop(trips): the body scans out x (of `value_shape`) plus the iteration number."""
+    body = h.make_graph([h.make_node("Cast", ["it"], ["f"], to=T.DOUBLE), h.make_node("Add", ["x", "f"], ["scan"]),
+                         h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                        [h.make_tensor_value_info("it", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, [])],
+                        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("scan", T.DOUBLE, value_shape)])
+    x = np.arange(float(np.prod(value_shape))).reshape(value_shape)
+    node = h.make_node("Loop", ["n", "yes"], ["y"], body=body)
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.DOUBLE, value_shape)],
+                         [h.make_value_info("y", h.make_empty_tensor_value_info("y").type)],
+                         [numpy_helper.from_array(np.array(trips, np.int64), "n"), numpy_helper.from_array(np.array(True), "yes")])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]), x
+
+
+@pytest.mark.parametrize("shape", [[], [2], [2, 3]])
+@pytest.mark.parametrize("trips", [0, 3])
+def test_a_loops_scan_outputs_stack_along_a_new_first_axis(shape, trips):
+    """Issue 41, sweep 13 F3, F4: each iteration's value stacked, [trips, *shape], as onnxruntime gives
+    it; after no iteration empty, of the body's declared shape."""
+    model, x = _loop_of(shape, trips)
+    y = ReferenceEvaluator(model, new_ops=REPLACEMENTS).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(y, np.stack([x + i for i in range(trips)]) if trips else np.empty((0, *shape)))
+    assert y.shape == (trips, *shape)
+
+
+def test_onnx_loop_still_stacks_scalars_as_a_column():
+    model, x = _loop_of([], 3)
+    assert ReferenceEvaluator(model).run(None, {"x": x})[0].shape == (3, 1)
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+def test_group_normalization_is_its_formula_in_float64(opset):
+    """Issue 41, sweep 13 F5: per group of channels, (x − mean) / √(var + ε), then each channel's (opset
+    21) or each group's (opset 18) scale and bias."""
+    x = 100 + 0.1 * RNG.standard_normal((2, 4, 3, 2))
+    scale, bias = (np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, -1.0, 0.0, 2.0])) if opset == 21 else \
+        (np.array([2.0, 3.0]), np.array([0.5, -1.0]))
+    groups = x.reshape(2, 2, -1)
+    epsilon = float(np.float32(1e-5))  # the attribute's default, a float32
+    normal = ((groups - groups.mean(-1, keepdims=True)) / np.sqrt(groups.var(-1, keepdims=True) + epsilon)).reshape(x.shape)
+    per_channel = (scale, bias) if opset == 21 else (np.repeat(scale, 2), np.repeat(bias, 2))
+    spec = normal * per_channel[0].reshape(1, 4, 1, 1) + per_channel[1].reshape(1, 4, 1, 1)
+    node = h.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)
+    np.testing.assert_allclose(evaluate(node, {"x": x, "s": scale, "b": bias}, opset, True), spec, rtol=1e-12)
+
+
+def test_onnx_group_normalization_still_computes_in_float32():
+    x = 100 + 0.1 * RNG.standard_normal((1, 4, 8))
+    node = h.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=2)
+    inputs = {"x": x, "s": np.ones(4), "b": np.zeros(4)}
+    assert np.abs(evaluate(node, inputs, 21, False) - evaluate(node, inputs, 21, True)).max() > 1e-3
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_is_its_formula_in_float64(approximate):
+    """Issue 41, sweep 13 F5: onnx's runs its function body, with its own float32 Erf."""
+    x = np.array([-3.0, -0.5, 0.1, 2.5])
+    spec = [0.5 * v * (1 + (math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)) if approximate == "tanh"
+                            else math.erf(v / math.sqrt(2)))) for v in x]
+    node = h.make_node("Gelu", ["x"], ["y"], approximate=approximate)
+    np.testing.assert_allclose(evaluate(node, {"x": x}, 20, True), spec, rtol=1e-14)
+
+
+def test_onnx_gelu_still_rounds_its_erf_to_float32():
+    node = h.make_node("Gelu", ["x"], ["y"])
+    x = {"x": np.array([-3.0, -2.5, 0.7])}
+    assert not np.array_equal(evaluate(node, x, 20, False), evaluate(node, x, 20, True))
+
+
+def test_an_optional_is_its_value_and_an_empty_one_has_none():
+    """Issue 41, sweep 13 F2: onnx's Optional wraps its value in a list, which OptionalGetElement hands
+    on as a list; and its empty optional, [None], has an element."""
+    nodes = [h.make_node("Optional", ["x"], ["o"]), h.make_node("OptionalGetElement", ["o"], ["y"]),
+             h.make_node("OptionalHasElement", ["o"], ["has"]),
+             h.make_node("Optional", [], ["none"], type=h.make_tensor_type_proto(T.DOUBLE, [2])),
+             h.make_node("OptionalHasElement", ["none"], ["hasnt"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.DOUBLE, [2])],
+                         [h.make_value_info(name, h.make_empty_tensor_value_info(name).type) for name in ("y", "has", "hasnt")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    y, has, hasnt = ReferenceEvaluator(model, new_ops=REPLACEMENTS).run(None, {"x": np.array([1.0, 2.0])})
+    assert isinstance(y, np.ndarray) and y.tolist() == [1.0, 2.0] and has and not hasnt
+    assert isinstance(ReferenceEvaluator(model).run(None, {"x": np.array([1.0, 2.0])})[0], list)  # onnx's own

@@ -26,7 +26,7 @@ import onnx
 from ..acceptance import exact_kind, judged_positions
 from ..graph_walk import every_node
 from .agreement import end_to_end_bound, first_parting, outputs_parting
-from .float64_graph import RANDOM_OPS, Float64Values, float64_values, inlined, node_label
+from .float64_graph import RANDOM_OPS, Float64Values, evaluated_form, float64_values, node_label
 from .loop_steps import step_in_loop
 from .referee import referee_label, referee_values, referee_version
 from .referee_process import RefereeCrashed, RefereeKilled
@@ -214,7 +214,7 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
                    float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
     checked node by node against the referee; an output without a float64 evaluation takes the referee's."""
-    model = inlined(model)
+    model = evaluated_form(model)
     _refuse_random(model, inputs)
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:
@@ -334,7 +334,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
                           float64: Float64Values | None = None, mask: np.ndarray | None = None) -> dict:
     """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
     what float32 rounding explains (the referee's distance from the latter)."""
-    model = inlined(model)
+    model = evaluated_form(model)
     _refuse_random(model, inputs, " of the case's ONNX export")
     float64 = float64 or float64_values(model, inputs, keep=False)
     try:

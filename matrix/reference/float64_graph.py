@@ -22,7 +22,7 @@ import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from ..graph_walk import node_inputs
+from ..graph_walk import every_node, node_inputs, subgraphs
 from .ops import REPLACEMENTS
 from .steps import is_step, jumped
 
@@ -190,7 +190,8 @@ def _cast_source_types(model: onnx.ModelProto) -> dict[str, int]:
     in a model that holds DOUBLE at all: what making every float float64 hides, and those Casts read."""
     doubles = any(v.type.tensor_type.elem_type == TensorProto.DOUBLE for v in model.graph.input) or any(
         t.data_type == TensorProto.DOUBLE for t in model.graph.initializer) or any(
-        a.name in TYPE_ATTRIBUTES and a.i == TensorProto.DOUBLE for node in model.graph.node for a in node.attribute)
+        a.name in TYPE_ATTRIBUTES and a.i == TensorProto.DOUBLE or a.type == onnx.AttributeProto.TENSOR
+        and a.t.data_type == TensorProto.DOUBLE for node in model.graph.node for a in node.attribute)  # a Constant of DOUBLE too
     wanted = {node.input[0] for node in model.graph.node if casts_to_string(node) or doubles and node.op_type == "Cast"
               and any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)}
     if not wanted:
@@ -308,13 +309,46 @@ def inlined(model: onnx.ModelProto) -> onnx.ModelProto:
     return onnx.inliner.inline_local_functions(model) if model.functions else model
 
 
+def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as its float64 evaluation and its check read it: inlined, and each CastLike whose
+    target's type shape inference knows written as the Cast it is. Widening the target to float64
+    would take the narrowing with it: 16777217 cast like a float32 stayed 16777217 (issue 41, sweep
+    13 F1; torch.onnx's dynamo exporter writes CastLike for `x.to(y.dtype)` and Python scalars)."""
+    model = inlined(model)
+    if not any(node.op_type == "CastLike" for node in every_node(model.graph)):
+        return model
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - without types CastLike stays as it is
+        return model
+    types = {}
+    for graph in _graphs(inferred.graph):
+        types.update({v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]
+                      if v.type.tensor_type.elem_type})
+        types.update({t.name: t.data_type for t in graph.initializer})
+    rewritten = onnx.ModelProto.FromString(model.SerializeToString())
+    for node in every_node(rewritten.graph):
+        if node.op_type == "CastLike" and len(node.input) > 1 and node.input[1] in types:
+            node.op_type, target = "Cast", node.input[1]
+            del node.input[1:]
+            node.attribute.append(helper.make_attribute("to", types[target]))
+    return rewritten
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for inner in subgraphs(node):
+            yield from _graphs(inner)
+
+
 def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: bool = True,
                    each: Callable[[int, onnx.NodeProto, dict, dict | str], None] | None = None,
                    stored: bool = False, narrow: bool = True) -> Float64Values:
     """Every value (keep=False: the graph's outputs only, intermediates freed after their last use),
     and which nodes have none. `each` sees every node's inputs and outputs as they are made (the
     FP16 forecast reads the same pass); `stored`, `narrow`: see float64_nodes."""
-    model = inlined(model)
+    model = evaluated_form(model)
     graph_outputs = {o.name for o in model.graph.output}
     wanted = None if keep else graph_outputs
     # A graph input or a weight that is also an output (no node makes it) is its own value.
