@@ -785,7 +785,8 @@ def test_castlike_optionals_scalar_or_empty_loops_and_group_norms_are_judged_aga
     OptionalGetElement → CumSum had no float64 evaluation and ort-1.20 passed against onnxruntime's
     float32; F3, a Loop's scalar scan output was [N, 1] in onnx.reference (disputed against [N]); F4,
     a Loop of no iteration had no float64 evaluation; F5, GroupNormalization (opset 21) ran its
-    float32 function body, E[x²] − E[x]², and onnxruntime passed at 0 while 0.2 off float64."""
+    float32 function body, E[x²] − E[x]², and onnxruntime passed at 0 while 0.2 off float64. F6, a
+    float32 Cast to FLOAT in a branch was rounded, so (x + 1e8) - 1e8 around it passed at 0."""
     f32 = lambda value, name: nh.from_array(np.array(value, np.float32), name)  # noqa: E731
     model(tmp_path / "castlike.onnx", [h.make_node("CastLike", ["i", "like"], ["f"]), h.make_node("Sub", ["f", "big"], ["y"])],
           [("i", T.INT64, [3])], [("y", T.FLOAT, [3])], [f32(0, "like"), f32(2 ** 24, "big")], opset=17)
@@ -817,7 +818,15 @@ def test_castlike_optionals_scalar_or_empty_loops_and_group_norms_are_judged_aga
           [("x", T.FLOAT, [2])], [("y", T.FLOAT, [2])], [nh.from_array(np.array(0, np.int64), "n"), f32([1, 0.5], "a0")], opset=17)
     model(tmp_path / "groups.onnx", [h.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2)],
           [("x", T.FLOAT, [1, 4, 8])], [("y", T.FLOAT, [1, 4, 8])], [f32(np.ones(4), "scale"), f32(np.zeros(4), "bias")], opset=21)
+    branch = lambda name: h.make_graph([h.make_node("Add", ["x", "e8"], [f"t{name}"]),  # noqa: E731
+                                        h.make_node("Cast", [f"t{name}"], [f"f{name}"], to=T.FLOAT)], name, [],
+                                       [h.make_tensor_value_info(f"f{name}", T.FLOAT, [3])])
+    model(tmp_path / "branch.onnx", [h.make_node("ReduceSum", ["x"], ["sum"], keepdims=0), h.make_node("Greater", ["sum", "zero"], ["c"]),
+                                     h.make_node("If", ["c"], ["f"], then_branch=branch("a"), else_branch=branch("b")),
+                                     h.make_node("Sub", ["f", "e8"], ["y"])],
+          [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])], [f32(1e8, "e8"), f32(0, "zero")], opset=17)
     body = case(tmp_path, "castlike", None, {"i": np.array([16777217, 16777219, 3], np.int64)}) + \
+        case(tmp_path, "branch", None, {"x": np.array([1, 0.5, 3], np.float32)}) + \
         case(tmp_path, "double", None, {"x": np.zeros(3, np.float32)}) + \
         case(tmp_path, "optional", None, {"x": np.array([1e8, 1, -1e8, 1], np.float32)}) + \
         case(tmp_path, "scalars", None, {"x": np.array([1e8, 1], np.float32)}) + \
@@ -835,6 +844,7 @@ def test_castlike_optionals_scalar_or_empty_loops_and_group_norms_are_judged_aga
     assert (cells["optional"]["status"], cells["optional"]["max_abs"]) == ("fail", 1.0), cells["optional"]
     assert (cells["no_trip"]["status"], cells["no_trip"]["max_abs"]) == ("fail", 1.0), cells["no_trip"]
     assert cells["groups"]["status"] == "fail" and cells["groups"]["max_abs"] > 0.1, cells["groups"]
+    assert (cells["branch"]["status"], cells["branch"]["max_abs"]) == ("fail", 3.0), cells["branch"]
 
 
 def _referee_pid(parent: int | None = None) -> int:

@@ -310,16 +310,20 @@ def inlined(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model as its float64 evaluation and its check read it: inlined, and each CastLike whose
-    target's type shape inference knows written as the Cast it is. Widening the target to float64
-    would take the narrowing with it: 16777217 cast like a float32 stayed 16777217 (issue 41, sweep
-    13 F1; torch.onnx's dynamo exporter writes CastLike for `x.to(y.dtype)` and Python scalars)."""
+    """The model as its float64 evaluation and its check read it: inlined; each CastLike whose
+    target's type shape inference knows written as the Cast it is (widening the target to float64
+    would take the narrowing with it: 16777217 cast like a float32 stayed 16777217, issue 41, sweep
+    13 F1; torch.onnx's dynamo exporter writes CastLike for `x.to(y.dtype)` and Python scalars); and
+    a Cast of a float32 to FLOAT in a branch or body, which _rounding_cast would round though float64
+    held it exactly, written as the Identity it is (sweep 13 F6: (x + 1e8) - 1e8 passed at 0)."""
     model = inlined(model)
-    if not any(node.op_type == "CastLike" for node in every_node(model.graph)):
+    inner = [node for outer in model.graph.node for graph in subgraphs(outer) for node in every_node(graph)]
+    if not any(node.op_type == "CastLike" for node in every_node(model.graph)) and not any(
+            node.op_type == "Cast" and _cast_to(node) == TensorProto.FLOAT for node in inner):
         return model
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - without types CastLike stays as it is
+    except Exception:  # noqa: BLE001 - without types the nodes stay as they are
         return model
     types = {}
     for graph in _graphs(inferred.graph):
@@ -332,7 +336,14 @@ def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
             node.op_type, target = "Cast", node.input[1]
             del node.input[1:]
             node.attribute.append(helper.make_attribute("to", types[target]))
+        if node.op_type == "Cast" and _cast_to(node) == TensorProto.FLOAT and types.get(node.input[0]) == TensorProto.FLOAT:
+            node.op_type = "Identity"
+            del node.attribute[:]
     return rewritten
+
+
+def _cast_to(node: onnx.NodeProto) -> int | None:
+    return next((a.i for a in node.attribute if a.name == "to"), None)
 
 
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
