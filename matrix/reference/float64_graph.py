@@ -330,7 +330,8 @@ def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
         types.update({v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]
                       if v.type.tensor_type.elem_type})
         types.update({t.name: t.data_type for t in graph.initializer})
-    rewritten = onnx.ModelProto.FromString(model.SerializeToString())
+    rewritten = onnx.ModelProto()
+    rewritten.CopyFrom(model)  # not through bytes: a model past protobuf's 2 GB has none
     for node in every_node(rewritten.graph):
         if node.op_type == "CastLike" and len(node.input) > 1 and node.input[1] in types:
             node.op_type, target = "Cast", node.input[1]
