@@ -924,3 +924,39 @@ def test_a_referee_ended_from_outside_is_no_crash_of_the_model():
     with pytest.raises(RefereeCrashed, match=r"killed by SIGABRT"):
         in_referee_process(os.abort)
     assert in_referee_process(len, [1]) == 1  # started again
+
+
+def test_precision_attributes_bit_casts_and_sparse_weights_in_the_float64_evaluation():
+    """Issue 41, sweep 13, the float64 evaluation itself (these opsets are past what onnxruntime 1.20
+    loads): F9, Attention's `softmax_precision = FLOAT` kept its logits in float32 (1e8 and 1e8 + 1
+    one value); F10, BitCast's `to` was widened to DOUBLE, which onnx.reference refuses (bits of another
+    width); F1, DequantizeLinear's `output_dtype = FLOAT16` did not round; F13, a sparse weight had no
+    value, and its consumer no evaluation."""
+    from matrix.reference.float64_graph import float64_values
+
+    def evaluated(nodes, inputs, initializers=(), opset=23, sparse=()):
+        graph = h.make_graph(nodes, "g", [h.make_tensor_value_info(n, h.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                                          for n, v in inputs.items()], [h.make_tensor_value_info("y", T.FLOAT, None)],
+                             list(initializers), sparse_initializer=list(sparse))
+        got = float64_values(h.make_model(graph, opset_imports=[h.make_opsetid("", opset)]), inputs)
+        assert not got.missing, got.missing
+        return got.values["y"]
+
+    logits = {"q": np.array([[[[1e4, 1]]]], np.float32), "k": np.array([[[[1e4, 0], [1e4, 1]]]], np.float32),
+              "v": np.array([[[[0], [1]]]], np.float32)}
+    y = evaluated([h.make_node("Attention", ["q", "k", "v"], ["y"], scale=1.0, softmax_precision=T.FLOAT)], logits)
+    assert abs(float(y.ravel()[0]) - 1 / (1 + np.exp(-1.0))) < 1e-12  # softmax([1e8, 1e8 + 1]) · [0, 1]
+    bits = np.array([1, np.pi, 16777218], np.float32).view(np.int32)
+    y = evaluated([h.make_node("BitCast", ["b"], ["f"], to=T.FLOAT), h.make_node("Mul", ["f", "two"], ["y"])], {"b": bits},
+                  [nh.from_array(np.array(2, np.float32), "two")], opset=26)
+    np.testing.assert_array_equal(y, 2 * bits.view(np.float32).astype(np.float64))
+    q = np.array([127, 1, -3, 100], np.int8)
+    y = evaluated([h.make_node("DequantizeLinear", ["q", "scale"], ["d"], output_dtype=T.FLOAT16),
+                   h.make_node("Cast", ["d"], ["y"], to=T.FLOAT)], {"q": q}, [nh.from_array(np.array(0.0123, np.float32), "scale")])
+    np.testing.assert_array_equal(y, (q * np.float64(np.float32(0.0123))).astype(np.float16).astype(np.float64))
+    weight = h.make_sparse_tensor(nh.from_array(np.array([1e8, 1, 1, 1], np.float32), "w"),
+                                  nh.from_array(np.array([0, 5, 10, 15], np.int64), "w_indices"), [4, 4])
+    y = evaluated([h.make_node("MatMul", ["x", "w"], ["m"]), h.make_node("CumSum", ["m", "axis"], ["y"])],
+                  {"x": np.array([[1, 1, -1e8, 1]], np.float32)}, [nh.from_array(np.array(1, np.int64), "axis")], opset=13,
+                  sparse=[weight])
+    np.testing.assert_array_equal(y, [[1e8, 1e8 + 1, 1, 2]])

@@ -30,8 +30,9 @@ FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, Ten
 # Ops whose output is a random draw, not a function of their inputs: no two evaluations share it.
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 # Attributes that name an output element type (Cast's `to`, RandomNormal's `dtype`, DequantizeLinear's
-# `output_dtype`, the window ops' and MelWeightMatrix's `output_datatype`: issue 41, sweep 11 D1).
-TYPE_ATTRIBUTES = {"to", "dtype", "output_dtype", "output_datatype"}
+# `output_dtype`, the window ops' and MelWeightMatrix's `output_datatype`: issue 41, sweep 11 D1;
+# Attention's `softmax_precision`, its logits' type: sweep 13 F9). BitCast's `to` names a bit layout.
+TYPE_ATTRIBUTES = {"to", "dtype", "output_dtype", "output_datatype", "softmax_precision"}
 
 
 # A Cast to these is the model's own rounding (an autocast export's FP16 island): kept in float64.
@@ -42,11 +43,17 @@ def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict
               narrow: bool, source_type: int | None = None) -> dict[str, np.ndarray]:
     """A Cast to FP16 or BF16 rounds as the model says, though its value is kept in float64:
     `Cast(Cast(x, FLOAT16), FLOAT)` is x rounded to FP16 (70000 is inf), not x. So does a Cast of
-    integers to FLOAT: 16777217 is 16777216 in the model (ids, positions), whatever follows; and a
-    Cast of DOUBLE to FLOAT (`source_type`, the input's declared type): a float64 feed narrowed by
-    the model itself is float32 from there on."""
-    to = next((a.i for a in node.attribute if a.name == "to"), None) if narrow and node.op_type == "Cast" else None
+    integers to FLOAT: 16777217 is 16777216 in the model (ids, positions), whatever follows; a Cast of
+    DOUBLE to FLOAT (`source_type`, the input's declared type): a float64 feed narrowed by the model
+    itself is float32 from there on; and a DequantizeLinear to FP16 or BF16 (`output_dtype`). A
+    BitCast's float value is widened (its `to` is no precision: issue 41, sweep 13 F10)."""
+    if node.op_type == "BitCast":  # its bits read as the type `to` names, exact in float64
+        return {name: as_float64(value) for name, value in produced.items()}
+    named = {"Cast": "to", "DequantizeLinear": "output_dtype"}.get(node.op_type) if narrow else None
+    to = next((a.i for a in node.attribute if a.name == named), None)
     source = given.get(node.input[0]) if node.input else None
+    if node.op_type == "DequantizeLinear" and to not in NARROW_CASTS:  # to FP16 or BF16 alone (sweep 13 F1)
+        return produced
     if to == TensorProto.FLOAT and source is not None and (source.dtype.kind in "iub" or source_type == TensorProto.DOUBLE):
         to_type = np.float32
     elif to in NARROW_CASTS:
@@ -88,13 +95,23 @@ def _float64_graph(graph: onnx.GraphProto, narrow: bool) -> None:
     nodes = []
     for node in graph.node:
         as_tensor_constant(node)
-        if narrow and (rounding := _rounding_cast(node)):
-            nodes += rounding
+        if (kept := (narrow and _rounding_cast(node)) or _widened_bitcast(node)):
+            nodes += kept
             continue
         _float64_attributes(node, narrow)
         nodes.append(node)
     del graph.node[:]
     graph.node.extend(nodes)
+
+
+def _widened_bitcast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    """A BitCast to a float as the BitCast itself, then a Cast to float64 under its output's name."""
+    to = _cast_to(node) if node.op_type == "BitCast" else None
+    if to not in FLOAT_TYPES:
+        return None
+    bits = onnx.NodeProto.FromString(node.SerializeToString())
+    bits.output[0] = f"{node.output[0]}__bits"
+    return [bits, helper.make_node("Cast", [bits.output[0]], [node.output[0]], to=TensorProto.DOUBLE)]
 
 
 def _rounding_cast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
@@ -114,7 +131,7 @@ def _rounding_cast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
 def _float64_attributes(node: onnx.NodeProto, narrow: bool) -> None:
     for attribute in node.attribute:
         if attribute.name in TYPE_ATTRIBUTES and attribute.type == onnx.AttributeProto.INT \
-                and attribute.i in FLOAT_TYPES:
+                and attribute.i in FLOAT_TYPES and node.op_type != "BitCast":
             attribute.i = TensorProto.DOUBLE
         elif attribute.type == onnx.AttributeProto.TENSOR:
             _float64_tensor(attribute.t)
@@ -316,7 +333,7 @@ def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
     13 F1; torch.onnx's dynamo exporter writes CastLike for `x.to(y.dtype)` and Python scalars); and
     a Cast of a float32 to FLOAT in a branch or body, which _rounding_cast would round though float64
     held it exactly, written as the Identity it is (sweep 13 F6: (x + 1e8) - 1e8 passed at 0)."""
-    model = inlined(model)
+    model = _dense(inlined(model))
     inner = [node for outer in model.graph.node for graph in subgraphs(outer) for node in every_node(graph)]
     if not any(node.op_type == "CastLike" for node in every_node(model.graph)) and not any(
             node.op_type == "Cast" and _cast_to(node) == TensorProto.FLOAT for node in inner):
@@ -341,6 +358,38 @@ def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
             node.op_type = "Identity"
             del node.attribute[:]
     return rewritten
+
+
+def _dense(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its sparse weights (`sparse_initializer`, `Constant(sparse_value)`) as the dense
+    tensors they stand for: the float64 evaluation reads dense ones alone, and their consumer had
+    none (issue 41, sweep 13 F13)."""
+    sparse_constants = [node for node in every_node(model.graph) if node.op_type == "Constant"
+                        and any(a.name == "sparse_value" for a in node.attribute)]
+    if not model.graph.sparse_initializer and not sparse_constants:
+        return model
+    dense = onnx.ModelProto()
+    dense.CopyFrom(model)
+    dense.graph.initializer.extend(numpy_helper.from_array(_dense_array(t), t.values.name) for t in dense.graph.sparse_initializer)
+    del dense.graph.sparse_initializer[:]
+    for node in every_node(dense.graph):
+        given = next((a for a in node.attribute if a.name == "sparse_value"), None) if node.op_type == "Constant" else None
+        if given is not None:
+            array = _dense_array(given.sparse_tensor)
+            node.attribute.remove(given)
+            node.attribute.append(helper.make_attribute("value", numpy_helper.from_array(array)))
+    return dense
+
+
+def _dense_array(sparse: onnx.SparseTensorProto) -> np.ndarray:
+    """A sparse tensor's values at its indices (linear, [NNZ], or one row per value, [NNZ, rank])."""
+    values, indices = numpy_helper.to_array(sparse.values), numpy_helper.to_array(sparse.indices)
+    array = np.zeros(tuple(sparse.dims), dtype=values.dtype)
+    if indices.ndim == 1:
+        array.reshape(-1)[indices] = values
+    else:
+        array[tuple(indices.T)] = values
+    return array
 
 
 def _cast_to(node: onnx.NodeProto) -> int | None:

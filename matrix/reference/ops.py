@@ -227,14 +227,16 @@ class MeanVarianceNormalization(OpRun):
 
 class LpNormalization(OpRun):
     """onnx's p=1 divides by the plain sum, not the sum of magnitudes ([3, -4, 0] → [-3, 4, -0]),
-    so an engine right about it was `disputed` (issue 41, sweep 10 C4). The spec: x / ‖x‖_p along `axis`."""
+    so an engine right about it was `disputed` (issue 41, sweep 10 C4). The spec: x / ‖x‖_p along
+    `axis`; a row of zeros stays zeros, as onnxruntime and PyTorch's normalize have it (the spec says
+    nothing of 0 / 0, and NaN there disputed every engine: sweep 13 F12)."""
 
     op_domain = ""
 
     def _run(self, x, axis=None, p=None):
         axis, p = self.axis if axis is None else axis, self.p if p is None else p
         norm = np.sum(np.abs(x), axis=axis, keepdims=True) if p == 1 else np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
-        return (x / norm).astype(x.dtype),
+        return np.divide(x, norm, out=np.zeros_like(x), where=norm != 0).astype(x.dtype),
 
 
 class LRN(OpRun):
