@@ -786,7 +786,8 @@ def test_castlike_optionals_scalar_or_empty_loops_and_group_norms_are_judged_aga
     float32; F3, a Loop's scalar scan output was [N, 1] in onnx.reference (disputed against [N]); F4,
     a Loop of no iteration had no float64 evaluation; F5, GroupNormalization (opset 21) ran its
     float32 function body, E[x²] − E[x]², and onnxruntime passed at 0 while 0.2 off float64. F6, a
-    float32 Cast to FLOAT in a branch was rounded, so (x + 1e8) - 1e8 around it passed at 0."""
+    float32 Cast to FLOAT in a branch was rounded, so (x + 1e8) - 1e8 around it passed at 0. And a
+    round trip through FP16 by CastLike was disputed: 65519 is FP16's 65504, not its inf."""
     f32 = lambda value, name: nh.from_array(np.array(value, np.float32), name)  # noqa: E731
     model(tmp_path / "castlike.onnx", [h.make_node("CastLike", ["i", "like"], ["f"]), h.make_node("Sub", ["f", "big"], ["y"])],
           [("i", T.INT64, [3])], [("y", T.FLOAT, [3])], [f32(0, "like"), f32(2 ** 24, "big")], opset=17)
@@ -825,7 +826,11 @@ def test_castlike_optionals_scalar_or_empty_loops_and_group_norms_are_judged_aga
                                      h.make_node("If", ["c"], ["f"], then_branch=branch("a"), else_branch=branch("b")),
                                      h.make_node("Sub", ["f", "e8"], ["y"])],
           [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])], [f32(1e8, "e8"), f32(0, "zero")], opset=17)
+    half = nh.from_array(np.array(0, np.float16), "half")
+    model(tmp_path / "trip.onnx", [h.make_node("CastLike", ["x", "half"], ["hx"]), h.make_node("CastLike", ["hx", "like"], ["y"])],
+          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], [half, f32(0, "like")], opset=17)
     body = case(tmp_path, "castlike", None, {"i": np.array([16777217, 16777219, 3], np.int64)}) + \
+        case(tmp_path, "trip", None, {"x": np.array([70000, 1.0001, 65519, 3.14159], np.float32)}) + \
         case(tmp_path, "branch", None, {"x": np.array([1, 0.5, 3], np.float32)}) + \
         case(tmp_path, "double", None, {"x": np.zeros(3, np.float32)}) + \
         case(tmp_path, "optional", None, {"x": np.array([1e8, 1, -1e8, 1], np.float32)}) + \
@@ -845,6 +850,7 @@ def test_castlike_optionals_scalar_or_empty_loops_and_group_norms_are_judged_aga
     assert (cells["no_trip"]["status"], cells["no_trip"]["max_abs"]) == ("fail", 1.0), cells["no_trip"]
     assert cells["groups"]["status"] == "fail" and cells["groups"]["max_abs"] > 0.1, cells["groups"]
     assert (cells["branch"]["status"], cells["branch"]["max_abs"]) == ("fail", 3.0), cells["branch"]
+    assert cells["trip"]["status"] == "pass", cells["trip"]
 
 
 def _referee_pid(parent: int | None = None) -> int:

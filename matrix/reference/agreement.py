@@ -186,9 +186,9 @@ def _differs(y64: np.ndarray, theirs: np.ndarray) -> tuple[float, str]:
                               theirs.astype(str) if theirs.dtype.kind in "USO" else theirs)
         return (0.0, "") if same else (float("inf"), "values differ")
     a, b = y64.astype(np.float64), theirs.astype(np.float64)
-    if theirs.dtype.kind == "f":  # beyond the referee's type's range it holds ±inf: that is its rounding (an overflow)
-        with np.errstate(invalid="ignore"):
-            a = np.where(np.abs(a) > np.finfo(theirs.dtype).max, np.copysign(np.inf, a), a)
+    if theirs.dtype.kind == "f":  # what the referee's type rounds to ±inf it holds so: its rounding (an overflow),
+        with np.errstate(invalid="ignore", over="ignore"):  # from half a unit past its largest (65520 in FP16)
+            a = np.where(np.isinf(a.astype(theirs.dtype)), np.copysign(np.inf, a), a)
     if not np.array_equal(np.isnan(a), np.isnan(b)) or not np.array_equal(np.where(np.isinf(a), a, 0),
                                                                           np.where(np.isinf(b), b, 0)):
         return float("inf"), "NaN or ±inf in different places"
