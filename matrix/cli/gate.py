@@ -102,23 +102,24 @@ def _say_passed_over(passed_over, earlier) -> None:
 def _newly_failing(earlier, frame, run_dir: Path) -> bool:
     """Whether a cell of `frame` (run `run_dir`) newly fails against its result in `earlier` ([(run
     folder, results)], newest first): a regression, exit 1; each such cell listed on stderr. A cell
-    judged against another reference then (store.reference_changed) is said apart, no regression."""
+    whose engine gave the same outputs, judged then against another reference (store.only_reference_changed),
+    is said apart, no regression."""
     from ..report.console import console, escape
     from ..report.error_text import worst_error
     from ..report.upgrade import regressions
-    from ..store import reference_changed
+    from ..store import only_reference_changed
 
     newly = 0
     now = _own_references(frame)
     for run, rows in earlier:
         found = regressions(rows, frame)
         then = _own_references(rows)
-        moved = [c in then and c in now and reference_changed(run, then[c], run_dir, now[c]) for c in found["cell_id"]]
+        moved = [c in then and c in now and only_reference_changed(run, then[c], run_dir, now[c]) for c in found["cell_id"]]
         if any(moved):
             said = [f"{r['cell_id']} ({r['status_before']} → {r['status_now']})" for _, r in found[moved].iterrows()]
             console.print(escape(f"{len(said)} cell{'s' * (len(said) != 1)} judged in run {run.name} against another "
-                                 "reference than now (trtmatrix evaluates the model otherwise since): not counted as "
-                                 "regressions: " + ", ".join(said[:3]) + (f" and {len(said) - 3} more" if len(said) > 3 else "")),
+                                 "reference than now, the engine's outputs the same (trtmatrix evaluates the model "
+                                 "otherwise since): not counted as regressions: " + ", ".join(said[:3]) + (f" and {len(said) - 3} more" if len(said) > 3 else "")),
                           soft_wrap=True)
             found = found[[not m for m in moved]]
         if not len(found):
@@ -133,11 +134,13 @@ def _newly_failing(earlier, frame, run_dir: Path) -> bool:
     return bool(newly)
 
 
-def _own_references(frame) -> dict[str, str]:
-    """{cell id: its artifact} of the cells judged against a reference trtmatrix made, not the user's
-    file: an edited file going red is a regression to see (as a tightened tolerance is)."""
-    return {cell: artifact for cell, artifact, how in zip(frame["cell_id"], frame["artifact"], frame["reference"])
-            if isinstance(artifact, str) and not str(how).startswith("your expected outputs")}
+def _own_references(frame) -> dict[str, tuple[str, str]]:
+    """{cell id: (its artifact, its content key)} of the cells judged against a reference trtmatrix
+    made, not the user's file: an edited file going red is a regression to see (as a tightened
+    tolerance is)."""
+    return {cell: (artifact, key) for cell, artifact, key, how in zip(frame["cell_id"], frame["artifact"],
+                                                                        frame["content_key"], frame["reference"])
+            if isinstance(artifact, str) and isinstance(key, str) and not str(how).startswith("your expected outputs")}
 
 
 def _not_run_now(earlier, frame) -> bool:

@@ -231,19 +231,25 @@ def run_reference(run_dir: Path, artifact: str) -> Path:
     return legacy if legacy.is_file() and not flat.is_file() else flat
 
 
-def reference_changed(earlier: Path, earlier_artifact: str, run_dir: Path, artifact: str) -> bool:
-    """Whether two runs judged one cell against other reference values: a trtmatrix of other reference
-    code (another artifact) evaluated the model otherwise (issue 41, sweep 12 E5: a sequence op's
-    float64 evaluation, new, read as the engine's regression). False where either run lacks the file."""
-    if earlier_artifact == artifact:
+def only_reference_changed(earlier: Path, then: tuple[str, str], run_dir: Path, now: tuple[str, str]) -> bool:
+    """Whether a cell was judged in two runs against other reference values for the very outputs of
+    the engine ((artifact, content key) then and now): a trtmatrix of other reference code evaluated
+    the model otherwise, and nothing of the engine's changed (issue 41, sweep 12 E5: a sequence op's
+    float64 evaluation, new, read as the engine's regression; sweep 14 G1: not where the engine's
+    outputs moved too, a real regression the same night). False where a file is missing."""
+    if then[0] == now[0]:
         return False
     try:
-        then, now = stored_arrays(run_reference(earlier, earlier_artifact)), stored_arrays(run_reference(run_dir, artifact))
+        return not _same_arrays(stored_arrays(run_reference(earlier, then[0])), stored_arrays(run_reference(run_dir, now[0]))) \
+            and _same_arrays(stored_arrays(cell_file(earlier, then[1], OUTPUTS)), stored_arrays(cell_file(run_dir, now[1], OUTPUTS)))
     except (DamagedRun, OSError):
         return False
-    return then.keys() != now.keys() or not all(
-        then[name].shape == now[name].shape and np.array_equal(then[name], now[name], equal_nan=then[name].dtype.kind in "fc")
-        for name in then)
+
+
+def _same_arrays(one: dict[str, np.ndarray], other: dict[str, np.ndarray]) -> bool:
+    return one.keys() == other.keys() and all(
+        one[name].shape == other[name].shape and np.array_equal(one[name], other[name], equal_nan=one[name].dtype.kind in "fc")
+        for name in one)
 
 
 def run_inputs(run_dir: Path, artifact: str) -> Path:
