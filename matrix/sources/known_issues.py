@@ -190,9 +190,12 @@ def _observed(row, fault: str) -> dict:
 
 
 def _evidenced(observed: dict) -> bool:
-    """The observation evidences the fault: the pattern's own output off where what it reads is right,
-    or the failure gone once it is exposed (the engine computed another graph: pattern_copy.observation)."""
-    return bool(observed.get("off") and not observed.get("inputs_off") or observed.get("changed"))
+    """The observation evidences the fault: the pattern's own output off by more than what it reads
+    (sweep 12 E7: a CumSum's 1.0 before a MaxPool is the MaxPool's 1.0; sweep 14 G6: the fusion's 5.0
+    after a 0.5 the pool drops is the fault), or the failure gone once it is exposed (the engine
+    computed another graph: pattern_copy.observation)."""
+    return bool(observed.get("off") and observed.get("max_abs", 0) > observed.get("inputs_max_abs", 0)
+                or observed.get("changed"))
 
 
 def _failed(row) -> set[str] | None:
@@ -389,10 +392,10 @@ def unchecked_patterns(frame: pd.DataFrame, issues: tuple[KnownIssue, ...]) -> l
 
 
 def _unchecked_because(observed: dict) -> str:
-    if observed.get("inputs_off"):
+    if observed.get("inputs_off") and observed.get("off"):
         return (f"what the pattern reads ({', '.join(observed['inputs_off'])}) was already off on this engine "
-                f"(max_abs {observed['inputs_max_abs']:.2e}), so the failure comes before the pattern and the cell "
-                "stays fail")
+                f"(max_abs {observed['inputs_max_abs']:.2e}, its own output {observed['max_abs']:.2e}), so the failure "
+                "comes before the pattern and the cell stays fail")
     if "off" in observed:
         return (f"the pattern's own output ({', '.join(observed['tensors'])}) was observed right on this engine "
                 f"(max_abs {observed['max_abs']:.2e}), so the failure is something else and the cell stays fail")
