@@ -932,6 +932,56 @@ def test_a_referee_ended_from_outside_is_no_crash_of_the_model():
     assert in_referee_process(len, [1]) == 1  # started again
 
 
+def test_sibling_scopes_doubles_in_branches_nan_variances_and_undeclared_loop_shapes(tmp_path, write_matrix):
+    """Issue 41, sweep 14: G2, two If branches each with a value `v` of another type (int64, float32):
+    the float32 one's Cast to FLOAT was rounded again and (x + 1e8) - 1e8 passed at 0; G3, a DOUBLE made
+    in a branch and narrowed in the main graph was not rounded, and right engines failed by 64; G4,
+    onnxruntime's one-pass variance of a GroupNormalization group went negative (NaN for the group) and
+    the row was disputed, not judged; G5, a zero-trip Loop whose body declares no shape for its scan
+    output gave [0] where onnxruntime gives [0, 2, 3], disputed."""
+    f32 = lambda value, name: nh.from_array(np.array(value, np.float32), name)  # noqa: E731
+
+    def taken(kind: str, name: str):
+        start = h.make_node("Add", ["i", "zi"], ["v"]) if kind == "int" else h.make_node("Add", ["x", "e8"], ["v"])
+        return h.make_graph([start, h.make_node("Cast", ["v"], ["c"], to=T.FLOAT)], name, [], [h.make_tensor_value_info("c", T.FLOAT, [3])])
+    model(tmp_path / "scopes.onnx", [h.make_node("If", ["c0"], ["f"], then_branch=taken("int", "then"), else_branch=taken("float", "else")),
+                                     h.make_node("Sub", ["f", "e8"], ["y"])],
+          [("i", T.INT64, [3]), ("x", T.FLOAT, [3]), ("c0", T.BOOL, [])], [("y", T.FLOAT, [3])],
+          [f32(1e8, "e8"), nh.from_array(np.array(0, np.int64), "zi")], opset=17)
+    double = lambda name: h.make_graph([h.make_node("Constant", [], ["d"], value=nh.from_array(  # noqa: E731
+        np.array([1 + 2.0 ** -30, 1 + 3 * 2.0 ** -24, 2.0]), "dv"))], name, [], [h.make_tensor_value_info("d", T.DOUBLE, [3])])
+    model(tmp_path / "doubles.onnx", [h.make_node("If", ["c0"], ["dd"], then_branch=double("then"), else_branch=double("else")),
+                                      h.make_node("Cast", ["dd"], ["f"], to=T.FLOAT), h.make_node("Sub", ["f", "one"], ["s"]),
+                                      h.make_node("Mul", ["s", "p30"], ["m"]), h.make_node("Add", ["m", "x"], ["y"])],
+          [("x", T.FLOAT, [3]), ("c0", T.BOOL, [])], [("y", T.FLOAT, [3])], [f32(1, "one"), f32(2 ** 30, "p30")], opset=17)
+    model(tmp_path / "nan.onnx", [h.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=2, epsilon=1e-5)],
+          [("x", T.FLOAT, [1, 4, 3])], [("y", T.FLOAT, [1, 4, 3])], [f32([2, 3, -0.5, 1.5], "scale"), f32([10, -2, 1, 0.25], "bias")],
+          opset=21)
+    body = h.make_graph([h.make_node("Add", ["a_in", "x"], ["a_out"]), h.make_node("Identity", ["c_in"], ["c_out"]),
+                         h.make_node("Expand", ["a_out", "s32"], ["e"]), h.make_node("Transpose", ["e"], ["scan"], perm=[1, 0])], "body",
+                        [h.make_tensor_value_info("it", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, []),
+                         h.make_tensor_value_info("a_in", T.FLOAT, [2])],
+                        [h.make_tensor_value_info("c_out", T.BOOL, []), h.make_tensor_value_info("a_out", T.FLOAT, [2]),
+                         h.make_tensor_value_info("scan", T.FLOAT, None)], [nh.from_array(np.array([3, 2], np.int64), "s32")])
+    model(tmp_path / "no_shape.onnx", [h.make_node("Loop", ["n", "", "a0"], ["a", "ys"], body=body), h.make_node("Add", ["a", "x"], ["p"]),
+                                       h.make_node("Sub", ["p", "x"], ["y"])],
+          [("x", T.FLOAT, [2])], [("y", T.FLOAT, [2]), ("ys", T.FLOAT, [None, 2, 3])],
+          [nh.from_array(np.array(0, np.int64), "n"), f32([1, 0.5], "a0")], opset=17)
+    no = np.array(False)
+    x = np.array([1, 0.5, 3], np.float32)
+    body = case(tmp_path, "scopes", None, {"i": np.array([16777217, 16777219, 3], np.int64), "x": x, "c0": no}) + \
+        case(tmp_path, "doubles", None, {"x": x, "c0": no}) + \
+        case(tmp_path, "nan", None, {"x": (100 + 0.1 * np.random.default_rng(0).standard_normal((1, 4, 3))).astype(np.float32)}) + \
+        case(tmp_path, "no_shape", None, {"x": np.array([1e8, 1e8], np.float32)})
+    done, cells = run(write_matrix, body)
+    for name in cells:
+        assert cells[name]["reference"] == "onnx.reference, every floating type made float64", (name, cells[name])
+    assert (cells["scopes"]["status"], cells["scopes"]["max_abs"]) == ("fail", 3.0), cells["scopes"]  # float32 loses x
+    assert cells["doubles"]["status"] == "pass", cells["doubles"]  # the model's own Cast to FLOAT, as onnxruntime
+    assert cells["nan"]["status"] == "fail" and cells["nan"]["nan_count"] > 0, cells["nan"]  # NaN where float64 is not
+    assert (cells["no_shape"]["status"], cells["no_shape"]["max_abs"]) == ("fail", 1.0), cells["no_shape"]
+
+
 def test_precision_attributes_bit_casts_and_sparse_weights_in_the_float64_evaluation():
     """Issue 41, sweep 13, the float64 evaluation itself (these opsets are past what onnxruntime 1.20
     loads): F9, Attention's `softmax_precision = FLOAT` kept its logits in float32 (1e8 and 1e8 + 1

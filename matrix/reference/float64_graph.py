@@ -115,13 +115,14 @@ def _widened_bitcast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
 
 
 def _rounding_cast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
-    """A Cast to FP16, BF16 or FLOAT as the Cast itself, then one to float64 under its output's name:
-    the value rounds as the model says and goes on in float64, as _narrowed has it in the main graph.
-    There a Cast to FLOAT rounds only integers and DOUBLE (16777217 is 16777216 in the model: issue 41,
-    sweep 12 E1); here, without the types a branch's values are declared in, a float too, by at most
-    one unit of float32 where the model holds that value in float32 anyway."""
-    to = next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
-    if to not in NARROW_CASTS and to != TensorProto.FLOAT:
+    """A Cast to FP16, BF16 or FLOAT (or a DequantizeLinear to FP16 or BF16) as itself, then a Cast to
+    float64 under its output's name: the value rounds as the model says and goes on in float64, as
+    _narrowed has it in the main graph (16777217 is 16777216 in the model: issue 41, sweep 12 E1). A
+    Cast of a float32 that shape inference knows is an Identity by now (evaluated_form); one of a value
+    of unknown type still rounds."""
+    named = {"Cast": "to", "DequantizeLinear": "output_dtype"}.get(node.op_type)
+    to = next((a.i for a in node.attribute if a.name == named), None)
+    if to not in NARROW_CASTS and (to != TensorProto.FLOAT or node.op_type != "Cast"):  # DequantizeLinear: FP16, BF16
         return None
     rounded = onnx.NodeProto.FromString(node.SerializeToString())
     rounded.output[0] = f"{node.output[0]}__rounded"
@@ -205,10 +206,11 @@ def casts_to_string(node: onnx.NodeProto) -> bool:
 def _cast_source_types(model: onnx.ModelProto) -> dict[str, int]:
     """{value: its element type in the model} for the inputs of Cast(to=STRING), and of Cast(to=FLOAT)
     in a model that holds DOUBLE at all: what making every float float64 hides, and those Casts read."""
-    doubles = any(v.type.tensor_type.elem_type == TensorProto.DOUBLE for v in model.graph.input) or any(
-        t.data_type == TensorProto.DOUBLE for t in model.graph.initializer) or any(
-        a.name in TYPE_ATTRIBUTES and a.i == TensorProto.DOUBLE or a.type == onnx.AttributeProto.TENSOR
-        and a.t.data_type == TensorProto.DOUBLE for node in model.graph.node for a in node.attribute)  # a Constant of DOUBLE too
+    # anywhere, a branch's too (sweep 14 G3): an input, a weight, a Cast to it, a Constant of it
+    doubles = any(v.type.tensor_type.elem_type == TensorProto.DOUBLE for graph in _graphs(model.graph) for v in graph.input) \
+        or any(t.data_type == TensorProto.DOUBLE for graph in _graphs(model.graph) for t in graph.initializer) or any(
+            a.name in TYPE_ATTRIBUTES and a.i == TensorProto.DOUBLE or a.type == onnx.AttributeProto.TENSOR
+            and a.t.data_type == TensorProto.DOUBLE for node in every_node(model.graph) for a in node.attribute)
     wanted = {node.input[0] for node in model.graph.node if casts_to_string(node) or doubles and node.op_type == "Cast"
               and any(a.name == "to" and a.i == TensorProto.FLOAT for a in node.attribute)}
     if not wanted:
@@ -342,14 +344,19 @@ def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # noqa: BLE001 - without types the nodes stay as they are
         return model
-    types = {}
-    for graph in _graphs(inferred.graph):
-        types.update({v.name: v.type.tensor_type.elem_type for v in [*graph.input, *graph.value_info, *graph.output]
-                      if v.type.tensor_type.elem_type})
-        types.update({t.name: t.data_type for t in graph.initializer})
     rewritten = onnx.ModelProto()
     rewritten.CopyFrom(model)  # not through bytes: a model past protobuf's 2 GB has none
-    for node in every_node(rewritten.graph):
+    _rewrite_casts(rewritten.graph, inferred.graph, {})
+    return rewritten
+
+
+def _rewrite_casts(graph: onnx.GraphProto, inferred: onnx.GraphProto, outer: dict[str, int]) -> None:
+    """evaluated_form's rewrites in `graph` and its subgraphs, each value's type looked up in its own
+    scope first (`inferred`, the same graph with shape inference's types), then the enclosing ones:
+    two sibling branches may each hold a value of one name and another type (sweep 14 G2)."""
+    types = {**outer, **{v.name: v.type.tensor_type.elem_type for v in [*inferred.input, *inferred.value_info, *inferred.output]
+                         if v.type.tensor_type.elem_type}, **{t.name: t.data_type for t in inferred.initializer}}
+    for node, typed in zip(graph.node, inferred.node):
         if node.op_type == "CastLike" and len(node.input) > 1 and node.input[1] in types:
             node.op_type, target = "Cast", node.input[1]
             del node.input[1:]
@@ -357,7 +364,8 @@ def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
         if node.op_type == "Cast" and _cast_to(node) == TensorProto.FLOAT and types.get(node.input[0]) == TensorProto.FLOAT:
             node.op_type = "Identity"
             del node.attribute[:]
-    return rewritten
+        for inner, inner_typed in zip(subgraphs(node), subgraphs(typed)):
+            _rewrite_casts(inner, inner_typed, types)
 
 
 def _dense(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -374,17 +374,28 @@ class Loop(OnnxLoop):
             for k in range(self.K):
                 scanned[k].append(outputs[1 + self.N + k])
             done += 1
-        stacked = [np.stack(each) if each else self._no_iteration(k) for k, each in enumerate(scanned)]
+        if not done and self.K:
+            scanned = self._no_iteration(values, M, attributes, bindings)
+        stacked = [np.stack(each) if len(each) else each for each in scanned]
         return self._check_and_fix_outputs((*[values[name] for name in names_in[2:]], *stacked))
 
-    def _no_iteration(self, k: int) -> np.ndarray:
-        """Scan output k after no iteration: empty, of the shape and type the body declares for one
-        iteration's value where it declares them (onnxruntime's [0, 2]), else [0]."""
-        body = next(a.g for a in self.onnx_node.attribute if a.name == "body")
-        declared = body.output[1 + self.N + k].type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in declared.shape.dim]
-        kind = onnx.helper.tensor_dtype_to_np_dtype(declared.elem_type) if declared.elem_type else np.float64
-        return np.empty((0, *dims) if None not in dims else (0,), dtype=kind)
+    def _no_iteration(self, values: dict, M, attributes, bindings) -> list[np.ndarray]:
+        """The scan outputs after no iteration: empty, each of the shape and type one iteration's value
+        has (onnxruntime's [0, 2, 3]): the body run once on the loop's first values tells them
+        (sweep 14 G5: a body that declares none), else what the body declares, else [0]."""
+        try:
+            once = self._run_body({**values, self.body.input_names[0]: np.array(0, dtype=None if M is None else M.dtype),
+                                   self.body.input_names[1]: np.array(True)}, attributes=attributes, bindings=bindings)
+            return [np.empty((0, *np.shape(value)), dtype=np.asarray(value).dtype) for value in once[1 + self.N:]]
+        except Exception:  # noqa: BLE001 - a body that cannot run on them: what it declares
+            body = next(a.g for a in self.onnx_node.attribute if a.name == "body")
+            empty = []
+            for value in body.output[1 + self.N:]:
+                declared = value.type.tensor_type
+                dims = [d.dim_value if d.HasField("dim_value") else None for d in declared.shape.dim]
+                kind = onnx.helper.tensor_dtype_to_np_dtype(declared.elem_type) if declared.elem_type else np.float64
+                empty.append(np.empty((0, *dims) if None not in dims else (0,), dtype=kind))
+            return empty
 
 
 EMPTY_OPTIONAL = [None]  # onnx.reference's own form of an empty optional (None is no value to it)
