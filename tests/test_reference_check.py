@@ -938,7 +938,9 @@ def test_sibling_scopes_doubles_in_branches_nan_variances_and_undeclared_loop_sh
     in a branch and narrowed in the main graph was not rounded, and right engines failed by 64; G4,
     onnxruntime's one-pass variance of a GroupNormalization group went negative (NaN for the group) and
     the row was disputed, not judged; G5, a zero-trip Loop whose body declares no shape for its scan
-    output gave [0] where onnxruntime gives [0, 2, 3], disputed."""
+    output gave [0] where onnxruntime gives [0, 2, 3], disputed. G7, Cast(STRING → FLOAT) parsed in
+    float64, and right engines failed; G8, a HannWindow without `output_datatype` (FLOAT) left the node
+    after it without a float64 evaluation, and onnxruntime's float32 stood in."""
     f32 = lambda value, name: nh.from_array(np.array(value, np.float32), name)  # noqa: E731
 
     def taken(kind: str, name: str):
@@ -967,12 +969,19 @@ def test_sibling_scopes_doubles_in_branches_nan_variances_and_undeclared_loop_sh
                                        h.make_node("Sub", ["p", "x"], ["y"])],
           [("x", T.FLOAT, [2])], [("y", T.FLOAT, [2]), ("ys", T.FLOAT, [None, 2, 3])],
           [nh.from_array(np.array(0, np.int64), "n"), f32([1, 0.5], "a0")], opset=17)
+    model(tmp_path / "parse.onnx", [h.make_node("Cast", ["s"], ["f"], to=T.FLOAT), h.make_node("Sub", ["f", "big"], ["y"])],
+          [("s", T.STRING, [3])], [("y", T.FLOAT, [3])], [f32(2 ** 24, "big")], opset=17)
+    model(tmp_path / "window.onnx", [h.make_node("HannWindow", ["n"], ["w"]), h.make_node("Mul", ["x", "w"], ["xw"]),
+                                     h.make_node("Add", ["xw", "e8"], ["a"]), h.make_node("Sub", ["a", "e8"], ["y"])],
+          [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], [nh.from_array(np.array(4, np.int64), "n"), f32(1e8, "e8")], opset=17)
     no = np.array(False)
     x = np.array([1, 0.5, 3], np.float32)
     body = case(tmp_path, "scopes", None, {"i": np.array([16777217, 16777219, 3], np.int64), "x": x, "c0": no}) + \
         case(tmp_path, "doubles", None, {"x": x, "c0": no}) + \
         case(tmp_path, "nan", None, {"x": (100 + 0.1 * np.random.default_rng(0).standard_normal((1, 4, 3))).astype(np.float32)}) + \
-        case(tmp_path, "no_shape", None, {"x": np.array([1e8, 1e8], np.float32)})
+        case(tmp_path, "no_shape", None, {"x": np.array([1e8, 1e8], np.float32)}) + \
+        case(tmp_path, "parse", None, {"s": np.array(["16777217", "16777219", "3"])}) + \
+        case(tmp_path, "window", None, {"x": np.array([1, 1.5, 3, 2.5], np.float32)})
     done, cells = run(write_matrix, body)
     for name in cells:
         assert cells[name]["reference"] == "onnx.reference, every floating type made float64", (name, cells[name])
@@ -980,6 +989,8 @@ def test_sibling_scopes_doubles_in_branches_nan_variances_and_undeclared_loop_sh
     assert cells["doubles"]["status"] == "pass", cells["doubles"]  # the model's own Cast to FLOAT, as onnxruntime
     assert cells["nan"]["status"] == "fail" and cells["nan"]["nan_count"] > 0, cells["nan"]  # NaN where float64 is not
     assert (cells["no_shape"]["status"], cells["no_shape"]["max_abs"]) == ("fail", 1.0), cells["no_shape"]
+    assert (cells["parse"]["status"], cells["parse"]["max_abs"]) == ("pass", 0.0), cells["parse"]  # float32's 2^24
+    assert (cells["window"]["status"], cells["window"]["max_abs"]) == ("fail", 3.0), cells["window"]  # x·w lost to 1e8
 
 
 def test_precision_attributes_bit_casts_and_sparse_weights_in_the_float64_evaluation():

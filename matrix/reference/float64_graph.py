@@ -43,7 +43,7 @@ def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict
               narrow: bool, source_type: int | None = None) -> dict[str, np.ndarray]:
     """A Cast to FP16 or BF16 rounds as the model says, though its value is kept in float64:
     `Cast(Cast(x, FLOAT16), FLOAT)` is x rounded to FP16 (70000 is inf), not x. So does a Cast of
-    integers to FLOAT: 16777217 is 16777216 in the model (ids, positions), whatever follows; a Cast of
+    integers or strings to FLOAT: 16777217 is 16777216 in the model (ids, positions), whatever follows; a Cast of
     DOUBLE to FLOAT (`source_type`, the input's declared type): a float64 feed narrowed by the model
     itself is float32 from there on; and a DequantizeLinear to FP16 or BF16 (`output_dtype`). A
     BitCast's float value is widened (its `to` is no precision: issue 41, sweep 13 F10)."""
@@ -54,7 +54,7 @@ def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict
     source = given.get(node.input[0]) if node.input else None
     if node.op_type == "DequantizeLinear" and to not in NARROW_CASTS:  # to FP16 or BF16 alone (sweep 13 F1)
         return produced
-    if to == TensorProto.FLOAT and source is not None and (source.dtype.kind in "iub" or source_type == TensorProto.DOUBLE):
+    if to == TensorProto.FLOAT and source is not None and (source.dtype.kind in "iubUSO" or source_type == TensorProto.DOUBLE):
         to_type = np.float32
     elif to in NARROW_CASTS:
         to_type = NARROW_CASTS[to]
@@ -129,7 +129,13 @@ def _rounding_cast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     return [rounded, helper.make_node("Cast", [rounded.output[0]], [node.output[0]], to=TensorProto.DOUBLE)]
 
 
+# Ops whose `output_datatype` is FLOAT where the node leaves it out: given as DOUBLE (sweep 14 G8).
+DEFAULT_FLOAT_OUTPUT = {"HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"}
+
+
 def _float64_attributes(node: onnx.NodeProto, narrow: bool) -> None:
+    if node.op_type in DEFAULT_FLOAT_OUTPUT and not any(a.name == "output_datatype" for a in node.attribute):
+        node.attribute.append(helper.make_attribute("output_datatype", TensorProto.DOUBLE))
     for attribute in node.attribute:
         if attribute.name in TYPE_ATTRIBUTES and attribute.type == onnx.AttributeProto.INT \
                 and attribute.i in FLOAT_TYPES and node.op_type != "BitCast":
