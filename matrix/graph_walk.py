@@ -23,14 +23,21 @@ def every_node(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
             yield from every_node(inner)
 
 
-def slow_in_float64(graph: onnx.GraphProto) -> str | None:
+def slow_in_float64(model: onnx.ModelProto) -> str | None:
     """What makes a model's float64 evaluation (onnx.reference: numpy and Python) run far longer than
     an engine, or None: a Loop or Scan iterates as often as its inputs say; NonMaxSuppression holds
-    every pair of boxes against each other in Python (40,000 boxes: minutes; issue 41, sweep 11 D7)."""
-    ops = {node.op_type for node in every_node(graph)}
+    every pair of boxes against each other in Python (40,000 boxes: minutes; issue 41, sweep 11 D7).
+    In the model's local functions too, which the evaluation writes out as their nodes (sweep 14 G10)."""
+    ops = {node.op_type for node in every_node(model.graph)} | {
+        inner.op_type for function in model.functions for node in function.node for inner in [node, *_nested(node)]}
     if ops & {"Loop", "Scan"}:
         return "a Loop or Scan"
     return "a NonMaxSuppression" if "NonMaxSuppression" in ops else None
+
+
+def _nested(node: onnx.NodeProto) -> Iterator[onnx.NodeProto]:
+    for graph in subgraphs(node):
+        yield from every_node(graph)
 
 
 def outer_reads(node: onnx.NodeProto) -> list[str]:

@@ -94,3 +94,22 @@ def test_an_invalid_variant_is_never_written_and_its_cells_say_why(write_matrix,
     assert frame.loc["tiny/fp16/ort-1.32", "status"] == "error"
     assert frame.loc["tiny/fp16/ort-1.32", "error"].startswith("model variant failed: ")
     assert "(Mul) bound to different types" in frame.loc["tiny/fp16/ort-1.32", "error"]
+
+
+def test_a_sparse_weight_is_made_dense_in_the_fp16_copy(tmp_path):
+    """Issue 41, sweep 14 G9: the FP16 copy kept a `sparse_initializer`, which the checker's shape
+    inference does not read (the copy failed its full check): every FP16 cell was "model variant
+    failed: InvalidVariant". The copy holds it dense, in FP16, and runs."""
+    from matrix.prepare.fp16_variant import write_fp16_variant
+
+    weight = helper.make_sparse_tensor(numpy_helper.from_array(np.array([2, 1, 1, 1], np.float32), "w"),
+                                       numpy_helper.from_array(np.array([0, 5, 10, 15], np.int64), "w_indices"), [4, 4])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], sparse_initializer=[weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    onnx.save(model, tmp_path / "sparse.onnx")
+    write_fp16_variant(model, [], tmp_path / "fp16.onnx", tmp_path / "sparse.onnx")
+    session = ort.InferenceSession(str(tmp_path / "fp16.onnx"), providers=["CPUExecutionProvider"])
+    x = np.array([[1, 2, 3, 4]], np.float32)
+    np.testing.assert_array_equal(session.run(None, {"x": x})[0], [[2, 2, 3, 4]])

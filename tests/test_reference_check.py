@@ -1027,3 +1027,20 @@ def test_precision_attributes_bit_casts_and_sparse_weights_in_the_float64_evalua
                   {"x": np.array([[1, 1, -1e8, 1]], np.float32)}, [nh.from_array(np.array(1, np.int64), "axis")], opset=13,
                   sparse=[weight])
     np.testing.assert_array_equal(y, [[1e8, 1e8 + 1, 1, 2]])
+
+
+def test_a_loop_in_a_local_function_keeps_the_rows_deadline():
+    """Issue 41, sweep 14 G10: a Loop in a model-local function (a function-preserving exporter's)
+    escaped the deadline of a Loop's float64 evaluation: prepare ran as long as the Loop did."""
+    from matrix.graph_walk import slow_in_float64
+
+    body = h.make_graph([h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                        [h.make_tensor_value_info("it", T.INT64, []), h.make_tensor_value_info("c_in", T.BOOL, [])],
+                        [h.make_tensor_value_info("c_out", T.BOOL, [])])
+    function = h.make_function("local", "endless", ["go"], ["z"], [h.make_node("Loop", ["", "go"], [], body=body),
+                                                                  h.make_node("Identity", ["go"], ["z"])],
+                               [h.make_opsetid("", 17)])
+    graph = h.make_graph([h.make_node("endless", ["go"], ["y"], domain="local")], "g",
+                         [h.make_tensor_value_info("go", T.BOOL, [])], [h.make_tensor_value_info("y", T.BOOL, [])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("local", 1)], functions=[function])
+    assert slow_in_float64(model) == "a Loop or Scan"

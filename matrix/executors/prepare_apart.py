@@ -167,7 +167,7 @@ def _iterates(spec: CaseSpec) -> bool:
         model = onnx.load(str(spec.onnx_paths(spec.param_grid()[0])["onnx"]), load_external_data=False)
     except Exception:  # noqa: BLE001 - prepare itself then says what is wrong with the file
         return False
-    return slow_in_float64(model.graph) is not None
+    return slow_in_float64(model) is not None
 
 
 def _here(spec: CaseSpec, params: Params, key: str, cache_dir: Path, timeout_s: float,

@@ -135,7 +135,7 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: 
     if spec.entry.mask is not None and spec.entry.mask not in inputs:
         raise ValueError(f"the case's mask {spec.entry.mask!r} is not one of its inputs ({', '.join(inputs)})")
     forecast = Forecast()  # the FP16 forecast and the reference read one float64 pass of the model
-    slow = slow_in_float64(model.graph) if spec.is_onnx_file else None
+    slow = slow_in_float64(model) if spec.is_onnx_file else None
     if unchecked and "reference" in meta:  # the user's file alone: no pass that a deadline stopped once
         float64, meta["fp16_forecast"] = None, None
     else:

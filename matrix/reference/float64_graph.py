@@ -341,7 +341,7 @@ def evaluated_form(model: onnx.ModelProto) -> onnx.ModelProto:
     13 F1; torch.onnx's dynamo exporter writes CastLike for `x.to(y.dtype)` and Python scalars); and
     a Cast of a float32 to FLOAT in a branch or body, which _rounding_cast would round though float64
     held it exactly, written as the Identity it is (sweep 13 F6: (x + 1e8) - 1e8 passed at 0)."""
-    model = _dense(inlined(model))
+    model = densified(inlined(model))
     inner = [node for outer in model.graph.node for graph in subgraphs(outer) for node in every_node(graph)]
     if not any(node.op_type == "CastLike" for node in every_node(model.graph)) and not any(
             node.op_type == "Cast" and _cast_to(node) == TensorProto.FLOAT for node in inner):
@@ -374,7 +374,7 @@ def _rewrite_casts(graph: onnx.GraphProto, inferred: onnx.GraphProto, outer: dic
             _rewrite_casts(inner, inner_typed, types)
 
 
-def _dense(model: onnx.ModelProto) -> onnx.ModelProto:
+def densified(model: onnx.ModelProto) -> onnx.ModelProto:
     """The model with its sparse weights (`sparse_initializer`, `Constant(sparse_value)`) as the dense
     tensors they stand for: the float64 evaluation reads dense ones alone, and their consumer had
     none (issue 41, sweep 13 F13)."""
