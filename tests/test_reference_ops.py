@@ -648,3 +648,14 @@ def test_an_optional_is_its_value_and_an_empty_one_has_none():
     y, has, hasnt = ReferenceEvaluator(model, new_ops=REPLACEMENTS).run(None, {"x": np.array([1.0, 2.0])})
     assert isinstance(y, np.ndarray) and y.tolist() == [1.0, 2.0] and has and not hasnt
     assert isinstance(ReferenceEvaluator(model).run(None, {"x": np.array([1.0, 2.0])})[0], list)  # onnx's own
+
+
+def test_quantize_linear_computes_in_its_precision():
+    """Issue 41, sweep 14 G11: opset 25's `precision` is the type x / y_scale is computed in: FP16 rounds
+    1000.6 to 1000.5, then to 1000 (half to even), as onnxruntime and onnx's own do."""
+    x = np.array([1000.6, 1001.3, 2049, 300.2, 30000.7])
+    node = h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], precision=T.FLOAT16)
+    inputs = {"x": x, "s": np.array(1.0), "z": np.array(0, np.int16)}
+    np.testing.assert_array_equal(evaluate(node, inputs, 25, True), [1000, 1002, 2048, 300, 30000])
+    plain = h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
+    np.testing.assert_array_equal(evaluate(plain, inputs, 25, True), [1001, 1001, 2049, 300, 30001])

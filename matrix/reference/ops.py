@@ -7,6 +7,7 @@ and each has a test that fails once onnx's own op is right, so that the replacem
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx.reference.op_run import OpRun
@@ -94,6 +95,9 @@ class DequantizeLinear(OpRun):
         return (y.astype(onnx.helper.tensor_dtype_to_np_dtype(output_dtype) if output_dtype else x_scale.dtype),)
 
 
+NARROW_PRECISIONS = {onnx.TensorProto.FLOAT16: np.float16, onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16}
+
+
 class QuantizeLinear(OnnxQuantizeLinear):
     """onnx's makes round(x / scale) an int32 before it saturates: beyond 2**31 (an inf, a large value
     over a small scale) it wraps, and 127's place gets -128. The spec saturates; so does this, to
@@ -109,7 +113,10 @@ class QuantizeLinear(OnnxQuantizeLinear):
         if not np.issubdtype(target, np.integer):
             return super()._run(x, y_scale, zero_point, axis=axis, saturate=1 if saturate is None else saturate,
                                 block_size=block_size or 0, output_dtype=output_dtype, precision=precision or 0)
-        q = np.rint(x.astype(np.float64) / _along(y_scale, x.shape, axis, block_size))
+        # `precision` (opset 25): the type x / y_scale is computed in; FP16 or BF16 round it, as the model
+        # says (issue 41, sweep 14 G11); FLOAT is float64 here, as any float type
+        kind = NARROW_PRECISIONS.get(precision, np.float64)
+        q = np.rint((x.astype(kind) / _along(y_scale, x.shape, axis, block_size).astype(kind)).astype(np.float64))
         if zero_point is not None:
             q = q + _along(zero_point.astype(np.float64), x.shape, axis, block_size)
         return (np.clip(q, np.iinfo(target).min, np.iinfo(target).max).astype(target),)
