@@ -1044,3 +1044,23 @@ def test_a_loop_in_a_local_function_keeps_the_rows_deadline():
                          [h.make_tensor_value_info("go", T.BOOL, [])], [h.make_tensor_value_info("y", T.BOOL, [])])
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("local", 1)], functions=[function])
     assert slow_in_float64(model) == "a Loop or Scan"
+
+
+def test_an_output_onnx_reference_computes_in_float32_has_no_float64_evaluation():
+    """Issue 41, sweep 14 G12: onnx.reference's TreeEnsembleClassifier sums its scores in float32
+    whatever its input (1e8 + 1.5 - 1e8 is 0, the class wrong), and that was the "float64" reference
+    onnxruntime's own float32 passed against at 0. Such a node now has no float64 evaluation, saying why."""
+    from matrix.reference.float64_graph import float64_values
+
+    node = h.make_node("TreeEnsembleClassifier", ["X"], ["label", "prob"], domain="ai.onnx.ml", nodes_treeids=[0, 1, 2],
+                       nodes_nodeids=[0, 0, 0], nodes_modes=["LEAF"] * 3, nodes_featureids=[0] * 3, nodes_values=[0.0] * 3,
+                       nodes_truenodeids=[0] * 3, nodes_falsenodeids=[0] * 3, class_treeids=[0, 1, 2, 0],
+                       class_nodeids=[0, 0, 0, 0], class_ids=[1, 1, 1, 0], class_weights=[1e8, 1.5, -1e8, 0.25],
+                       classlabels_int64s=[0, 1], post_transform="NONE")
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("X", T.FLOAT, [1, 2])],
+                         [h.make_tensor_value_info("label", T.INT64, [1]), h.make_tensor_value_info("prob", T.FLOAT, [1, 2])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17), h.make_opsetid("ai.onnx.ml", 3)], ir_version=8)
+    got = float64_values(model, {"X": np.array([[1e8, 1.5]], np.float32)})
+    assert "prob" not in got.values
+    assert got.missing == {"TreeEnsembleClassifier#0": "no float64 reference for TreeEnsembleClassifier: TypeError: "
+                                                       "onnx.reference computes 'prob' in float32, not float64"}

@@ -315,6 +315,7 @@ def float64_nodes(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: b
             try:
                 produced = (stored and _in_own_types(node, given, model, types)) or \
                     _narrowed(node, given, evaluate_node(float64_node(node, narrow), given, model), narrow, source_type)
+                _all_float64(produced)
                 with np.errstate(over="ignore"):  # stored: beyond the type's range is its ±inf
                     produced = {k: v.astype(types[k]).astype(np.float64) if k in types and isinstance(v, np.ndarray)
                                 and v.dtype == np.float64 else v for k, v in produced.items()}
@@ -404,6 +405,18 @@ def _dense_array(sparse: onnx.SparseTensorProto) -> np.ndarray:
     else:
         array[tuple(indices.T)] = values
     return array
+
+
+def _all_float64(produced: dict) -> None:
+    """Raises where a float output of the float64 evaluation is narrower: onnx.reference computed it
+    so whatever its inputs (TreeEnsembleClassifier sums its scores in float32: 1e8 + 1.5 - 1e8 was 0
+    in the reference too, and onnxruntime passed at 0: issue 41, sweep 14 G12). Such a node has no
+    float64 evaluation, and says why."""
+    narrow = sorted(name for name, value in produced.items() if isinstance(value, np.ndarray)
+                    and value.dtype.kind == "f" and value.dtype != np.float64)
+    if narrow:
+        raise TypeError(f"onnx.reference computes {', '.join(map(repr, narrow))} in "
+                        f"{produced[narrow[0]].dtype}, not float64")
 
 
 def _cast_to(node: onnx.NodeProto) -> int | None:
