@@ -659,3 +659,21 @@ def test_quantize_linear_computes_in_its_precision():
     np.testing.assert_array_equal(evaluate(node, inputs, 25, True), [1000, 1002, 2048, 300, 30000])
     plain = h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])
     np.testing.assert_array_equal(evaluate(plain, inputs, 25, True), [1001, 1001, 2049, 300, 30001])
+
+
+def test_roi_align_of_opset_10_is_output_half_pixel():
+    """Issue 41, sweep 14 G14: opset 10 has no coordinate_transformation_mode; its behaviour is opset
+    16's `output_half_pixel`, which onnx.reference read as the newest default, `half_pixel`."""
+    node, inputs = _roi_align("avg")
+    older = h.make_node("RoiAlign", ["x", "rois", "b"], ["y"], mode="avg", output_height=2, output_width=2,
+                        sampling_ratio=2, coordinate_transformation_mode="output_half_pixel")
+    np.testing.assert_array_equal(evaluate(node, inputs, 10, True), evaluate(older, inputs, 16, True))
+    assert not np.array_equal(evaluate(node, inputs, 10, True), evaluate(node, inputs, 16, True))
+
+
+@pytest.mark.parametrize("older, newer", [("bilinear", "linear"), ("bicubic", "cubic"), ("nearest", "nearest")])
+def test_grid_sample_takes_opset_16s_mode_names(older, newer):
+    """Issue 41, sweep 14 G13: opset 16's GridSample names its modes bilinear and bicubic."""
+    x, grid = RNG.standard_normal((1, 2, 4, 5)), RNG.uniform(-1.2, 1.2, (1, 3, 2, 2))
+    np.testing.assert_array_equal(evaluate(h.make_node("GridSample", ["x", "g"], ["y"], mode=older), {"x": x, "g": grid}, 16, True),
+                                  evaluate(h.make_node("GridSample", ["x", "g"], ["y"], mode=newer), {"x": x, "g": grid}, 20, True))

@@ -275,8 +275,9 @@ class GridSample(OnnxGridSample):
 
     def _run(self, X, grid, mode=None, padding_mode=None, align_corners=None):
         mode, padding_mode = self.mode if mode is None else mode, self.padding_mode if padding_mode is None else padding_mode
+        mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)  # opset 16's names (sweep 14 G13)
         align_corners = self.align_corners if align_corners is None else align_corners
-        if mode not in ("cubic", "bicubic") or padding_mode != "border" or X.ndim != 4:
+        if mode != "cubic" or padding_mode != "border" or X.ndim != 4:
             return super()._run(X, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
         import torch
 
@@ -504,6 +505,8 @@ class RoiAlign(OnnxRoiAlign):
 
     def _run(self, X, rois, batch_indices, coordinate_transformation_mode=None, mode=None, output_height=None,
              output_width=None, sampling_ratio=None, spatial_scale=None):
+        if self.run_params["opsets"].get("", 16) < 16:  # opset 10's behaviour, the attribute not there yet (sweep 14 G14)
+            coordinate_transformation_mode = "output_half_pixel"
         if (mode or self.mode) != "max":
             return super()._run(X, rois, batch_indices, coordinate_transformation_mode, mode, output_height,
                                 output_width, sampling_ratio, spatial_scale)
