@@ -395,7 +395,8 @@ def test_input_sets_build_one_engine_whose_profile_spans_them_and_pinned_shapes_
     profile = json.loads(b4["shape_profile"])
     assert profile["inputs"] == {"x": {"min": [1, 16], "opt": [1, 16], "max": [4, 16]}}
     assert json.loads(b1["shape_profile"]) == profile
-    assert profile["built_by"] == f"dynamic/inputs=b1/fp32/{RTX}" and b1["engine_bytes"] == b4["engine_bytes"]
+    # one engine, built by whichever of the two rows got to it first (they run in parallel)
+    assert profile["built_by"] in (f"dynamic/inputs=b{b}/fp32/{RTX}" for b in (1, 4)) and b1["engine_bytes"] == b4["engine_bytes"]
     pinned = cells.loc[f"reshaped/fp32/{RTX}"]
     assert json.loads(pinned["shape_profile"])["inputs"]["shape"] == {"min": [8, 8], "opt": [8, 8], "max": [8, 8],
                                                                        "pinned": True}
