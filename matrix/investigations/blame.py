@@ -151,7 +151,7 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
         its inputs' terms explains (the bound the reference check holds each node to: a float32
         sum of 256 products rounds in whatever order the engine adds), where one evaluation in
         the model's own types differs from the engine's by its order alone."""
-        if len(ran.graph.node) != 1:
+        if len(ran.graph.node) != 1 or not np.isfinite(engine_gap):  # no tolerance passes a NaN or an inf
             return None
         parting, checked = first_parting(ran, inputs, {n: outputs[n] for n in names if n in outputs})
         if not checked or parting is not None:
