@@ -78,15 +78,20 @@ def _groups(node: onnx.NodeProto, x: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def _one_pass_variance(node: onnx.NodeProto, given: dict[str, np.ndarray], y64: np.ndarray, eps: float) -> float:
-    """What a one-pass variance's rounding moves a normalisation's output by (the note above), or 0."""
+def _normalised_rows(node: onnx.NodeProto, given: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The groups a normalisation's float input is normalised in, as rows, or None."""
     x = given.get(node.input[0]) if node.input else None
     if x is None or x.dtype.kind != "f" or not x.size:
-        return 0.0
+        return None
     try:
-        rows = _groups(node, x)
+        return _groups(node, x)
     except (ValueError, KeyError, ZeroDivisionError):
-        return 0.0
+        return None
+
+
+def _one_pass_variance(node: onnx.NodeProto, given: dict[str, np.ndarray], y64: np.ndarray, eps: float) -> float:
+    """What a one-pass variance's rounding moves a normalisation's output by (the note above), or 0."""
+    rows = _normalised_rows(node, given)
     if rows is None or rows.shape[1] < 2:
         return 0.0
     with np.errstate(all="ignore"):
@@ -99,13 +104,7 @@ def _negative_in_one_pass(node: onnx.NodeProto, given: dict[str, np.ndarray], ki
     """Whether a one-pass variance in the referee's type goes below -epsilon in some group of a
     normalisation: its square root is then NaN there, onnxruntime's rounding, not a misreading
     (issue 41, sweep 14 G4: a group of spread 0.04 at 100)."""
-    x = given.get(node.input[0]) if node.input else None
-    if x is None or x.dtype.kind != "f" or not x.size:
-        return False
-    try:
-        rows = _groups(node, x)
-    except (ValueError, KeyError, ZeroDivisionError):
-        return False
+    rows = _normalised_rows(node, given)
     if rows is None:
         return False
     epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)

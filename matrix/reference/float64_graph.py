@@ -49,8 +49,7 @@ def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict
     BitCast's float value is widened (its `to` is no precision: issue 41, sweep 13 F10)."""
     if node.op_type == "BitCast":  # its bits read as the type `to` names, exact in float64
         return {name: as_float64(value) for name, value in produced.items()}
-    named = {"Cast": "to", "DequantizeLinear": "output_dtype"}.get(node.op_type) if narrow else None
-    to = next((a.i for a in node.attribute if a.name == named), None)
+    to = _narrowing_target(node) if narrow else None
     source = given.get(node.input[0]) if node.input else None
     if node.op_type == "DequantizeLinear" and to not in NARROW_CASTS:  # to FP16 or BF16 alone (sweep 13 F1)
         return produced
@@ -120,8 +119,7 @@ def _rounding_cast(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
     _narrowed has it in the main graph (16777217 is 16777216 in the model: issue 41, sweep 12 E1). A
     Cast of a float32 that shape inference knows is an Identity by now (evaluated_form); one of a value
     of unknown type still rounds."""
-    named = {"Cast": "to", "DequantizeLinear": "output_dtype"}.get(node.op_type)
-    to = next((a.i for a in node.attribute if a.name == named), None)
+    to = _narrowing_target(node)
     if to not in NARROW_CASTS and (to != TensorProto.FLOAT or node.op_type != "Cast"):  # DequantizeLinear: FP16, BF16
         return None
     rounded = onnx.NodeProto.FromString(node.SerializeToString())
@@ -421,6 +419,12 @@ def _all_float64(produced: dict) -> None:
 
 def _cast_to(node: onnx.NodeProto) -> int | None:
     return next((a.i for a in node.attribute if a.name == "to"), None)
+
+
+def _narrowing_target(node: onnx.NodeProto) -> int | None:
+    """The type a Cast (`to`) or a DequantizeLinear (`output_dtype`) gives its output, or None."""
+    named = {"Cast": "to", "DequantizeLinear": "output_dtype"}.get(node.op_type)
+    return next((a.i for a in node.attribute if a.name == named), None)
 
 
 def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
