@@ -8,6 +8,9 @@ from typing import Iterable, Iterator
 
 import onnx
 
+# The floating types: what the float64 evaluation widens, and the constants a known issue's reach reads.
+FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+
 
 def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
     """The graphs a node holds (an If's branches, a Loop's or a Scan's body)."""

@@ -41,6 +41,7 @@ class Cell:
     # optimisation profile spans, as one deployed engine serves every batch size; those of them
     # with the same model share one engine (run.py). Empty: the cell's own inputs only.
     span: tuple[tuple[Params, str], ...] = ()
+    case_key: str = ""  # row_keys: what the user gave the row ("" for an investigation's trial copy)
 
     @property
     def row_id(self) -> str:
@@ -109,22 +110,34 @@ class Plan:
 
 
 def artifact_key(spec: CaseSpec, params: Params) -> str:
-    """What decides a case's prepared artifacts: its files (external data included) or its source,
-    parameters, options and the files they name, seed, export settings, its mask (the reference
-    check disputes no element the mask leaves out), the host tools' versions
-    and prepare's own code."""
+    return row_keys(spec, params)[1]
+
+
+def row_keys(spec: CaseSpec, params: Params) -> tuple[str, str]:
+    """(case key, artifact key) of a row. The case key is what the user gave it: its files (external
+    data included) or its source, parameters, options and the files they name, seed, export settings
+    (and the tools that export it), its mask. Two runs' cells of one case key ran the same model on the
+    same inputs, whatever trtmatrix did to its reference between them (cli/gate.py; issue 41, sweep 16
+    J1: an edited model whose engine outputs stayed the same was excused as trtmatrix's own change).
+    The artifact key, what decides the prepared artifacts, adds the host tools' versions and
+    prepare's own code."""
+    given = _given(spec, params)
+    tools = {} if spec.suite is None and not spec.is_onnx_file else {"tools": tool_versions(("onnx",))}
+    return hash_json(given), hash_json({**given, **tools, "prepare": prepare_code_hash()})
+
+
+def _given(spec: CaseSpec, params: Params) -> dict:
     # The case and its parameters are part of every key: two cases of identical files are two
     # rows, and their cells must not share one result folder (two parts of an environment on two
     # Ray nodes removed each other's results there).
     if spec.suite is not None:
-        return hash_json({"suite_test": spec.suite_test(params).digest, "case": spec.name, "params": params,
-                          "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
+        return {"suite_test": spec.suite_test(params).digest, "case": spec.name, "params": params}
     if spec.is_onnx_file:
         paths = spec.onnx_paths(params)
-        return hash_json({"files": hash_files([*paths.values(), *external_data_files(paths["onnx"])]),
-                          "case": spec.name, "mask": spec.entry.mask, "tools": tool_versions(("onnx",)), "prepare": prepare_code_hash()})
+        return {"files": hash_files([*paths.values(), *external_data_files(paths["onnx"])]),
+                "case": spec.name, "mask": spec.entry.mask}
     case = spec.torch_case
-    return hash_json({
+    return {
         "source": hash_files([case.source, *local_modules(case.source)]),
         "name": spec.name,
         "params": params,
@@ -134,8 +147,7 @@ def artifact_key(spec: CaseSpec, params: Params) -> str:
         "seed": case.seed,
         "export": case.export,
         "tools": tool_versions(EXPORT_TOOLS),
-        "prepare": prepare_code_hash(),
-    })
+    }
 
 
 def content_key(artifact: str, profile: Profile, env: EnvDef, worker_code: str,
@@ -163,7 +175,8 @@ def plan_for_row(plan: Plan, row_id: str, env: EnvDef) -> Plan:
     rows = list(dict.fromkeys((c.params, c.artifact_key) for c in plan.whole or plan.cells if c.case == template.case))
     span = engine_span(plan.cases[template.case], rows, env)
     cell = Cell(template.case, template.params, template.profile, env.name, template.artifact_key,
-                content_key(template.artifact_key, plan.profile(template.profile), env, worker_hash(), span), span)
+                content_key(template.artifact_key, plan.profile(template.profile), env, worker_hash(), span), span,
+                template.case_key)
     return Plan(plan.config, plan.config_path, plan.cases, {env.name: env}, [cell], plan.known_issues)
 
 
@@ -193,8 +206,8 @@ def plan_of_trials(plan: Plan, cell_id: str, models: dict[str, dict[str, Path]] 
     for case, params in rows:
         artifact = template.artifact_key if not models else artifact_key(cases[case], params)
         span = () if models else template.span  # an observed copy is a model of its own
-        cells += [Cell(case, params, name, env.name, artifact, content_key(artifact, profile, env, code, span), span)
-                  for name, profile in profiles.items()]
+        cells += [Cell(case, params, name, env.name, artifact, content_key(artifact, profile, env, code, span), span,
+                       "" if models else template.case_key) for name, profile in profiles.items()]
     config = plan.config.model_copy(update={"profiles": profiles, "cases": {n: s.entry for n, s in cases.items()}})
     return Plan(config, plan.config_path, cases, {env.name: env}, cells, plan.known_issues)
 
@@ -234,15 +247,16 @@ def build_plan(config_path: Path | str, only_cases: list[str] | None = None,
     code = worker_hash()
     cells = []
     for name, spec in cases.items():
-        rows = [(params, artifact_key(spec, params)) for params in spec.param_grid()]
-        for params, artifact in rows:
+        keys = {params: row_keys(spec, params) for params in spec.param_grid()}
+        rows = [(params, artifact) for params, (_, artifact) in keys.items()]
+        for params, (given, artifact) in keys.items():
             for profile in spec.entry.profiles:
                 for env in envs.values():
                     if only_envs and env.name not in only_envs:
                         continue
                     span = engine_span(spec, rows, env)
                     cells.append(Cell(name, params, profile, env.name, artifact,
-                                      content_key(artifact, config.profiles[profile], env, code, span), span))
+                                      content_key(artifact, config.profiles[profile], env, code, span), span, given))
     if only_cells:
         unknown = sorted(set(only_cells) - {cell.cell_id for cell in cells})
         if unknown:  # one of the matrix's cells outside --case/--env is said so (issue 41, sweep 7, sweep 6 #15)

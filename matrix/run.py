@@ -185,7 +185,7 @@ class MatrixRun:
             params=dict(cell.params), profile=cell.profile,
             precision=self.plan.profile(cell.profile).precision, env=cell.env, engine=envdef.label,
             env_version=envdef.version,
-            atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key,
+            atol=tol.atol, rtol=tol.rtol, content_key=cell.content_key, case_key=cell.case_key or None,
             suite=suite_label(spec.entry.suite, spec.entry.suite_dir) if spec.suite is not None else None,
             mask=spec.entry.mask)
         record.update({name: storable(value) if isinstance(value, str) else value for name, value in fields.items()})

@@ -137,3 +137,22 @@ def test_a_reference_trtmatrix_makes_otherwise_since_is_no_regression_of_the_eng
     done = trtmatrix("run", "-c", str(config))
     assert done.returncode == 1 and "1 cell newly fails" in done.stderr and "another reference" not in done.stderr, \
         done.stderr
+
+
+def test_an_edited_model_whose_engine_gives_the_same_outputs_is_a_regression(tmp_path, cache_dir):
+    """Issue 41, sweep 16 J1: MaxPool with pads (-inf padding), then the user's edit, Pad(0) → MaxPool
+    (zero padding). onnxruntime 1.20's Pad fusion runs the edit as the first model (the
+    ort-pad-maxpool-fusion bug; no registry here), so the engine's outputs stayed the same and the
+    reference moved: the run excused it as trtmatrix's own change and exited 0."""
+    x = -np.arange(1, 26, dtype=np.float32).reshape(1, 1, 5, 5)  # all negative: zero padding wins the max
+    shapes = ([("x", T.FLOAT, [1, 1, 5, 5])], [("y", T.FLOAT, [1, 1, 3, 3])])
+    pool = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    body = PROFILES + save(tmp_path, "m", [helper.make_node("MaxPool", ["x"], ["y"], pads=[1, 1, 1, 1], **pool)],
+                           *shapes, {}, {"x": x}) + 'profiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",), cases_dir=tmp_path)
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    save(tmp_path, "m", [helper.make_node("Pad", ["x", "pads", "zero"], ["p"]), helper.make_node("MaxPool", ["p"], ["y"], **pool)],
+         *shapes, {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "zero": np.array(0, np.float32)}, {"x": x})
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 1 and "1 cell newly fails" in done.stderr and "another reference" not in done.stderr, \
+        done.stdout + done.stderr

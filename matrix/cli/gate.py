@@ -114,7 +114,8 @@ def _newly_failing(earlier, frame, run_dir: Path) -> bool:
     for run, rows in earlier:
         found = regressions(rows, frame)
         then = _own_references(rows)
-        moved = [c in then and c in now and only_reference_changed(run, then[c], run_dir, now[c]) for c in found["cell_id"]]
+        moved = [c in then and c in now and then[c][2] == now[c][2]
+                 and only_reference_changed(run, then[c][:2], run_dir, now[c][:2]) for c in found["cell_id"]]
         if any(moved):
             said = [f"{r['cell_id']} ({r['status_before']} → {r['status_now']})" for _, r in found[moved].iterrows()]
             console.print(escape(f"{len(said)} cell{'s' * (len(said) != 1)} judged in run {run.name} against another "
@@ -134,13 +135,15 @@ def _newly_failing(earlier, frame, run_dir: Path) -> bool:
     return bool(newly)
 
 
-def _own_references(frame) -> dict[str, tuple[str, str]]:
-    """{cell id: (its artifact, its content key)} of the cells judged against a reference trtmatrix
-    made, not the user's file: an edited file going red is a regression to see (as a tightened
-    tolerance is)."""
-    return {cell: (artifact, key) for cell, artifact, key, how in zip(frame["cell_id"], frame["artifact"],
-                                                                        frame["content_key"], frame["reference"])
-            if isinstance(artifact, str) and isinstance(key, str) and not str(how).startswith("your expected outputs")}
+def _own_references(frame) -> dict[str, tuple[str, str, str]]:
+    """{cell id: (its artifact, its content key, its case key)} of the cells judged against a reference
+    trtmatrix made, not the user's file: an edited file going red is a regression to see (as a
+    tightened tolerance is), and so is an edited model (sweep 16 J1; runs before the case key had none)."""
+    given = frame["case_key"] if "case_key" in frame else [None] * len(frame)
+    return {cell: (artifact, key, case) for cell, artifact, key, case, how in zip(
+                frame["cell_id"], frame["artifact"], frame["content_key"], given, frame["reference"])
+            if isinstance(artifact, str) and isinstance(key, str) and isinstance(case, str)
+            and not str(how).startswith("your expected outputs")}
 
 
 def _not_run_now(earlier, frame) -> bool:

@@ -22,11 +22,10 @@ import onnx.inliner
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from ..graph_walk import every_node, node_inputs, subgraphs
+from ..graph_walk import FLOAT_TYPES, every_node, node_inputs, subgraphs
 from .ops import REPLACEMENTS
 from .steps import is_step, jumped
 
-FLOAT_TYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 # Ops whose output is a random draw, not a function of their inputs: no two evaluations share it.
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
 # Attributes that name an output element type (Cast's `to`, RandomNormal's `dtype`, DequantizeLinear's

@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import field_validator, model_validator
 
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
-from ..graph_walk import Upstream, node_inputs
+from ..graph_walk import FLOAT_TYPES, Upstream, node_inputs
 from ..statuses import EXPECTED_CAUSE
 from ..worker.op_kinds import VALUE_MOVING
 from .case_files import declared_cases
@@ -227,8 +227,10 @@ def _fault_reach(text) -> dict[str, tuple[list[str] | None, dict[str, str]]]:
 #
 # A node *beside* a pattern is one an output is computed from that the pattern's nodes neither read
 # nor come before, and that computes from the values of the graph's inputs: in `y = Resize(x) +
-# Cast(Cast(Cast(m)))` the Resize beside the Cast chain. A failing output that reads one may be that
-# node's fault: nothing the cell measured says the pattern's own output was wrong.
+# Cast(Cast(Cast(m)))` the Resize beside the Cast chain; or from the model's float constants, other
+# than by moving them (a Cast of them counts: an engine folds it with the kernel a fault may hold,
+# issue 41, sweep 16 J2). A failing output that reads one may be that node's fault: nothing the cell
+# measured says the pattern's own output was wrong.
 SHAPE_ONLY = {"Shape", "Size"}
 # After a pattern, on an engine that observes it (OBSERVED_ON), any node but the VALUE_MOVING ones
 # is arithmetic that may make a failure alone (CumSum's cancellation after an exact Neg), so it
@@ -239,6 +241,18 @@ def _shape_only(node: onnx.NodeProto) -> bool:
     return node.op_type in SHAPE_ONLY and node.domain in ("", "ai.onnx")
 
 
+def _float_constant(node: onnx.NodeProto) -> bool:
+    value = next((a for a in node.attribute if a.name in ("value", "value_float", "value_floats")), None)
+    return node.op_type == "Constant" and value is not None and (value.name != "value" or value.t.data_type in FLOAT_TYPES)
+
+
+def _computes_beside(node: onnx.NodeProto, valued: set[str], constant: set[str]) -> bool:
+    """Whether a node the pattern does not reach computes values beside it (SHAPE_ONLY's note)."""
+    reads = node_inputs(node)
+    return bool(valued.intersection(reads) or constant.intersection(reads)
+                and (node.op_type == "Cast" or node.op_type not in VALUE_MOVING))
+
+
 def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto], observed: bool) -> dict:
     """{"reaches": the graph outputs computed from the values of any of `nodes`' outputs (the reach
     stops at SHAPE_ONLY ops: an output that depends on the pattern only through a Shape is not its),
@@ -247,11 +261,14 @@ def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto], observed: bool
     graph = model.graph
     tainted = {name for node in nodes for name in node.output}
     valued = {i.name for i in graph.input} - {i.name for i in graph.initializer}
+    constant = {t.name for t in graph.initializer if t.data_type in FLOAT_TYPES}
     for node in graph.node:  # in topological order
         if not _shape_only(node) and tainted.intersection(node_inputs(node)):
             tainted.update(node.output)
         if not _shape_only(node) and valued.intersection(node_inputs(node)):
             valued.update(node.output)
+        if _float_constant(node) or constant.intersection(node_inputs(node)):
+            constant.update(node.output)
     reaches = [o.name for o in graph.output if o.name in tainted]
     upstream = Upstream(graph)  # one walk for every output the pattern reaches
     before = upstream.of(name for node in nodes for name in node.output)  # the pattern and what it reads
@@ -264,7 +281,7 @@ def _reached(model: onnx.ModelProto, nodes: list[onnx.NodeProto], observed: bool
     beside = {}
     for name in reaches:
         found = [order for order in sorted(upstream.of([name]) - before) if not _shape_only(graph.node[order])
-                 and (valued.intersection(node_inputs(graph.node[order])) if not tainted.intersection(graph.node[order].output)
+                 and (_computes_beside(graph.node[order], valued, constant) if not tainted.intersection(graph.node[order].output)
                       else observed and graph.node[order].op_type not in VALUE_MOVING)] or computing_before
         if found:
             node = graph.node[found[0]]

@@ -14,7 +14,7 @@ COLUMNS = [
     "copy_max_abs", "shape_profile", "build_s",
     "infer_ms", "infer_ms_runs", "engine_bytes", "network_layers", "build_log", "error",
     "log_tail", "graph_warnings", "model_checks", "operators", "fp16_forecast", "precision_ran", "precision_check", "layer_precisions", "host", "node", "device", "gpu", "gpu_index", "compute_capability", "driver_version", "cuda_version", "cudnn_version", "python_version", "image", "image_digest",
-    "content_key", "reused", "artifact", "outputs", "faults", "fault_observed",
+    "content_key", "case_key", "reused", "artifact", "outputs", "faults", "fault_observed",
 ]
 # Taken as they are from the worker's result.json and the backend's facts about the environment.
 REPORTED = ["error", "node", "engine_version", "python_version", "device", "gpu", "gpu_index", "compute_capability", "driver_version",
