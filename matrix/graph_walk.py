@@ -26,16 +26,21 @@ def every_node(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
             yield from every_node(inner)
 
 
+# Ops onnx.reference computes in Python, element by element: NonMaxSuppression holds every pair of
+# boxes against each other (40,000 boxes: minutes; issue 41, sweep 11 D7), GridSample and the pooling
+# of regions sample each output pixel on its own (a 192 × 192 GridSample: minutes; sweep 15 H9).
+ELEMENT_BY_ELEMENT = ("NonMaxSuppression", "GridSample", "RoiAlign", "MaxRoiPool", "DeformConv", "Col2Im")
+
+
 def slow_in_float64(model: onnx.ModelProto) -> str | None:
     """What makes a model's float64 evaluation (onnx.reference: numpy and Python) run far longer than
-    an engine, or None: a Loop or Scan iterates as often as its inputs say; NonMaxSuppression holds
-    every pair of boxes against each other in Python (40,000 boxes: minutes; issue 41, sweep 11 D7).
+    an engine, or None: a Loop or Scan iterates as often as its inputs say; ELEMENT_BY_ELEMENT ops.
     In the model's local functions too, which the evaluation writes out as their nodes (sweep 14 G10)."""
     ops = {node.op_type for node in every_node(model.graph)} | {
         inner.op_type for function in model.functions for node in function.node for inner in [node, *_nested(node)]}
     if ops & {"Loop", "Scan"}:
         return "a Loop or Scan"
-    return "a NonMaxSuppression" if "NonMaxSuppression" in ops else None
+    return next((f"a {op}" for op in ELEMENT_BY_ELEMENT if op in ops), None)
 
 
 def _nested(node: onnx.NodeProto) -> Iterator[onnx.NodeProto]:

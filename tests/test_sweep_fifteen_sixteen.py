@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from onnx import TensorProto as T, helper
+import onnx
+import pytest
+from onnx import TensorProto as T, helper, numpy_helper
 
 from conftest import PROFILES, matrix_file
 from matrix.store import list_runs, read_run
@@ -48,3 +50,88 @@ def test_a_failure_of_constants_beside_a_pattern_is_not_the_patterns(tmp_path, c
     assert (cell["verdict"], cell["status"]) == ("fail", "fail"), (cell["faults"], cell["fault_observed"])
     assert json.loads(cell["faults"])["my-pad-maxpool"]["beside"] == {"y": "Cast#2 (Cast)"}
     assert "the pattern's own output (mp) was observed right on this engine" in done.stderr, done.stderr
+
+
+def _ml_scaler(folder, x: np.ndarray, c: np.ndarray) -> str:
+    """y = Scaler(x int64) - c: ai.onnx.ml's Scaler gives float whatever its input."""
+    graph = helper.make_graph([helper.make_node("Scaler", ["x"], ["sc"], domain="ai.onnx.ml", offset=[0.0], scale=[1.0]),
+                               helper.make_node("Sub", ["sc", "c"], ["y"])], "scaler",
+                              [helper.make_tensor_value_info("x", T.INT64, list(x.shape))],
+                              [helper.make_tensor_value_info("y", T.FLOAT, list(x.shape))], [numpy_helper.from_array(c, "c")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+                                ir_version=8), folder / "scaler.onnx")
+    np.savez(folder / "scaler_in.npz", x=x)
+    return f'[cases.scaler]\nonnx = "{folder / "scaler.onnx"}"\ninputs = "{folder / "scaler_in.npz"}"\nprofiles = ["fp32"]\n'
+
+
+def _audio_front_end(folder, signal: np.ndarray) -> str:
+    """A log-mel front end as speech exports write it: HannWindow → STFT → power → MelWeightMatrix → Log."""
+    ints = {"wl": 400, "ax2": [2], "step": 160, "axm1": [-1], "nmel": 20, "dftlen": 400, "sr": 16000}
+    nodes = [helper.make_node("HannWindow", ["wl"], ["win"], periodic=1), helper.make_node("Unsqueeze", ["sig", "ax2"], ["sig3"]),
+             helper.make_node("STFT", ["sig3", "step", "win", "wl"], ["spec"], onesided=1),
+             helper.make_node("Mul", ["spec", "spec"], ["sq"]), helper.make_node("ReduceSum", ["sq", "axm1"], ["pw"], keepdims=0),
+             helper.make_node("MelWeightMatrix", ["nmel", "dftlen", "sr", "lo", "hi"], ["mel"]),
+             helper.make_node("MatMul", ["pw", "mel"], ["melpw"]), helper.make_node("Add", ["melpw", "eps"], ["mp"]),
+             helper.make_node("Log", ["mp"], ["y"])]
+    return save(folder, "audio", nodes, [("sig", T.FLOAT, list(signal.shape))], [("y", T.FLOAT, [1, 8, 20])],
+                {**{k: np.array(v, np.int64) for k, v in ints.items()}, "lo": np.array(20, np.float32),
+                 "hi": np.array(8000, np.float32), "eps": np.array([1e-6], np.float32)}, {"sig": signal}) + \
+        'profiles = ["fp32", "fp16"]\n'
+
+
+@pytest.fixture(scope="module")
+def fifteen(tmp_path_factory, cache_dir):
+    """One `trtmatrix run` (onnxruntime 1.32) of the fifteenth sweep's reference cases."""
+    folder = tmp_path_factory.mktemp("sweep15")
+    rng = np.random.default_rng(0)
+    w1, w2 = (rng.standard_normal((16, 32)) * 0.01).astype(np.float32), (rng.standard_normal((32, 8)) * 0.1).astype(np.float32)
+    mlp = save(folder, "elu", [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Elu", ["h"], ["e"]),
+                               helper.make_node("MatMul", ["e", "w2"], ["y"])],
+               [("x", T.FLOAT, [4, 16])], [("y", T.FLOAT, [4, 8])], {"w1": w1, "w2": w2},
+               {"x": (rng.standard_normal((4, 16)) * 0.01).astype(np.float32)}) + 'profiles = ["fp32"]\n'
+    big = np.array([16777216, 16777216, 33554432, 0], np.float32)
+    dequantized = save(folder, "dq", [helper.make_node("DequantizeLinear", ["b", "s", "zp"], ["d"]),
+                                      helper.make_node("Sub", ["d", "c"], ["y"])],
+                       [("b", T.INT32, [4])], [("y", T.FLOAT, [4])],
+                       {"s": np.array(1, np.float32), "zp": np.array(0, np.int32), "c": big},
+                       {"b": np.array([16777217, 16777219, 33554435, 5], np.int32)}) + 'profiles = ["fp32"]\n'
+    n = 96
+    sampled = save(folder, "grid", [helper.make_node("GridSample", ["x", "g"], ["y"], align_corners=0)],
+                   [("x", T.FLOAT, [1, 3, n, n]), ("g", T.FLOAT, [1, n, n, 2])], [("y", T.FLOAT, [1, 3, n, n])], {},
+                   {"x": rng.random((1, 3, n, n), dtype=np.float32), "g": rng.random((1, n, n, 2), dtype=np.float32) * 2 - 1}) \
+        + 'profiles = ["fp32"]\ntimeout_s = 2\n'
+    body = PROFILES + mlp + dequantized + sampled + _ml_scaler(folder, np.array([[16777217, 16777219, 3]], np.int64), np.array([[16777216, 16777216, 0]], np.float32)) \
+        + _audio_front_end(folder, (rng.standard_normal((1, 1600)) * 0.1).astype(np.float32))
+    config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
+    done = trtmatrix("run", "-c", str(config))
+    return done, read_run(list_runs(folder / "reports")[-1]).set_index("cell_id")
+
+
+def test_kernels_whose_rounding_is_of_their_range_are_judged(fifteen):
+    """Sweep 15 H1: Elu of activations near 1e-5 (a freshly initialised MLP) is exp(x) - 1 in float32,
+    2,300 units of its own small value off: the check disputed a right engine. H13: a 400-term STFT is
+    a sum (its bound had none), and the FP16 copy of the front end failed the checker (its window and
+    mel ops name their output type in an attribute the converter left FLOAT)."""
+    done, cells = fifteen
+    assert cells.loc["elu/fp32/ort-1.32", "status"] == "pass", cells.loc["elu/fp32/ort-1.32", "reference_check"]
+    audio = cells.loc["audio/fp32/ort-1.32"]
+    assert (audio["status"], audio["reference_check"].startswith("agrees")) == ("pass", True), audio["reference_check"]
+    assert cells.loc["audio/fp16/ort-1.32", "status"] == "pass", cells.loc["audio/fp16/ort-1.32", "error"]
+
+
+def test_integers_read_as_float32_are_rounded_in_the_reference(fifteen):
+    """Sweep 15 H2: an int32 past 2^24 dequantized is float32 in the model (16777217 is 16777216), then a
+    cancellation: the reference kept the integer and a right engine failed by 1. H3: ai.onnx.ml's Scaler
+    of int64, float by its schema: onnx.reference kept the int64 and the check called that a parting."""
+    _, cells = fifteen
+    for cell in ("dq/fp32/ort-1.32", "scaler/fp32/ort-1.32"):
+        assert (cells.loc[cell, "status"], cells.loc[cell, "max_abs"]) == ("pass", 0.0), cells.loc[cell, "reference_check"]
+
+
+def test_a_grid_sample_onnx_reference_takes_minutes_over_keeps_the_rows_deadline(fifteen):
+    """Sweep 15 H9: onnx.reference samples a GridSample pixel by pixel in Python (192 × 192: minutes),
+    and no deadline stopped it: timeout_s did nothing, and the run hung."""
+    done, cells = fifteen
+    grid = cells.loc["grid/fp32/ort-1.32"]
+    assert grid["status"] == "no_reference" and "not evaluated in float64 within timeout_s = 2 s" in grid["error"], grid["error"]
+    assert "a GridSample" in grid["error"]

@@ -32,11 +32,16 @@ SUMMING = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "ReduceSum", "Re
            "ReduceSumSquare", "ReduceLogSumExp", "GlobalAveragePool", "AveragePool", "CumSum", "Softmax",
            "LogSoftmax", "LayerNormalization", "InstanceNormalization", "GroupNormalization",
            "LpNormalization", "LRN", "BatchNormalization", "SimplifiedLayerNormalization",
-           "SkipLayerNormalization", "Attention", "MultiHeadAttention"}
+           "SkipLayerNormalization", "Attention", "MultiHeadAttention", "DFT", "STFT"}
 # Ops of values within ±1 whose kernels approximate: their error is a few units of that range, not of
 # each value. onnxruntime's Sigmoid is 1.5e-7 off at most but 5× off relative at x = -16, so a lone
 # small probability would part by its own size (issue 41, sweep 12 E4: silero VAD on quiet audio).
-WITHIN_ONE = {"Sigmoid", "Tanh", "Erf", "Softsign"}
+WITHIN_ONE = {"Sigmoid", "Tanh", "Erf", "Softsign", "Softplus"}
+# Ops whose kernels compute exp(x) - 1 or 1 + erf(x) without expm1: near 0 (or far below it) their error
+# is a few units of the range they subtract from, alpha (Selu: alpha · gamma), or of |x| (Gelu, Mish),
+# not of the small result (issue 41, sweep 15 H1: Elu of 1e-5 is 2,300 units of itself off in onnxruntime).
+ALPHA_SCALED = {"Elu": (1.0, None), "Celu": (1.0, None), "Selu": (1.67326319217681884765625, 1.05070102214813232421875)}
+INPUT_SCALED = {"Gelu", "FastGelu", "BiasGelu", "Mish"}
 
 
 @dataclass
@@ -132,6 +137,9 @@ def _terms(node: onnx.NodeProto, given: dict[str, np.ndarray], out: np.ndarray, 
         old = node.op_type != "LayerNormalization" and opset < 13
         axis = next((a.i for a in node.attribute if a.name == "axis"), 1 if old else -1) % x.ndim
         return int(np.prod(x.shape[axis:])) if old or node.op_type == "LayerNormalization" else x.shape[axis]
+    if node.op_type in ("DFT", "STFT") and float_inputs:  # a frame's length (sweep 15 H13), at most the signal's
+        return max(float_inputs[0].shape[1:-1], default=1) if node.op_type == "DFT" or len(float_inputs) < 2 \
+            else float_inputs[1].size
     return max([1] + [v.size // max(out.size, 1) for v in float_inputs])
 
 
@@ -169,9 +177,20 @@ def _finite_max(array: np.ndarray) -> float:
     return float(finite.max()) if finite.size else 0.0
 
 
-def _scale(node: onnx.NodeProto, y64: np.ndarray) -> float:
-    """The magnitude a node's rounding is a fraction of: its output's, or its range's (WITHIN_ONE)."""
-    return max(_finite_max(y64), 1.0 if node.op_type in WITHIN_ONE else 0.0)
+def _scale(node: onnx.NodeProto, y64: np.ndarray, given: dict[str, np.ndarray]) -> float:
+    """The magnitude a node's rounding is a fraction of: its output's, or its range's (WITHIN_ONE,
+    ALPHA_SCALED), or its input's (INPUT_SCALED)."""
+    attributes = {a.name: a.f for a in node.attribute if a.type == onnx.AttributeProto.FLOAT}
+    if node.op_type in WITHIN_ONE:
+        floor = 1.0
+    elif node.op_type in ALPHA_SCALED:
+        alpha, gamma = ALPHA_SCALED[node.op_type]
+        floor = abs(attributes.get("alpha", alpha) * (attributes.get("gamma", gamma) if gamma else 1.0))
+    elif node.op_type in INPUT_SCALED and node.input and node.input[0] in given:
+        floor = _finite_max(given[node.input[0]]) if given[node.input[0]].dtype.kind == "f" else 0.0
+    else:
+        floor = 0.0
+    return max(_finite_max(y64), floor)
 
 
 def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64: np.ndarray, unit: tuple[float, float],
@@ -192,7 +211,7 @@ def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64:
             summed = 0.0
     # A node that holds a subgraph (If, Loop, Scan) computes all of its nodes: it rounds once per node.
     steps = max(1, subgraph_nodes(node64))
-    return UNITS * steps * (eps * (_scale(node64, y64) + summed) + conditioning + tiny
+    return UNITS * steps * (eps * (_scale(node64, y64, given) + summed) + conditioning + tiny
                             + _one_pass_variance(node64, given, y64, eps))
 
 
@@ -247,7 +266,7 @@ def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
             if theirs[name].dtype.kind != "f":  # integers, booleans and strings: equal (_differs says where not)
                 continue
             eps, tiny = unit = rounding_unit(node, theirs[name].dtype)
-            if delta <= UNITS * (eps * _scale(node, mine[name]) + tiny):  # within rounding of the result itself
+            if delta <= UNITS * (eps * _scale(node, mine[name], given) + tiny):  # within rounding of the result itself
                 continue
             if delta > (bound := _bound(node64, given, name, mine[name], unit, model)):
                 return Parting(node_label(node, order), node.op_type, name, delta, bound,

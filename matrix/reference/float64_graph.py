@@ -50,9 +50,11 @@ def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict
         return {name: as_float64(value) for name, value in produced.items()}
     to = _narrowing_target(node) if narrow else None
     source = given.get(node.input[0]) if node.input else None
-    if node.op_type == "DequantizeLinear" and to not in NARROW_CASTS:  # to FP16 or BF16 alone (sweep 13 F1)
-        return produced
-    if to == TensorProto.FLOAT and source is not None and (source.dtype.kind in "iubUSO" or source_type == TensorProto.DOUBLE):
+    if node.op_type == "DequantizeLinear" and to not in NARROW_CASTS:  # to FP16 or BF16 (sweep 13 F1), or an
+        if not narrow or to not in (None, TensorProto.FLOAT) or not _past_float32(source):  # int32 past 2^24
+            return produced  # (sweep 15 H2: 16777217 dequantized is 16777216 in the model)
+        to_type = np.float32
+    elif to == TensorProto.FLOAT and source is not None and (source.dtype.kind in "iubUSO" or source_type == TensorProto.DOUBLE):
         to_type = np.float32
     elif to in NARROW_CASTS:
         to_type = NARROW_CASTS[to]
@@ -60,6 +62,12 @@ def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict
         return produced
     with np.errstate(over="ignore"):
         return {name: value.astype(to_type).astype(np.float64) for name, value in produced.items()}
+
+
+def _past_float32(values: np.ndarray | None) -> bool:
+    """Integers some of which float32 cannot hold (past 2^24)."""
+    return values is not None and values.dtype.kind in "iu" and values.size > 0 and \
+        float(np.abs(values.astype(np.float64)).max()) > 2.0 ** 24
 
 
 def node_label(node: onnx.NodeProto, index: int) -> str:

@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.aionnxml import _op_list as ml_ops
 from onnx.reference.ops.op_affine_grid import construct_original_grid
 from onnx.reference.ops.op_batch_normalization import _batchnorm_training_mode
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as OnnxConvTranspose
@@ -533,9 +534,23 @@ class RoiAlign(OnnxRoiAlign):
         return (y.astype(X.dtype),)
 
 
+def _reading_float(base: type) -> type:
+    """An ai.onnx.ml op whose output is float whatever its input's type, reading an integer input as
+    the float32 values onnxruntime's kernel reads (16777217 is 16777216): onnx.reference kept
+    Scaler's int64 as it was, and the check called it a parting (issue 41, sweep 15 H3)."""
+    def _run(self, *inputs, **attributes):
+        return base._run(self, *(x.astype(np.float32).astype(np.float64) if isinstance(x, np.ndarray) and x.dtype.kind in "iu"
+                                 else x for x in inputs), **attributes)
+    return type(base.__name__, (base,), {"_run": _run})
+
+
+READING_FLOAT = [_reading_float(getattr(ml_ops, name)) for name in (
+    "Scaler", "FeatureVectorizer", "Normalizer", "LinearRegressor", "LinearClassifier", "SVMRegressor", "SVMClassifier",
+    "TreeEnsembleRegressor", "TreeEnsembleClassifier", "TreeEnsemble")]
 REPLACEMENTS = [GatherElements, GlobalMaxPool, BatchNormalization, DequantizeLinear, QuantizeLinear, ConvTranspose,
                 Softmax, LogSoftmax, Hardmax, GRU, LSTM, RoiAlign, MeanVarianceNormalization, LpNormalization, LRN,
-                GridSample, Erf, AffineGrid, Loop, Pad, Scan, Optional, OptionalHasElement, GroupNormalization, Gelu]
+                GridSample, Erf, AffineGrid, Loop, Pad, Scan, Optional, OptionalHasElement, GroupNormalization, Gelu,
+                *READING_FLOAT]
 # What of a recurrent node onnx.reference reads not at all (the GRU's clip and the LSTM's
 # input_forget are replaced above; whether the LSTM's clip bounds h's input, the cell, the spec leaves open).
 IGNORED_ATTRIBUTES = {"RNN": ("clip",), "LSTM": ("clip",)}
