@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .acceptance import cosine, exact_kind, exact_values, judge_by_rule, judged_positions, whole_numbers
+from .acceptance import cosine, exact_kind, exact_values, judge_by_rule, judged_positions, texts_differ, whole_numbers
 from .config import Acceptance
 from .worker.files import REPEATS
 
@@ -133,8 +133,9 @@ def _compare_integers(name: str, shape: tuple[int, ...], out: np.ndarray, ref: n
 
 
 def _compare_strings(name: str, actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
-    """Strings (a string tensor's elements) match exactly; no tolerance makes two texts equal."""
-    return _compare_whole(name, tuple(actual.shape), actual.astype(str).ravel() != reference.astype(str).ravel())
+    """Strings (a string tensor's elements) match exactly, or as the numbers they write (texts_differ);
+    no tolerance makes two texts equal."""
+    return _compare_whole(name, tuple(actual.shape), texts_differ(actual, reference))
 
 
 def _compare_bits(name: str, shape: tuple[int, ...], actual: np.ndarray, reference: np.ndarray) -> OutputMetrics:
@@ -288,7 +289,9 @@ def compare_runs(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
     if missing:
         raise ValueError(f"engine returned no value for outputs {missing}")
     for name, expected in reference.items():  # a NaN output would "match" it: no pass to be had from it
-        if expected.size and np.issubdtype(expected.dtype, np.inexact) and np.isnan(expected).all():
+        kept = judged_positions(mask, tuple(expected.shape))  # the elements judged (sweep 15 H12: the mask's)
+        judged = expected if kept is None else expected[kept]
+        if judged.size and np.issubdtype(judged.dtype, np.inexact) and np.isnan(judged).all():
             raise NothingToJudge(name)
     if mask is not None:
         _check_mask(mask, reference)

@@ -100,7 +100,27 @@ def fifteen(tmp_path_factory, cache_dir):
                    [("x", T.FLOAT, [1, 3, n, n]), ("g", T.FLOAT, [1, n, n, 2])], [("y", T.FLOAT, [1, 3, n, n])], {},
                    {"x": rng.random((1, 3, n, n), dtype=np.float32), "g": rng.random((1, n, n, 2), dtype=np.float32) * 2 - 1}) \
         + 'profiles = ["fp32"]\ntimeout_s = 2\n'
-    body = PROFILES + mlp + dequantized + sampled + _ml_scaler(folder, np.array([[16777217, 16777219, 3]], np.int64), np.array([[16777216, 16777216, 0]], np.float32)) \
+    tenth, milli = np.array([0.1], np.float32), np.array([0.001], np.float32)
+    bucket = save(folder, "bucket", [helper.make_node("Div", ["x", "tenth"], ["q"]), helper.make_node("Floor", ["q"], ["f"]),
+                                     helper.make_node("Mul", ["f", "milli"], ["y"])], [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])],
+                    {"tenth": tenth, "milli": milli}, {"x": np.array([0.7, 1.9, 3e5, 12.0], np.float32)}) + 'profiles = ["fp32"]\n'
+    text = save(folder, "text", [helper.make_node("Mul", ["x", "tenth"], ["s"]), helper.make_node("Mul", ["s", "three"], ["t"]),
+                                 helper.make_node("Cast", ["x"], ["plain"], to=T.STRING),
+                                 helper.make_node("Cast", ["t"], ["y"], to=T.STRING)], [("x", T.FLOAT, [4])],
+                [("plain", T.STRING, [4]), ("y", T.STRING, [4])], {"tenth": tenth, "three": np.array([3], np.float32)},
+                {"x": np.array([0.7, 0.3, 1.9, 0.09], np.float32)}) + 'profiles = ["fp32"]\n'
+    nan = save(folder, "nan", [helper.make_node("Sqrt", ["x"], ["y"])], [("x", T.FLOAT, [1, 4]), ("m", T.INT64, [1, 4])],
+               [("y", T.FLOAT, [1, 4])], {}, {"x": np.array([[-1, -4, 25, 9]], np.float32), "m": np.array([[1, 1, 0, 0]])}) \
+        + 'profiles = ["fp32"]\nmask = "m"\n'
+    positions = save(folder, "positions", [helper.make_node("Cast", ["ids"], ["fi"], to=T.FLOAT),
+                                           helper.make_node("Cast", ["q"], ["fq"], to=T.FLOAT),
+                                           helper.make_node("Sub", ["fi", "fq"], ["d"]), helper.make_node("Mul", ["d", "half"], ["y"])],
+                     [("ids", T.INT64, [4]), ("q", T.INT64, [1])], [("y", T.FLOAT, [4])], {"half": np.array([0.5], np.float32)},
+                     {"ids": np.array([2049, 2050, 2051, 2053]), "q": np.array([2048])}) + 'profiles = ["fp16"]\n'
+    running = save(folder, "running", [helper.make_node("CumSum", ["x", "axis"], ["y"])], [("x", T.FLOAT, [1, 100000])],
+                   [("y", T.FLOAT, [1, 100000])], {"axis": np.array(1, np.int64)},
+                   {"x": rng.random((1, 100000), dtype=np.float32)}) + 'profiles = ["fp32"]\n'
+    body = PROFILES + mlp + dequantized + sampled + bucket + text + nan + positions + running + _ml_scaler(folder, np.array([[16777217, 16777219, 3]], np.int64), np.array([[16777216, 16777216, 0]], np.float32)) \
         + _audio_front_end(folder, (rng.standard_normal((1, 1600)) * 0.1).astype(np.float32))
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -135,3 +155,32 @@ def test_a_grid_sample_onnx_reference_takes_minutes_over_keeps_the_rows_deadline
     grid = cells.loc["grid/fp32/ort-1.32"]
     assert grid["status"] == "no_reference" and "not evaluated in float64 within timeout_s = 2 s" in grid["error"], grid["error"]
     assert "a GridSample" in grid["error"]
+
+
+def test_steps_and_texts_at_their_edges(fifteen):
+    """Sweep 15 H7: Floor(x / 0.1f) · 0.001 flips at 0.7 (a bucket id), beside a 3e5 whose output, 300,
+    made every flip of 1e-3 "rounding" (8 units of the largest value): a right engine failed. H8: a
+    float32 printed by onnxruntime as '0.21000001' and by onnx.reference as '0.21' is one number (the
+    plain Cast's output passes), but float32 arithmetic before a Cast to STRING decides which number is
+    written: that is a step, disputed, not a parting of the Cast and not an engine's failure."""
+    _, cells = fifteen
+    bucket = cells.loc["bucket/fp32/ort-1.32"]
+    assert bucket["status"] == "disputed" and "decided by rounding at node Floor#1" in bucket["reference_check"], \
+        (bucket["status"], bucket["reference_check"])
+    text = cells.loc["text/fp32/ort-1.32"]
+    assert text["status"] == "disputed" and "decided by rounding at node Cast#3" in text["reference_check"], \
+        (text["status"], text["reference_check"])
+    assert "'plain'" not in text["reference_check"]
+
+
+def test_nan_under_a_mask_running_sums_and_integer_casts_of_the_fp16_copy(fifteen):
+    """Sweep 15 H12: Sqrt of negatives where the mask keeps, positives where it leaves out: the kept
+    reference is NaN everywhere, and a NaN output "matched" it (pass). H15: a CumSum of 100,000 values
+    is a sum of as many terms (its bound counted one). H14: the FP16 copy casts 2049 to FLOAT16, 2048:
+    the conversion's own error is 0.5, which it said was 0."""
+    _, cells = fifteen
+    nan = cells.loc["nan/fp32/ort-1.32"]
+    assert nan["status"] == "error" and "NaN everywhere" in nan["error"], (nan["status"], nan["error"])
+    assert cells.loc["running/fp32/ort-1.32", "status"] == "pass", cells.loc["running/fp32/ort-1.32", "reference_check"]
+    positions = cells.loc["positions/fp16/ort-1.32"]
+    assert positions["conversion_max_abs"] == 0.5, positions[["conversion_max_abs", "copy_max_abs", "error"]].to_dict()

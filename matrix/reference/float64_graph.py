@@ -48,8 +48,9 @@ def _narrowed(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict
     BitCast's float value is widened (its `to` is no precision: issue 41, sweep 13 F10)."""
     if node.op_type == "BitCast":  # its bits read as the type `to` names, exact in float64
         return {name: as_float64(value) for name, value in produced.items()}
-    to = _narrowing_target(node) if narrow else None
     source = given.get(node.input[0]) if node.input else None
+    # integers made floats are values, not arithmetic: an FP16 copy's Cast of 2049 is 2048 (sweep 15 H14)
+    to = _narrowing_target(node) if narrow or (source is not None and source.dtype.kind in "iubUSO") else None
     if node.op_type == "DequantizeLinear" and to not in NARROW_CASTS:  # to FP16 or BF16 (sweep 13 F1), or an
         if not narrow or to not in (None, TensorProto.FLOAT) or not _past_float32(source):  # int32 past 2^24
             return produced  # (sweep 15 H2: 16777217 dequantized is 16777216 in the model)
