@@ -184,3 +184,45 @@ def test_nan_under_a_mask_running_sums_and_integer_casts_of_the_fp16_copy(fiftee
     assert cells.loc["running/fp32/ort-1.32", "status"] == "pass", cells.loc["running/fp32/ort-1.32", "reference_check"]
     positions = cells.loc["positions/fp16/ort-1.32"]
     assert positions["conversion_max_abs"] == 0.5, positions[["conversion_max_abs", "copy_max_abs", "error"]].to_dict()
+
+
+def test_an_investigation_of_a_run_whose_model_was_edited_since_is_refused(tmp_path, cache_dir):
+    """Sweep 16 J3, J4, J7: the run judged Pad(0) → MaxPool (failing on onnxruntime 1.20); the user then
+    edited the model. `repro` wrote an ISSUE.md of the new model beside the run's numbers of the old one
+    (or said "passes … nothing wrong to reproduce" of a cell the run shows failing), and `bisect` kept a
+    "first good" in the run that its model never had."""
+    x = -np.arange(1, 26, dtype=np.float32).reshape(1, 1, 5, 5)
+    shapes = ([("x", T.FLOAT, [1, 1, 5, 5])], [("y", T.FLOAT, [1, 1, 3, 3])])
+    pads = {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "zero": np.array(0, np.float32)}
+    pool = [helper.make_node("Pad", ["x", "pads", "zero"], ["p"]),
+            helper.make_node("MaxPool", ["p"], ["y"], kernel_shape=[3, 3], strides=[2, 2])]
+    body = PROFILES + save(tmp_path, "m", pool, *shapes, pads, {"x": x}) + 'profiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",), cases_dir=tmp_path)
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    assert read_run(list_runs(tmp_path / "reports")[-1])["status"].tolist() == ["fail"]  # 1.20's Pad fusion
+    pool[1] = helper.make_node("AveragePool", ["p"], ["y"], kernel_shape=[3, 3], strides=[2, 2])
+    save(tmp_path, "m", pool, *shapes, pads, {"x": x})
+    for command in (["repro", "m/fp32/ort-1.20", "-o", str(tmp_path / "repro")], ["bisect", "m/fp32", "--good", "1.32.0",
+                                                                                   "--bad", "1.20.1"]):
+        done = trtmatrix(*command, "-c", str(config))
+        assert done.returncode == 2 and "on another model or other inputs than matrix.toml names now" in done.stderr, \
+            (command, done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert not (tmp_path / "repro").exists()
+
+
+def test_a_damaged_staged_worker_is_staged_again(tmp_path, cache_dir):
+    """Sweep 16 J6: the cache's staged worker cut short (a full disk) made every cell `error`, run after
+    run, with advice to add "ImportError: …" to the image's requirements; venvs and artifacts were
+    checked and made again, the worker was not."""
+    from matrix.environments.staging import PACKAGE_NAME, stage_worker, worker_hash
+
+    body = PROFILES + save(tmp_path, "r", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
+                           [("y", T.FLOAT, [3])], {}, {"x": np.array([-1, 0, 2], np.float32)}) + 'profiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",), cases_dir=tmp_path)
+    staged = stage_worker(cache_dir) / PACKAGE_NAME / "cell.py"
+    staged.write_text("")
+    done = trtmatrix("run", "-c", str(config), "--no-reuse")
+    assert done.returncode == 0 and read_run(list_runs(tmp_path / "reports")[-1])["status"].tolist() == ["pass"], \
+        done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"the staged worker {staged.parent} is not trtmatrix's worker (a file differs); staged again" in done.stderr
+    assert staged.read_text() and (cache_dir / "worker" / worker_hash()[:16]).is_dir()

@@ -116,7 +116,8 @@ def _finding_run(the_plan, item: str, run_ref: str | None = None) -> Path | None
 
     reports_dir = the_plan.path("reports_dir")
     if run_ref is None:
-        return newest_holding(reports_dir, item)
+        run_dir = newest_holding(reports_dir, item)
+        return run_dir and _same_model(the_plan, run_dir, item)
     try:
         run_dir = find_run(reports_dir, run_ref)
     except FileNotFoundError as exc:
@@ -130,6 +131,27 @@ def _finding_run(the_plan, item: str, run_ref: str | None = None) -> Path | None
         _fail(f"run {run_dir.name} does not hold {item}: its finding would speak for a run that did not run it; "
               + (f"the newest run that holds it is {newest.name}: give that run, or none" if newest
                  else "no run holds it: give none"))
+    return _same_model(the_plan, run_dir, item)
+
+
+def _same_model(the_plan, run_dir: Path, item: str) -> Path:
+    """The run, where it ran `item` on the model and inputs the matrix holds now; else one line, exit 2:
+    an edited model investigated as the run's wrote one model's numbers beside another's, and a bisect
+    of it kept a "first good" the run's model never had (issue 41, sweep 16 J3, J4, J7). A run that
+    recorded no case key (an older trtmatrix) is held to its prepared artifacts instead."""
+    from ..store import read_run
+
+    frame = read_run(run_dir, ["cell_id", "row_id", "case_key", "artifact"])
+    now = {cell.cell_id: cell for cell in the_plan.cells if item in (cell.cell_id, cell.row_id)}
+    for cell_id, given, artifact in zip(frame["cell_id"], frame["case_key"], frame["artifact"]):
+        cell = now.get(cell_id)
+        if cell is None or (given == cell.case_key if isinstance(given, str) else
+                            not isinstance(artifact, str) or artifact == f"{cell.case}-{cell.artifact_key[:16]}"):
+            continue
+        _fail(f"run {run_dir.name} ran {item} on another model or other inputs than {the_plan.config_path.name} "
+              f"names now (its case's files changed since{'' if isinstance(given, str) else ', or trtmatrix did'}): "
+              "its finding would speak for a model that run did not judge; run `trtmatrix run` first, then "
+              "investigate that run")
     return run_dir
 
 

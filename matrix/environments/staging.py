@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import shutil
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -34,9 +36,26 @@ def worker_hash() -> str:
 
 
 def stage_worker(cache_dir: Path) -> Path:
-    """Return the folder to put on PYTHONPATH; `python -m trtmatrix_worker` then works there."""
+    """Return the folder to put on PYTHONPATH; `python -m trtmatrix_worker` then works there. A staged
+    copy whose files are not the worker's (a disk that filled, a file cut short) is staged again, said
+    in one line: every cell errored on it, run after run (issue 41, sweep 16 J6)."""
+    from ..store.hashing import hash_files
+
     home = cache_dir / "worker" / worker_hash()[:16]
-    if not (home / PACKAGE_NAME).is_dir():
+    staged = home / PACKAGE_NAME
+    if staged.is_dir():
+        try:
+            damaged = hash_files([p for p in staged.rglob("*.py") if "__pycache__" not in p.parts], root=staged) != \
+                hash_files(_worker_files(), root=WORKER_SOURCE)
+        except OSError:
+            damaged = True
+        if damaged:
+            print(f"warning: the staged worker {staged} is not trtmatrix's worker (a file differs); staged again",
+                  file=sys.stderr, flush=True)
+            aside = home.with_name(f"{home.name}.damaged-{os.getpid()}")
+            home.rename(aside)  # another run still reading it keeps its files until it ends
+            shutil.rmtree(aside, ignore_errors=True)
+    if not staged.is_dir():
         tmp = home.with_name(home.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         _copy(_worker_files(), WORKER_SOURCE, tmp / PACKAGE_NAME)
