@@ -226,3 +226,29 @@ def test_a_damaged_staged_worker_is_staged_again(tmp_path, cache_dir):
         done.stdout[-2000:] + done.stderr[-2000:]
     assert f"the staged worker {staged.parent} is not trtmatrix's worker (a file differs); staged again" in done.stderr
     assert staged.read_text() and (cache_dir / "worker" / worker_hash()[:16]).is_dir()
+
+
+def test_a_moved_checkout_whose_matrix_gained_a_comment_keeps_its_gate(tmp_path, cache_dir):
+    """Sweep 16 J12: a project moved (a new CI checkout path) whose matrix file gained one comment in the
+    same commit was "made from another matrix file": its real regression (a model onnxruntime 1.20
+    gets wrong) was not compared with the night before, and the run exited 0."""
+    from conftest import REPO, TOLERANCES
+
+    first = tmp_path / "checkout-1"
+    first.mkdir()
+    x = -np.arange(1, 26, dtype=np.float32).reshape(1, 1, 5, 5)
+    shapes = ([("x", T.FLOAT, [1, 1, 5, 5])], [("y", T.FLOAT, [1, 1, 3, 3])])
+    pool = {"kernel_shape": [3, 3], "strides": [2, 2]}
+    save(first, "m", [helper.make_node("MaxPool", ["x"], ["y"], pads=[1, 1, 1, 1], **pool)], *shapes, {}, {"x": x})
+    (first / "matrix.toml").write_text(
+        f'[run]\nenvironments = ["ort-1.20"]\ncases_dir = "."\nimages_dir = "{REPO / "images"}"\ncache_dir = "{cache_dir}"\n'
+        + TOLERANCES + PROFILES + '[cases.m]\nonnx = "m.onnx"\ninputs = "m_in.npz"\nprofiles = ["fp32"]\n')
+    assert trtmatrix("run", "-c", str(first / "matrix.toml")).returncode == 0
+    second = first.rename(tmp_path / "checkout-2")
+    with (second / "matrix.toml").open("a") as text:
+        text.write("# moved to the new runner\n")
+    save(second, "m", [helper.make_node("Pad", ["x", "pads", "zero"], ["p"]), helper.make_node("MaxPool", ["p"], ["y"], **pool)],
+         *shapes, {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "zero": np.array(0, np.float32)}, {"x": x})
+    done = trtmatrix("run", "-c", str(second / "matrix.toml"))
+    assert done.returncode == 1 and "1 cell newly fails" in done.stderr and "another matrix file" not in done.stderr, \
+        done.stderr[-3000:]

@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Callable
@@ -25,6 +26,7 @@ import pyarrow.parquet as pq
 
 from ..config import ConfigError
 from ..worker.files import INPUTS, LOG, OUTPUTS, REPEATS, file_digest
+from .hashing import hash_json
 from .locks import is_free, run_lock
 from .records import COLUMNS
 from .swap import settle
@@ -440,9 +442,15 @@ def left_out(exc: DamagedRun) -> None:
 
 
 def matrix_digest(config: Path) -> str:
-    """The matrix file's content as judged ("sha256:<hex>" of its bytes): run.json keeps it for the run
-    and each re-judging, since one path may hold other tolerances by the next run (sweep 10 C6)."""
-    return file_digest(config)
+    """The matrix file's content as judged ("sha256:<hex>" of its tables, as TOML reads them; of its
+    bytes where it cannot be read so): run.json keeps it for the run and each re-judging, since one path
+    may hold other tolerances by the next run (sweep 10 C6). A comment or a blank line changes nothing
+    judged: a checkout moved and commented in one commit was "another matrix file", and its real
+    regression went uncounted (issue 41, sweep 16 J12)."""
+    try:
+        return "sha256:" + hash_json(tomllib.loads(config.read_text()))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return file_digest(config)
 
 
 def last_rejudging(meta: dict) -> dict:
