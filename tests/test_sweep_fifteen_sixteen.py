@@ -79,6 +79,23 @@ def _audio_front_end(folder, signal: np.ndarray) -> str:
         'profiles = ["fp32", "fp16"]\n'
 
 
+def _tree(folder, x: np.ndarray) -> str:
+    """y = TreeEnsembleRegressor(x · 0.1f): one split at 0.7f, leaves 1 and 2 (a scaler written as Mul)."""
+    tree = helper.make_node("TreeEnsembleRegressor", ["f"], ["y"], domain="ai.onnx.ml", n_targets=1,
+                            nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+                            nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_values=[0.7, 0.0, 0.0],
+                            nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[2, 0, 0],
+                            target_treeids=[0, 0], target_nodeids=[1, 2], target_ids=[0, 0], target_weights=[1.0, 2.0])
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "tenth"], ["f"]), tree], "tree",
+                              [helper.make_tensor_value_info("x", T.FLOAT, list(x.shape))],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [x.shape[0], 1])],
+                              [numpy_helper.from_array(np.array([0.1], np.float32), "tenth")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+                                ir_version=8), folder / "tree.onnx")
+    np.savez(folder / "tree_in.npz", x=x)
+    return f'[cases.tree]\nonnx = "{folder / "tree.onnx"}"\ninputs = "{folder / "tree_in.npz"}"\nprofiles = ["fp32"]\n'
+
+
 @pytest.fixture(scope="module")
 def fifteen(tmp_path_factory, cache_dir):
     """One `trtmatrix run` (onnxruntime 1.32) of the fifteenth sweep's reference cases."""
@@ -120,7 +137,17 @@ def fifteen(tmp_path_factory, cache_dir):
     running = save(folder, "running", [helper.make_node("CumSum", ["x", "axis"], ["y"])], [("x", T.FLOAT, [1, 100000])],
                    [("y", T.FLOAT, [1, 100000])], {"axis": np.array(1, np.int64)},
                    {"x": rng.random((1, 100000), dtype=np.float32)}) + 'profiles = ["fp32"]\n'
-    body = PROFILES + mlp + dequantized + sampled + bucket + text + nan + positions + running + _ml_scaler(folder, np.array([[16777217, 16777219, 3]], np.int64), np.array([[16777216, 16777216, 0]], np.float32)) \
+    scaled = [helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Cast", ["shape"], ["size"], to=T.FLOAT),
+              helper.make_node("Div", ["target", "size"], ["scales"])]
+    nearest = save(folder, "nearest", [*scaled, helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                                                                 coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+                   [("x", T.FLOAT, [1, 1, 1, 14])], [("y", T.FLOAT, [1, 1, 1, 16])], {"target": np.array([1, 1, 1, 16], np.float32)},
+                   {"x": np.arange(14, dtype=np.float32).reshape(1, 1, 1, 14)}) + 'profiles = ["fp32"]\n'
+    length = save(folder, "length", [*scaled, helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")],
+                  [("x", T.FLOAT, [1, 1, 1, 7])], [("y", T.FLOAT, [1, 1, 1, None])], {"target": np.array([1, 1, 1, 31], np.float32)},
+                  {"x": np.linspace(0, 1, 7, dtype=np.float32).reshape(1, 1, 1, 7)}) + 'profiles = ["fp32"]\n'
+    body = PROFILES + mlp + dequantized + sampled + bucket + text + nan + positions + running + nearest + length \
+        + _tree(folder, np.array([[7.0], [2.0], [9.0]], np.float32)) + _ml_scaler(folder, np.array([[16777217, 16777219, 3]], np.int64), np.array([[16777216, 16777216, 0]], np.float32)) \
         + _audio_front_end(folder, (rng.standard_normal((1, 1600)) * 0.1).astype(np.float32))
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -252,3 +279,35 @@ def test_a_moved_checkout_whose_matrix_gained_a_comment_keeps_its_gate(tmp_path,
     done = trtmatrix("run", "-c", str(second / "matrix.toml"))
     assert done.returncode == 1 and "1 cell newly fails" in done.stderr and "another matrix file" not in done.stderr, \
         done.stderr[-3000:]
+
+
+def test_a_registry_entry_corrected_since_the_run_matches_no_more_at_report(tmp_path, cache_dir):
+    """Sweep 16 J15: an entry's pattern corrected (same id, AveragePool for MaxPool) kept its match when
+    `trtmatrix report` re-judged the run ("none changed"), an `xfail` for a pattern the model does not
+    hold; the next run said `fail` of the very same outputs."""
+    (tmp_path / "known_issues.toml").write_text(PAD_MAXPOOL)
+    x = -np.arange(1, 26, dtype=np.float32).reshape(1, 1, 5, 5)
+    body = PROFILES + save(tmp_path, "m", [helper.make_node("Pad", ["x", "pads", "zero"], ["p"]),
+                                           helper.make_node("MaxPool", ["p"], ["y"], kernel_shape=[3, 3], strides=[2, 2])],
+                           [("x", T.FLOAT, [1, 1, 5, 5])], [("y", T.FLOAT, [1, 1, 3, 3])],
+                           {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "zero": np.array(0, np.float32)}, {"x": x}) \
+        + 'profiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",), cases_dir=tmp_path)
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    run = list_runs(tmp_path / "reports")[-1]
+    assert read_run(run)["status"].tolist() == ["xfail"]
+    (tmp_path / "known_issues.toml").write_text(PAD_MAXPOOL.replace('op = "MaxPool"', 'op = "AveragePool"'))
+    done = trtmatrix("report", run.name, "-c", str(config))
+    assert done.returncode == 0 and read_run(run)["status"].tolist() == ["fail"], done.stdout + done.stderr
+
+
+def test_a_neighbour_a_length_and_a_leaf_picked_by_float32_values_are_steps(fifteen):
+    """Sweep 15 H4, H5: scales an exporter computes (size / Shape(x)) are 16/14 in float64 and
+    1.1428572f in float32: nearest picks another neighbour at column 8, and linear's output length
+    floor(7 · 31f/7f) is 30 where float64 says 31. H11: 7 · 0.1f is above the split 0.7f in float64 and
+    on it in float32: another leaf. A right engine failed, by a pixel, by its shape, by a leaf."""
+    _, cells = fifteen
+    for cell, node in (("nearest/fp32/ort-1.32", "Resize#3"), ("length/fp32/ort-1.32", "Resize#3"),
+                       ("tree/fp32/ort-1.32", "TreeEnsembleRegressor#1")):
+        assert cells.loc[cell, "status"] == "disputed" and f"decided by rounding at node {node}" in \
+            cells.loc[cell, "reference_check"], (cells.loc[cell, "status"], cells.loc[cell, "reference_check"])

@@ -24,7 +24,7 @@ from onnx.reference import ReferenceEvaluator
 
 from ..graph_walk import FLOAT_TYPES, every_node, node_inputs, subgraphs
 from .ops import REPLACEMENTS
-from .steps import is_step, jumped
+from .steps import SELECTING, is_step, jumped
 
 # Ops whose output is a random draw, not a function of their inputs: no two evaluations share it.
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -476,7 +476,7 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
             types = storage_types(model) if types is None else types  # shape inference: once, and only here
             if jumps := _jumps_in_own_types(node, given, outputs, model, types):
                 decided.update(dict.fromkeys(jumps, f"{node_label(node, order)} ({node.op_type})"))
-            else:
+            elif node.op_type not in SELECTING:  # SELECTING's note
                 result.steps[order] = outputs
                 before |= {order}
         if before:

@@ -14,7 +14,14 @@ from ..acceptance import texts_differ
 # (Range's count, Unique's distinct values, TopK's). Any other op whose output is integers or
 # booleans read from floats is a step too (a comparison, ArgMax, a Cast to integers, IsInf,
 # NonZero, MaxPool's indices, NonMaxSuppression's selection): is_step.
-STEP_OPS = {"Floor", "Ceil", "Round", "Sign", "Hardmax", "TopK", "Mod", "Range", "Unique", "Shrink", "ThresholdedRelu"}
+# Ops that select by their inputs' values, giving floats: Resize picks a neighbour and an output length
+# by its scales, a tree ensemble a leaf by its features (issue 41, sweep 15 H4, H5, H11: 8 · 0.1f is
+# 0.8f's other side in float64, another pixel, another leaf). Only their own flips are looked for:
+# held against the referee's, their floats would part by everything upstream's rounding (float64_graph
+# keeps them out of the steps held against the referee).
+SELECTING = {"Resize", "Upsample", "TreeEnsemble", "TreeEnsembleRegressor", "TreeEnsembleClassifier", "Binarizer"}
+STEP_OPS = {"Floor", "Ceil", "Round", "Sign", "Hardmax", "TopK", "Mod", "Range", "Unique", "Shrink", "ThresholdedRelu",
+            *SELECTING}
 # Those whose float outputs are whole numbers (a step's levels): held exactly. Other float outputs
 # (TopK's values, Range's) move with their inputs' rounding, as any value does: only their shape is
 # a step's, or (Shrink, ThresholdedRelu) a jump beyond what rounding moves a value by.
@@ -73,7 +80,7 @@ def jumped(node: onnx.NodeProto, one: np.ndarray, other: np.ndarray, divisor: np
         return bool(texts_differ(one, other).any())
     if one.dtype.kind != "f" or node.op_type in WHOLE_FLOAT_OUTPUTS:
         return not np.array_equal(one, other, equal_nan=one.dtype.kind == "f")
-    if node.op_type in PIECEWISE:
+    if node.op_type in PIECEWISE or node.op_type in SELECTING:
         return parted(one, other)
     if node.op_type == "Mod" and divisor is not None:
         with np.errstate(invalid="ignore"):

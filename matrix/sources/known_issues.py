@@ -22,6 +22,7 @@ from pydantic import field_validator, model_validator
 from ..config import Items, KeyedError, MatrixConfig, Name, ParamValue, Strict, param_values_problem, read_toml, validate
 from ..graph_walk import FLOAT_TYPES, Upstream, node_inputs
 from ..statuses import EXPECTED_CAUSE
+from ..store.hashing import hash_json
 from ..worker.op_kinds import VALUE_MOVING
 from .case_files import declared_cases
 from .fault_patterns import FaultPattern
@@ -127,15 +128,20 @@ class KnownIssue(Strict):
         pattern present where the cell passes is no news: the data did not trigger it)."""
         if row["engine"] != self.engine:
             return False
-        found = self.fault is not None and self.id in faults_of(row) and row["verdict"] == self.expected \
+        found = self.fault is not None and _found_as_now(row, self) and row["verdict"] == self.expected \
             and _as_a_fault_fails(row) and _within_reach(row, self.id, _evidenced(_observed(row, self.id)))
         return (found or self._row_named(row)) and self._covers(row) and self.says in str(row.get("error") or "")
+
+    @property
+    def fault_digest(self) -> str | None:
+        """The pattern as the registry writes it: kept with each match (faults_found)."""
+        return hash_json(self.fault.model_dump(mode="json"))[:16] if self.fault is not None else None
 
     def unchecked(self, row) -> str | None:
         """Where the cell failed as the entry says in an output its pattern reaches but that also
         reads a node beside the pattern, and the pattern's own output was not observed off on the
         engine (`fault_observed`): which (the cell stays `fail`)."""
-        if self.fault is None or row["engine"] != self.engine or self.id not in faults_of(row) \
+        if self.fault is None or row["engine"] != self.engine or not _found_as_now(row, self) \
                 or row["verdict"] != self.expected or not _as_a_fault_fails(row) or not self._covers(row) \
                 or _evidenced(_observed(row, self.id)):
             return None
@@ -208,6 +214,15 @@ def _failed(row) -> set[str] | None:
 def faults_of(row) -> tuple[str, ...]:
     """The ids of the registry's fault patterns found in the model the cell ran (column `faults`)."""
     return tuple(_fault_reach(row.get("faults")))
+
+
+def _found_as_now(row, issue: KnownIssue) -> bool:
+    """Whether the entry's pattern, as the registry writes it now, is the one found in the cell's model:
+    an entry corrected since the run (same id, another op) kept its stale match through `report`
+    (issue 41, sweep 16 J15). Records before the pattern's digest: as found."""
+    found = json.loads(row.get("faults") or "{}") if isinstance(row.get("faults"), str) else {}
+    pattern = found.get(issue.id, {}).get("pattern") if isinstance(found, dict) and isinstance(found.get(issue.id), dict) else None
+    return issue.id in faults_of(row) and pattern in (None, issue.fault_digest)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -294,7 +309,8 @@ def faults_found(model: onnx.ModelProto, issues: tuple[KnownIssue, ...], engine:
     """{id: the graph outputs its nodes reach and what they read beside it (_reached)} of the
     registry's fault patterns for `engine` the model holds, run with graph optimisations
     `optimization` (on or off)."""
-    return {issue.id: _reached(model, issue.fault.nodes_in(model), engine in OBSERVED_ON) for issue in issues
+    return {issue.id: {**_reached(model, issue.fault.nodes_in(model), engine in OBSERVED_ON), "pattern": issue.fault_digest}
+            for issue in issues
             if issue.fault is not None and issue.engine == engine and issue.fault.found_in(model, optimization)}
 
 
