@@ -5,6 +5,7 @@ main 13d3344."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -311,3 +312,27 @@ def test_a_neighbour_a_length_and_a_leaf_picked_by_float32_values_are_steps(fift
                        ("tree/fp32/ort-1.32", "TreeEnsembleRegressor#1")):
         assert cells.loc[cell, "status"] == "disputed" and f"decided by rounding at node {node}" in \
             cells.loc[cell, "reference_check"], (cells.loc[cell, "status"], cells.loc[cell, "reference_check"])
+
+
+def test_a_reference_rotted_in_place_is_prepared_again(tmp_path, cache_dir):
+    """Sweep 16 J19: one byte of a cached reference.npz flipped, its size and time kept (a disk's bit
+    rot): its remembered digest was trusted, every later run errored the cells ("Bad CRC-32"), and the
+    gate called it the engine's regression, run after run."""
+    import os
+
+    body = PROFILES + save(tmp_path, "rot", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [64])],
+                           [("y", T.FLOAT, [64])], {}, {"x": np.linspace(-1, 1, 64, dtype=np.float32)}) \
+        + 'profiles = ["fp32"]\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",), cases_dir=tmp_path)
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    artifact = Path(read_run(list_runs(tmp_path / "reports")[-1])["artifact"].iloc[0])
+    reference = cache_dir / "artifacts" / artifact.name / "reference.npz"
+    stat, data = reference.stat(), bytearray(reference.read_bytes())
+    data[-200] ^= 0xFF  # inside the array's bytes
+    with reference.open("r+b") as file:  # in place: the inode the run folders link to
+        file.write(data)
+    os.utime(reference, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    done = trtmatrix("run", "-c", str(config))
+    assert done.returncode == 0 and read_run(list_runs(tmp_path / "reports")[-1])["status"].tolist() == ["pass"], \
+        done.stdout[-2000:] + done.stderr[-2000:]
+    assert "reference.npz is not the file prepared (its digest differs); prepared again" in done.stderr, done.stderr

@@ -62,13 +62,25 @@ def artifact_dir(cache_dir: Path, case: str, key: str) -> Path:
 CHECKED = (MODEL, INPUTS, REFERENCE)
 
 
+# Files below this size are hashed each time they are checked: a byte rotted in place keeps a file's
+# size and time, its identity, and a remembered digest missed it (issue 41, sweep 16 J19).
+HASHED_EACH_TIME = 64 << 20
+
+
 def checked_digests(folder: Path, cache_dir: Path | None = None) -> dict[str, str]:
-    """Each checked file's digest; with `cache_dir`, remembered with the file's identity (a re-run
-    does not hash a gigabyte model again; a file replaced or rewritten is hashed anew)."""
+    """Each checked file's digest; with `cache_dir`, a large one (the model) remembered with the file's
+    identity (a re-run does not hash a gigabyte model again; a file replaced or rewritten is hashed anew)."""
     if cache_dir is None:
         return {name: hash_files([folder / name]) for name in CHECKED}
-    return {name: both["sha256"] for name, both in remembered_digests([folder / name for name in CHECKED],
-                                                                       digest_memo(cache_dir, folder)).items()}
+    kept = remembered_digests([folder / name for name in CHECKED], digest_memo(cache_dir, folder))
+    return {name: hash_files([folder / name]) if _small(folder / name) else both["sha256"] for name, both in kept.items()}
+
+
+def _small(path: Path) -> bool:
+    try:
+        return path.stat().st_size < HASHED_EACH_TIME
+    except OSError:
+        return False
 
 
 def file_digests(folder: Path, cache_dir: Path) -> dict[str, str]:
