@@ -336,3 +336,26 @@ def test_a_reference_rotted_in_place_is_prepared_again(tmp_path, cache_dir):
     assert done.returncode == 0 and read_run(list_runs(tmp_path / "reports")[-1])["status"].tolist() == ["pass"], \
         done.stdout[-2000:] + done.stderr[-2000:]
     assert "reference.npz is not the file prepared (its digest differs); prepared again" in done.stderr, done.stderr
+
+
+def test_summary_diff_and_history_of_a_run_rejudged_with_a_what_if_say_so(tmp_path, cache_dir):
+    """Sweep 16 J14, J16: a run re-judged with a looser tolerance file (a what-if) showed as the night's
+    pass in `history`, and `summary` (release notes) and `diff` said "passes" with no word of the file."""
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    body = PROFILES + save(tmp_path, "near", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
+                           [("y", T.FLOAT, [3])], {}, {"x": x})
+    np.savez(tmp_path / "near_expected.npz", y=x + 0.3)
+    body += (f'profiles = ["fp32"]\nexpected = "{tmp_path / "near_expected.npz"}"\n'
+             '[cases.near.tolerances.fp32]\natol = 0.1\nrtol = 0.0\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20", "ort-1.32"), cases_dir=tmp_path)
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    run = list_runs(tmp_path / "reports")[-1]
+    (tmp_path / "loose.toml").write_text("[cases.near.tolerances.fp32]\natol = 1.0\nrtol = 0.0\n")
+    assert trtmatrix("report", run.name, "-c", str(config), "--tolerances", str(tmp_path / "loose.toml")).returncode == 0
+    said = f"run {run.name} was re-judged with {(tmp_path / 'loose.toml').resolve()} (trtmatrix report)"
+    summary = trtmatrix("summary", "-c", str(config))
+    assert summary.returncode == 0 and said in summary.stdout and said in summary.stderr, summary.stdout + summary.stderr
+    for command in ("diff", "history"):
+        done = trtmatrix(command, "-c", str(config))
+        assert done.returncode == 0 and said in done.stderr, (command, done.stdout, done.stderr)
+    assert f"{run.name[:15]} (re-judged)" in trtmatrix("history", "-c", str(config)).stdout

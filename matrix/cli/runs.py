@@ -186,6 +186,7 @@ def diff(run_ref: RunArg = None, config: RunsConfigOpt = None,
 
     run_dir = _run_dir(config, run_ref)
     frame = read_run(run_dir)
+    _say_rejudged(run_dir)
     if timing:
         pair = _pair(frame, from_env, to_env, run_dir) if from_env or to_env else None
         if pair and (places := place_names(frame))[pair[0]] != places[pair[1]]:
@@ -288,6 +289,8 @@ def summary(run_ref: RunArg = None, config: RunsConfigOpt = None,
     text = summary_markdown(frame, read_run_meta(run_dir), pair, compare(frame, *pair) if pair else None,
                             a_vs_b(run_dir, frame, *pair) if pair else {}, _registry(config), link_base or here,
                             everything, repros)
+    if note := _say_rejudged(run_dir):  # the Markdown travels alone: it says so too
+        text = f"> **Note:** {note}.\n\n{text}"
     if output:
         _write_output("--output", output, lambda target: target.write_text(text))
     else:
@@ -314,6 +317,19 @@ def support(run_ref: RunArg = None, config: ConfigOpt = Path("matrix.toml")) -> 
     typer.echo(support_markdown(frame, read_run_meta(run_dir), command), nl=False)
 
 
+def _say_rejudged(run_dir: Path) -> str | None:
+    """One line on stderr where the run's verdicts are a re-judging's, not its own (store.rejudged_note)."""
+    from ..store import DamagedRun, read_run_meta, rejudged_note
+
+    try:
+        note = rejudged_note(read_run_meta(run_dir))
+    except DamagedRun:
+        return None
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    return note
+
+
 @app.command()
 def history(config: RunsConfigOpt = None,
             last: Annotated[int, typer.Option(min=1, help="How many of the newest runs.")] = 10,
@@ -333,7 +349,7 @@ def history(config: RunsConfigOpt = None,
     readable = []
     for run_dir in runs:
         try:
-            readable.append((run_dir.name, read_run(run_dir)))
+            readable.append((run_dir.name + (" (re-judged)" if _say_rejudged(run_dir) else ""), read_run(run_dir)))
         except DamagedRun as exc:
             left_out(exc)
     if cell and not any(fnmatchcase(c, cell) for _, frame in readable for c in frame["cell_id"]):

@@ -426,9 +426,9 @@ def print_history(runs: list[tuple[str, pd.DataFrame]], cell_glob: str | None, t
 
 def history_headers(run_ids: list[str]) -> list[str]:
     """Each run's column header: its id to the second (20261126T203444), or the whole id where two
-    runs of the table started in the same second."""
+    runs of the table started in the same second; with what follows the id (" (re-judged)")."""
     short = Counter(run_id[:15] for run_id in run_ids)
-    return [run_id[:15] if short[run_id[:15]] == 1 else run_id for run_id in run_ids]
+    return [run_id[:15] + run_id[len(run_id.split(" ")[0]):] if short[run_id[:15]] == 1 else run_id for run_id in run_ids]
 
 
 def left_out_line(left_out: dict[str, dict[str, str]], run_json: Path) -> str | None:

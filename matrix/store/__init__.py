@@ -479,6 +479,15 @@ def judged_otherwise(meta: dict, now: dict) -> str | None:
     return None
 
 
+def rejudged_note(meta: dict) -> str | None:
+    """'re-judged with FILE (trtmatrix report): …' where a run's verdicts are no longer those it was made
+    with (judged_otherwise against its own matrix file as it was): what `diff`, `summary` and `history`
+    say before showing them (issue 41, sweep 16 J14, J16: a what-if read as the night's pass)."""
+    other = judged_otherwise(meta, {"config": meta.get("config"), "config_digest": meta.get("config_digest")})
+    return other and f"run {meta.get('run_id')} was re-judged with {other} (trtmatrix report): its verdicts are that " \
+        "file's, not those the run was made with"
+
+
 def made_otherwise(meta: dict, now: dict) -> str | None:
     """The matrix file a run (never re-judged) was made from, where it is another file than `now`'s,
     of another content: a copy of the matrix with other tolerances beside it, whose verdicts are not
