@@ -33,7 +33,8 @@ def test_a_failure_of_constants_beside_a_pattern_is_not_the_patterns(tmp_path, c
     """Sweep 16 J2: y = Concat(MaxPool(Pad(x, 0)), Cast(Cast(Cast(c, INT32), BOOL), FLOAT)), c a constant
     in (-1, 1), x positive (the zero padding never wins). With optimisations off onnxruntime 1.20 runs
     no fusion, and its Cast chain makes 0.5 a 1: the whole error is the chain's. The chain read no
-    graph input, so it was not "beside" the pattern, and the cell was the Pad → MaxPool entry's xfail."""
+    graph input, so it was not "beside" the pattern, and the cell was the Pad → MaxPool entry's xfail. J13:
+    `repro` took the chain for a constant the engine never computed, and cut nothing."""
     (tmp_path / "known_issues.toml").write_text(PAD_MAXPOOL)
     c = np.array([0.5, -0.25, 0.75, 0.1, -0.9, 0.3], np.float32).reshape(1, 1, 2, 3)
     x = np.abs(np.random.default_rng(2).standard_normal((1, 1, 5, 5))).astype(np.float32) + 1
@@ -51,6 +52,10 @@ def test_a_failure_of_constants_beside_a_pattern_is_not_the_patterns(tmp_path, c
     assert (cell["verdict"], cell["status"]) == ("fail", "fail"), (cell["faults"], cell["fault_observed"])
     assert json.loads(cell["faults"])["my-pad-maxpool"]["beside"] == {"y": "Cast#2 (Cast)"}
     assert "the pattern's own output (mp) was observed right on this engine" in done.stderr, done.stderr
+    # sweep 16 J13: repro said the chain "is a constant: its value changed before the engine computed anything",
+    # and shipped the whole model: with optimisations off onnxruntime computes the chain itself
+    repro = trtmatrix("repro", "m/noopt/ort-1.20", "-c", str(config), "-o", str(tmp_path / "repro"))
+    assert repro.returncode == 0 and "reduced from 6 to 3 nodes" in repro.stdout + repro.stderr, repro.stdout + repro.stderr
 
 
 def _ml_scaler(folder, x: np.ndarray, c: np.ndarray) -> str:
@@ -148,7 +153,10 @@ def fifteen(tmp_path_factory, cache_dir):
                   [("x", T.FLOAT, [1, 1, 1, 7])], [("y", T.FLOAT, [1, 1, 1, None])], {"target": np.array([1, 1, 1, 31], np.float32)},
                   {"x": np.linspace(0, 1, 7, dtype=np.float32).reshape(1, 1, 1, 7)}) + 'profiles = ["fp32"]\n'
     body = PROFILES + mlp + dequantized + sampled + bucket + text + nan + positions + running + nearest + length \
-        + _tree(folder, np.array([[7.0], [2.0], [9.0]], np.float32)) + _ml_scaler(folder, np.array([[16777217, 16777219, 3]], np.int64), np.array([[16777216, 16777216, 0]], np.float32)) \
+        + _tree(folder, np.array([[7.0], [2.0], [9.0]], np.float32)) \
+        + save(folder, "invalid", [helper.make_node("Concat", ["x", "c"], ["y"], axis=2)], [("x", T.FLOAT, [1, 1, 3, 3])],
+               [("y", T.FLOAT, [1, 1, 6, 3])], {"c": np.zeros((1, 1, 3, 2), np.float32)},
+               {"x": np.ones((1, 1, 3, 3), np.float32)}) + 'profiles = ["fp32"]\n' + _ml_scaler(folder, np.array([[16777217, 16777219, 3]], np.int64), np.array([[16777216, 16777216, 0]], np.float32)) \
         + _audio_front_end(folder, (rng.standard_normal((1, 1600)) * 0.1).astype(np.float32))
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -359,3 +367,13 @@ def test_summary_diff_and_history_of_a_run_rejudged_with_a_what_if_say_so(tmp_pa
         done = trtmatrix(command, "-c", str(config))
         assert done.returncode == 0 and said in done.stderr, (command, done.stdout, done.stderr)
     assert f"{run.name[:15]} (re-judged)" in trtmatrix("history", "-c", str(config)).stdout
+
+
+def test_an_invalid_model_is_said_invalid_not_lacking_an_expected_file(fifteen):
+    """Sweep 16 J20: a Concat of [1, 1, 3, 3] and [1, 1, 3, 2] on axis 2 (the checker's default pass takes
+    it; onnxruntime refuses to load it) was "no float64 evaluation for Concat … give the case `expected`
+    outputs", which no file could mend."""
+    _, cells = fifteen
+    invalid = cells.loc["invalid/fp32/ort-1.32"]
+    assert invalid["status"] == "no_reference" and "the model is not valid at Concat (node Concat#0)" in invalid["error"] \
+        and "`expected`" not in invalid["error"], invalid["error"]

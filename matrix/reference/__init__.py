@@ -229,6 +229,10 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
         if not cause and (said := _cannot_run(refused)):  # one status for one sentence (sweep 9 B2)
             raise NoReference(f"no reference can be made: {said}")
     lacking = [name for name in names if name not in float64.values]
+    if lacking and theirs is None and "ShapeInferenceError" in refused:  # sweep 16 J20: no file would help
+        raise NoReference(f"no reference can be made: the model is not valid at {_first_missing(float64.missing, model)},"
+                          f" where its float64 evaluation fails too, and {referee_label()} refuses to load it "
+                          f"({refused}); check it with onnx.checker.check_model(model, full_check=True)")
     if lacking and (theirs is None or any(name not in theirs.values for name in lacking)):
         raise NoReference(f"no reference can be made: no float64 evaluation for {_first_missing(float64.missing, model)}"
                           f" and {referee_label()} cannot run the model ({refused if theirs is None else 'no output'}); "
