@@ -16,7 +16,7 @@ import onnx
 import pandas as pd
 
 from ..reference.float64_graph import float64_values
-from ..sources.fault_patterns import FaultPattern
+from ..sources.fault_patterns import FaultPattern, producer_of
 from ..worker.files import save_arrays
 
 
@@ -37,8 +37,8 @@ def pattern_inputs(ran: onnx.ModelProto, model: onnx.ModelProto, fault: FaultPat
     read = []
     for node in fault.nodes_in(ran):
         first = node.input[0] if node.input else ""
-        if fault.after and first in producers and producers[first].input:
-            first = producers[first].input[0]
+        if fault.after and (after := producer_of(first, producers)) is not None and after.input:
+            first = after.input[0]
         read.append(first)
     return [name for name in dict.fromkeys(read) if name in produced]
 

@@ -72,6 +72,15 @@ def input_names(model: onnx.ModelProto, node: onnx.NodeProto) -> list[str]:
         return []
 
 
+def producer_of(name: str, producers: dict[str, onnx.NodeProto]) -> onnx.NodeProto | None:
+    """The node that makes `name`, through the Identity nodes exporters leave between two ops: an engine
+    removes them before it fuses (issue 41, sweep 16 J24: Pad → Identity → MaxPool was no pattern)."""
+    node = producers.get(name)
+    while node is not None and node.op_type == "Identity" and node.input:
+        node = producers.get(node.input[0])
+    return node
+
+
 class FaultPattern(Strict):
     op: str = Field(min_length=1)  # the op type that computes wrong
     domain: str = ""
@@ -102,7 +111,7 @@ class FaultPattern(Strict):
         nodes = [n for n in model.graph.node if n.op_type == self.op and (n.domain or "") == self.domain]
         if not nodes:
             return []
-        producers = {out: n.op_type for n in model.graph.node for out in n.output}
+        producers = {out: n for n in model.graph.node for out in n.output}
         types = element_types(model) if self.dtype else {}
         return [node for node in nodes if self._node_matches(model, node, producers, types)]
 
@@ -122,7 +131,7 @@ class FaultPattern(Strict):
         first = node.input[0] if node.input else ""
         if self.dtype and types.get(first) != self.dtype:
             return False
-        return self.after is None or producers.get(first) == self.after
+        return self.after is None or getattr(producer_of(first, producers), "op_type", None) == self.after
 
     def describe(self) -> str:
         """'Clip in float16 with min or max not given', for the registry's page and checks."""
