@@ -43,7 +43,8 @@ from .reference.conversion import cause as conversion_cause
 from .reference.referee import judged_against_itself
 from .prepare.fp16_forecast import inputs_beyond_fp16
 from .prepare.graph_checks import applies
-from .prepare.pattern_copy import computed_otherwise, observation, pattern_inputs, pattern_tensors, write_observed_copy
+from .prepare.pattern_copy import (computed_otherwise, observation, pattern_explains, pattern_inputs, pattern_tensors,
+                                    write_observed_copy)
 from .report.error_text import distance_text
 from .report.precision_ran import not_converted, precision_text
 from .report.publish import publish_staged
@@ -555,6 +556,13 @@ class MatrixRun:
                 record = self.records[cell.cell_id]
                 record["fault_observed"] = json.dumps({**json.loads(record.get("fault_observed") or "{}"), issue.id: seen})
 
+    def _explains(self, cell: Cell, tensors: list[str], seen: Path) -> bool | None:
+        """pattern_copy.pattern_explains for the cell, with its tolerance, reference and mask."""
+        artifacts, tol = self._artifacts[(cell.case, cell.params)], self.plan.tolerance(cell)
+        return pattern_explains(onnx.load(str(artifacts / MODEL)), typed_tensors(artifacts / INPUTS), tensors, seen,
+                                typed_tensors(artifacts / REFERENCE), tol.atol, tol.rtol,
+                                mask_array(artifacts / INPUTS, self.plan.config.cases[cell.case].mask))
+
     def _observed_patterns(self, group: list[tuple[Cell, KnownIssue]]) -> list[dict]:
         """pattern_copy.observation of each (cell, entry): copies of the cells' models with the
         pattern's own outputs added, run as trials of the first cell (its environment, profile and
@@ -586,11 +594,13 @@ class MatrixRun:
                     made += run.result_dirs.values()
                 tol = self.plan.tolerance(group[0][0])
                 for i in copies:
-                    row = frame.loc[f"{group[i][0].case}.observed{i}"]
-                    changed = computed_otherwise(self._held[group[i][0].cell_id] / OUTPUTS,
-                                                 run.result_dirs[row["cell_id"]] / OUTPUTS, tol.atol, tol.rtol) \
-                        if row["verdict"] in ("pass", "fail") else None
-                    seen[i] = observation(row, seen[i]["tensors"], seen[i]["inputs"], changed)
+                    row, (cell, _) = frame.loc[f"{group[i][0].case}.observed{i}"], group[i]
+                    judged = row["verdict"] in ("pass", "fail")
+                    changed = computed_otherwise(self._held[cell.cell_id] / OUTPUTS, run.result_dirs[row["cell_id"]] / OUTPUTS,
+                                                 tol.atol, tol.rtol) if judged else None
+                    explains = self._explains(cell, seen[i]["tensors"], run.result_dirs[row["cell_id"]] / OUTPUTS) \
+                        if judged else None
+                    seen[i] = observation(row, seen[i]["tensors"], seen[i]["inputs"], changed, explains)
         except Exception as exc:  # noqa: BLE001 - as above, for every cell of the trial run
             for i in copies:
                 seen[i]["error"] = f"{type(exc).__name__}: {exc}"

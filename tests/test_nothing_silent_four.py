@@ -983,7 +983,7 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert {k: {**v, "pattern": None} for k, v in json.loads(cells.loc["mix/fp32", "faults"]).items()} == \
         {"ort-cast-chain-int-to-bool": {"reaches": ["y"], "beside": {"y": "Resize#3 (Resize)"}, "pattern": None}}
     assert json.loads(cells.loc["mix/fp32", "fault_observed"]) == \
-        {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": [], "max_abs": 0.0}}
+        {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": [], "max_abs": 0.0, "explains": False}}
     observed_right = ("known issue ort-cast-chain-int-to-bool's pattern is in the model, but y also reads Resize#3 "
                       "(Resize) beside it: the pattern's own output (mb) was observed right on this engine (max_abs "
                       "0.00e+00), so the failure is something else and the cell stays fail")
@@ -1001,7 +1001,7 @@ def test_a_fault_pattern_hides_no_failure_it_cannot_explain(tmp_path, write_matr
     assert (cells.loc["drops/fp32", "status"], cells.loc["drops/fp32", "known_issue"]) == \
         ("xfail", "ort-pad-maxpool-fusion-zero-padding"), cells.loc["drops/fp32", "fault_observed"]
     assert json.loads(hit["fault_observed"]) == \
-        {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": ["mb"], "max_abs": 1.0}}
+        {"ort-cast-chain-int-to-bool": {"tensors": ["mb"], "off": ["mb"], "max_abs": 1.0, "explains": True}}
     # sweep 11 D2: the shipped LayerNorm entry's own pattern. Exposing the Add's output stops the fusion
     # that makes the fault: the copy's y is not the cell's, which evidences the entry (it said "observed right").
     lnorm = cells.loc["lnorm/fp32"]

@@ -198,10 +198,14 @@ def _observed(row, fault: str) -> dict:
 def _evidenced(observed: dict) -> bool:
     """The observation evidences the fault: the pattern's own output off by more than what it reads
     (sweep 12 E7: a CumSum's 1.0 before a MaxPool is the MaxPool's 1.0; sweep 14 G6: the fusion's 5.0
-    after a 0.5 the pool drops is the fault), or the failure gone once it is exposed (the engine
-    computed another graph: pattern_copy.observation)."""
-    return bool(observed.get("off") and observed.get("max_abs", 0) > observed.get("inputs_max_abs", 0)
-                or observed.get("changed"))
+    after a 0.5 the pool drops is the fault) and, carried through the rest of the model, failing it;
+    or the failure gone once it is exposed (the engine computed another graph: pattern_copy.observation)."""
+    if observed.get("changed"):
+        return True
+    own = observed.get("max_abs", 0) > observed.get("inputs_max_abs", 0)
+    # carried through the rest of the model, the pattern's own error fails the output as the cell failed
+    # (pattern_copy.pattern_explains: sweep 16 J8, J9), where that could be evaluated; else off itself
+    return bool(own and (observed["explains"] if "explains" in observed else observed.get("off")))
 
 
 def _failed(row) -> set[str] | None:
@@ -429,6 +433,10 @@ def _unchecked_because(observed: dict) -> str:
         return (f"what the pattern reads ({', '.join(observed['inputs_off'])}) was already off on this engine "
                 f"(max_abs {observed['inputs_max_abs']:.2e}, its own output {observed['max_abs']:.2e}), so the failure "
                 "comes before the pattern and the cell stays fail")
+    if observed.get("off") and observed.get("explains") is False:  # sweep 16 J9
+        return (f"the pattern's own output ({', '.join(observed['tensors'])}) was off on this engine (max_abs "
+                f"{observed['max_abs']:.2e}), but carried through the rest of the model in float64 it does not fail "
+                "the outputs as the cell does, so the failure is something else and the cell stays fail")
     if "off" in observed:
         return (f"the pattern's own output ({', '.join(observed['tensors'])}) was observed right on this engine "
                 f"(max_abs {observed['max_abs']:.2e}), so the failure is something else and the cell stays fail")
