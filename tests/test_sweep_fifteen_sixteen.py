@@ -412,3 +412,23 @@ def test_a_patterns_error_is_credited_only_where_carried_through_it_fails_the_ou
     assert (cells.loc["where", "verdict"], cells.loc["where", "status"]) == ("fail", "fail"), cells.loc["where", "fault_observed"]
     assert ("where/fp32/ort-1.20: known issue my-pad-maxpool's pattern is in the model, but y also reads Cast#2 (Cast) "
             "beside it: the pattern's own output (mp) was off on this engine") in done.stderr, done.stderr
+
+
+def test_a_run_folder_that_lost_its_digests_is_not_rejudged_unchecked(tmp_path, cache_dir):
+    """Sweep 16 J21: digests.json deleted and a cell's stored outputs replaced by right ones: `report`
+    re-judged the fail as a pass, silently."""
+    body = PROFILES + save(tmp_path, "r", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
+                           [("y", T.FLOAT, [3])], {}, {"x": np.array([-1, 0, 2], np.float32)})
+    np.savez(tmp_path / "r_expected.npz", y=np.array([0, 0, 3], np.float32))  # the engine is 1 off against it
+    body += f'profiles = ["fp32"]\nexpected = "{tmp_path / "r_expected.npz"}"\n'
+    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",), cases_dir=tmp_path)
+    assert trtmatrix("run", "-c", str(config)).returncode == 0
+    run = list_runs(tmp_path / "reports")[-1]
+    (run / "digests.json").unlink()
+    for cell in (run / "cells").glob("*.npz"):
+        cell.unlink()
+        np.savez(cell, y=np.array([0, 0, 3], np.float32))
+    done = trtmatrix("report", run.name, "-c", str(config))
+    assert done.returncode == 2 and "digests.json: is missing, so the run's stored outputs cannot be checked" in done.stderr, \
+        done.stdout + done.stderr
+    assert read_run(run)["status"].tolist() == ["fail"]

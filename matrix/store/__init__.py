@@ -181,11 +181,15 @@ def write_digests(run_dir: Path, known: dict[Path, str] | None = None) -> None:
 
 
 def stored_digests(run_dir: Path) -> dict[str, str]:
-    """The run's DIGESTS; {} for a run of an older trtmatrix, which kept none. DamagedRun where the
-    file is there and is not what trtmatrix writes."""
+    """The run's DIGESTS; {} for a run of an older trtmatrix, which kept none (nor a sequence: both came
+    in one change). DamagedRun where the file is there and is not what trtmatrix writes, or gone from a
+    run that kept one: its outputs were re-judged unchecked, a replaced one turning fail to pass
+    (issue 41, sweep 16 J21)."""
     path = run_dir / DIGESTS
     if not path.exists():
-        return {}
+        if not path.is_symlink() and _run_json(run_dir).get(SEQUENCE) is None:
+            return {}
+        raise DamagedRun(path, "", "is missing, so the run's stored outputs cannot be checked, a damaged run?")
     try:
         digests = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
