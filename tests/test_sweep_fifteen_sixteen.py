@@ -107,6 +107,7 @@ def fifteen(tmp_path_factory, cache_dir):
     """One `trtmatrix run` (onnxruntime 1.32) of the fifteenth sweep's reference cases."""
     folder = tmp_path_factory.mktemp("sweep15")
     rng = np.random.default_rng(0)
+    tenth, milli = np.array([0.1], np.float32), np.array([0.001], np.float32)
     w1, w2 = (rng.standard_normal((16, 32)) * 0.01).astype(np.float32), (rng.standard_normal((32, 8)) * 0.1).astype(np.float32)
     mlp = save(folder, "elu", [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Elu", ["h"], ["e"]),
                                helper.make_node("MatMul", ["e", "w2"], ["y"])],
@@ -123,7 +124,6 @@ def fifteen(tmp_path_factory, cache_dir):
                    [("x", T.FLOAT, [1, 3, n, n]), ("g", T.FLOAT, [1, n, n, 2])], [("y", T.FLOAT, [1, 3, n, n])], {},
                    {"x": rng.random((1, 3, n, n), dtype=np.float32), "g": rng.random((1, n, n, 2), dtype=np.float32) * 2 - 1}) \
         + 'profiles = ["fp32"]\ntimeout_s = 2\n'
-    tenth, milli = np.array([0.1], np.float32), np.array([0.001], np.float32)
     bucket = save(folder, "bucket", [helper.make_node("Div", ["x", "tenth"], ["q"]), helper.make_node("Floor", ["q"], ["f"]),
                                      helper.make_node("Mul", ["f", "milli"], ["y"])], [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])],
                     {"tenth": tenth, "milli": milli}, {"x": np.array([0.7, 1.9, 3e5, 12.0], np.float32)}) + 'profiles = ["fp32"]\n'
@@ -152,7 +152,15 @@ def fifteen(tmp_path_factory, cache_dir):
     length = save(folder, "length", [*scaled, helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")],
                   [("x", T.FLOAT, [1, 1, 1, 7])], [("y", T.FLOAT, [1, 1, 1, None])], {"target": np.array([1, 1, 1, 31], np.float32)},
                   {"x": np.linspace(0, 1, 7, dtype=np.float32).reshape(1, 1, 1, 7)}) + 'profiles = ["fp32"]\n'
-    body = PROFILES + mlp + dequantized + sampled + bucket + text + nan + positions + running + nearest + length \
+    branch = lambda op: helper.make_graph([helper.make_node(op, ["q"], ["b"])], op,  # noqa: E731
+                                          [], [helper.make_tensor_value_info("b", T.FLOAT, [4])])
+    branched = save(folder, "branched", [helper.make_node("Div", ["x", "tenth"], ["q"]), helper.make_node("Size", ["x"], ["n"]),
+                                         helper.make_node("Greater", ["n", "zero"], ["c"]),
+                                         helper.make_node("If", ["c"], ["y"], then_branch=branch("Floor"),
+                                                          else_branch=branch("Ceil"))],
+                    [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], {"tenth": tenth, "zero": np.array(0, np.int64)},
+                    {"x": np.array([0.7, 0.3, 1.9, 0.25], np.float32)}) + 'profiles = ["fp32"]\n'
+    body = PROFILES + branched + mlp + dequantized + sampled + bucket + text + nan + positions + running + nearest + length \
         + _tree(folder, np.array([[7.0], [2.0], [9.0]], np.float32)) \
         + save(folder, "invalid", [helper.make_node("Concat", ["x", "c"], ["y"], axis=2)], [("x", T.FLOAT, [1, 1, 3, 3])],
                [("y", T.FLOAT, [1, 1, 6, 3])], {"c": np.zeros((1, 1, 3, 2), np.float32)},
@@ -432,3 +440,13 @@ def test_a_run_folder_that_lost_its_digests_is_not_rejudged_unchecked(tmp_path, 
     assert done.returncode == 2 and "digests.json: is missing, so the run's stored outputs cannot be checked" in done.stderr, \
         done.stdout + done.stderr
     assert read_run(run)["status"].tolist() == ["fail"]
+
+
+def test_a_step_in_an_if_branch_is_traced(fifteen):
+    """Sweep 15 H6: q = x / 0.1f, then If(Size(x) > 0) whose branch is Floor(q): 0.7 / 0.1f is 7 in
+    float32 and 6.9999998 in float64, a step float32 rounding decides, disputed outside an If; inside
+    one the If was one node, agreeing, and a right engine failed."""
+    _, cells = fifteen
+    branched = cells.loc["branched/fp32/ort-1.32"]
+    assert branched["status"] == "disputed" and "decided by rounding at node Floor#0 (Floor) in the then_branch of If#3" \
+        in branched["reference_check"], (branched["status"], branched["reference_check"])
