@@ -68,17 +68,22 @@ def _both_digests(path: Path) -> dict[str, str]:
 def remembered(path: Path, memo: Path, compute: Callable[[], Any], field: str = "value") -> Any:
     """compute()'s JSON answer about the file at `path`, remembered in the file `memo` with the
     file's identity (device, inode, size, modification time), so that a file rewritten or replaced
-    is asked again."""
+    is asked again; and sealed, so that a memo edited since is asked again too (issue 41, sweep 16 J18:
+    a fault pattern's reach, edited, turned a fail into an xfail)."""
     identity = file_identity(path)
     try:
         kept = json.loads(memo.read_text())
-        if kept["identity"] == identity:
+        if kept["identity"] == identity and kept.get("seal") == _seal(identity, kept[field]):
             return kept[field]
     except (OSError, ValueError, KeyError, TypeError):  # none yet, or of another shape
         pass
     answer = compute()
-    _keep(memo, {"identity": identity, field: answer})
+    _keep(memo, {"identity": identity, field: answer, "seal": _seal(identity, answer)})
     return answer
+
+
+def _seal(identity: list[int], answer: Any) -> str:
+    return hash_json([identity, answer])
 
 
 def file_identity(path: Path) -> list[int]:
