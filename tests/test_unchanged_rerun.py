@@ -12,7 +12,7 @@ import sys
 from conftest import PROFILES, REPO, make_tiny_model, matrix_file, tiny_case
 from matrix.store import list_runs, read_run
 from matrix.store import hashing
-from matrix.store.hashing import hash_files, remembered_digests
+from matrix.store.hashing import hash_files, hash_json, remembered_digests
 from matrix.worker.files import file_digest
 
 
@@ -116,7 +116,8 @@ def test_fault_patterns_found_in_a_model_are_remembered_until_the_registry_or_th
     artifact = read_run(list_runs(tmp_path / "reports")[-1])["artifact"].iloc[0]
     [memo] = [m for m in (cache_dir / "faults").glob(f"{artifact}.model.onnx.*.json")
               if list(json.loads(m.read_text())["value"]) == ["add-pattern"]]
-    memo.write_text(json.dumps({**json.loads(memo.read_text()), "value": ["marked"]}))
+    kept = json.loads(memo.read_text())  # marked, sealed as trtmatrix seals it (an edit unsealed is asked again)
+    memo.write_text(json.dumps({**kept, "value": ["marked"], "seal": hash_json([kept["identity"], ["marked"]])}))
     assert faults() == ["marked"]  # the same file: not loaded again
     ran = cache_dir / "artifacts" / artifact / "model.onnx"
     ran.write_bytes(ran.read_bytes())  # the same bytes, another file
