@@ -156,3 +156,8 @@ def test_an_edited_model_whose_engine_gives_the_same_outputs_is_a_regression(tmp
     done = trtmatrix("run", "-c", str(config))
     assert done.returncode == 1 and "1 cell newly fails" in done.stderr and "another reference" not in done.stderr, \
         done.stdout + done.stderr
+    # sweep 16 J17: a baseline whose cells ran another model is matched on cell ids, and said to be
+    first = sorted((tmp_path / "reports" / "runs").glob("2*"))[0]
+    done = trtmatrix("run", "-c", str(config), "--baseline", str(first))
+    assert (f"warning: every cell the baseline run {first.name} shares with this run ran another model or other inputs "
+            "there") in done.stderr, done.stderr

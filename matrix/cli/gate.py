@@ -23,15 +23,23 @@ def _baseline(path: Path | None):
         _fail(f"--baseline {exc}")
 
 
-def _baseline_holds(baseline, cell_ids) -> None:
+def _baseline_holds(baseline, cell_ids, case_keys: dict[str, str] | None = None) -> None:
     """A baseline holding none of the run's cells would compare nothing and let every regression
-    through: refused (exit 2); one holding some of them: the others are said to be compared with nothing."""
+    through: refused (exit 2); one holding some of them: the others are said to be compared with nothing;
+    one whose cells all ran other models or inputs (`case_keys`, the plan's: {cell id: case key}) is said
+    to: a generic cell id (`m/fp32/ort-1.20`) of another project's run matched (issue 41, sweep 16 J17)."""
     from ..report.console import console, escape
 
     if baseline is None:
         return
     wanted = list(dict.fromkeys(cell_ids))
     held = set(baseline[1]["cell_id"]) & set(wanted)
+    given = dict(zip(baseline[1]["cell_id"], baseline[1]["case_key"])) if "case_key" in baseline[1] else {}
+    other = [c for c in held if case_keys and isinstance(given.get(c), str) and given[c] != case_keys.get(c)]
+    if held and len(other) == len(held):
+        console.print(escape(f"warning: every cell the baseline run {baseline[0].name} shares with this run ran "
+                             "another model or other inputs there (their case keys differ): another project's run? "
+                             "compared all the same"), soft_wrap=True)
     if not held:
         _fail(f"--baseline {baseline[0]}: that run holds none of this run's {len(wanted)} cells (another matrix, "
               "or a run of other --env/--case): nothing to compare with, no regression could be seen")

@@ -86,7 +86,7 @@ def run(config: ConfigOpt = Path("matrix.toml"), case: CasesOpt = None, env: Env
             return
     _check_outputs(the_plan, junit_xml)
     baseline_run = _baseline(baseline)
-    _baseline_holds(baseline_run, [c.cell_id for c in the_plan.cells])
+    _baseline_holds(baseline_run, [c.cell_id for c in the_plan.cells], {c.cell_id: c.case_key for c in the_plan.cells})
     executor = _executor(the_plan, ray)
     with RunProgress(len(the_plan.cells)) as progress:  # a stop: main() ends it
         run_dir = MatrixRun(the_plan, reuse=reuse, on_event=progress, executor=executor, reprepare=reprepare).execute()
