@@ -59,7 +59,8 @@ from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
 from .store.held_results import holding
 from .store.judgements import store_judgement, stored_judgement
-from .store.locks import LockWaitEnded, cache_in_use, cache_lock, held_for, remove_dead_notes, run_lock
+from .store.locks import (LockWaitEnded, cache_in_use, cache_lock, held_for, held_if_free, remove_dead_notes,
+                          run_lock)
 from .store.records import HOST, REPORTED, empty_record, log_tail, storable
 from .stops import STOPPING, removed_at_end
 from .worker.engines import Unsupported, check_profile
@@ -137,6 +138,21 @@ def _against_a_step(decided: str) -> str:
     float32 engine may give the other, and no tolerance settles which."""
     return (f"{STEP_CAUSE}{decided} (float32 and float64 take different sides of it): your "
             "expected file holds one side, a float32 engine may give the other; give inputs away from it")
+
+
+PATTERN_COPIES = "known-issue-patterns"
+
+
+def _remove_dead_observations(cache: Path) -> None:
+    """The observed copies of runs killed while they observed (their lock free): a full copy of the
+    model each, never read again (issue 41, sweep 16 J23)."""
+    folder = cache / "investigations" / PATTERN_COPIES
+    for left in folder.iterdir() if folder.is_dir() else ():
+        lock = cache_lock(cache, f"{PATTERN_COPIES}-{left.name}")
+        with held_if_free(lock) as free:
+            if free:
+                shutil.rmtree(left, ignore_errors=True)
+                Path(lock.lock_file).unlink(missing_ok=True)
 
 
 class HeldElsewhere(Exception):
@@ -551,10 +567,17 @@ class MatrixRun:
             cell = self._cells[cell_id]
             tol = self.plan.tolerance(cell)
             groups[(cell.env, cell.profile, tol.atol, tol.rtol)].append((cell, issue))
-        for group in groups.values():
-            for (cell, issue), seen in zip(group, self._observed_patterns(group)):
-                record = self.records[cell.cell_id]
-                record["fault_observed"] = json.dumps({**json.loads(record.get("fault_observed") or "{}"), issue.id: seen})
+        if not groups:
+            return
+        _remove_dead_observations(self.cache)
+        lock = cache_lock(self.cache, f"{PATTERN_COPIES}-{self.run_id}")
+        with lock:  # while its copies are there: a run killed meanwhile leaves them to the next one
+            for group in groups.values():
+                for (cell, issue), seen in zip(group, self._observed_patterns(group)):
+                    record = self.records[cell.cell_id]
+                    record["fault_observed"] = json.dumps({**json.loads(record.get("fault_observed") or "{}"),
+                                                           issue.id: seen})
+        Path(lock.lock_file).unlink(missing_ok=True)
 
     def _explains(self, cell: Cell, tensors: list[str], seen: Path) -> bool | None:
         """pattern_copy.pattern_explains for the cell, with its tolerance, reference and mask."""
@@ -567,7 +590,7 @@ class MatrixRun:
         """pattern_copy.observation of each (cell, entry): copies of the cells' models with the
         pattern's own outputs added, run as trials of the first cell (its environment, profile and
         tolerance) and judged like explain's; or why none was seen."""
-        folder = self.cache / "investigations" / "known-issue-patterns" / self.run_id
+        folder = self.cache / "investigations" / PATTERN_COPIES / self.run_id
         seen, copies, made = [], {}, [folder]
         for index, (cell, issue) in enumerate(group):
             artifacts, profile = self._artifacts[(cell.case, cell.params)], self.plan.profile(cell.profile)

@@ -400,7 +400,8 @@ def test_a_patterns_error_is_credited_only_where_carried_through_it_fails_the_ou
     """Sweep 16 J8: MaxPool(Pad(x, 0)) · 1000 on x near -1e-5: the fusion's 1.3e-5 is below the tolerance
     at the pattern and 1.3e-2 after the Mul, all of the failure: it was "observed right … something else".
     J9: Where(mask, MaxPool(Pad(x, 0)), Cast chain(z)) takes none of the fusion's wrong elements; the
-    failure is the chain's, and it was the entry's xfail because the pattern's tensor was off somewhere."""
+    failure is the chain's, and it was the entry's xfail because the pattern's tensor was off somewhere.
+    J23: the observed copies of a run killed meanwhile stayed in the cache for good."""
     (tmp_path / "known_issues.toml").write_text(PAD_MAXPOOL)
     rng = np.random.default_rng(3)
     pads = {"pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "zero": np.array(0, np.float32)}
@@ -420,7 +421,12 @@ def test_a_patterns_error_is_credited_only_where_carried_through_it_fails_the_ou
                  {"x": -rng.uniform(0.1, 1, (1, 1, 5, 5)).astype(np.float32),
                   "z": rng.uniform(-0.9, 0.9, (1, 1, 3, 3)).astype(np.float32)}) + 'profiles = ["fp32"]\n'
     config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20",), cases_dir=tmp_path)
+    # sweep 16 J23: what a run killed (kill -9) while it observed left: a copy of the model, never removed
+    left = cache_dir / "investigations" / "known-issue-patterns" / "20261127T000000.000Z-dead" / "0"
+    left.mkdir(parents=True)
+    (left / "model.onnx").write_bytes(b"a user's model")
     done = trtmatrix("run", "-c", str(config))
+    assert not left.parent.exists() and not list((cache_dir / "locks").glob("known-issue-patterns-*"))
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index("case")
     assert (cells.loc["amp", "status"], cells.loc["amp", "known_issue"]) == ("xfail", "my-pad-maxpool"), \
         cells.loc["amp", "fault_observed"]
