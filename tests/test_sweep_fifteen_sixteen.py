@@ -366,13 +366,10 @@ def test_a_reference_rotted_in_place_is_prepared_again(tmp_path, cache_dir):
 def test_summary_diff_and_history_of_a_run_rejudged_with_a_what_if_say_so(tmp_path, cache_dir):
     """Sweep 16 J14, J16: a run re-judged with a looser tolerance file (a what-if) showed as the night's
     pass in `history`, and `summary` (release notes) and `diff` said "passes" with no word of the file."""
-    x = np.array([1.0, 2.0, 3.0], np.float32)
-    body = PROFILES + save(tmp_path, "near", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
-                           [("y", T.FLOAT, [3])], {}, {"x": x})
-    np.savez(tmp_path / "near_expected.npz", y=x + 0.3)
-    body += (f'profiles = ["fp32"]\nexpected = "{tmp_path / "near_expected.npz"}"\n'
-             '[cases.near.tolerances.fp32]\natol = 0.1\nrtol = 0.0\n')
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.20", "ort-1.32"), cases_dir=tmp_path)
+    from test_sweep_nine_regression_check import near_case
+
+    config = matrix_file(tmp_path, cache_dir, PROFILES + near_case(tmp_path), environments=("ort-1.20", "ort-1.32"),
+                         cases_dir=tmp_path)
     assert trtmatrix("run", "-c", str(config)).returncode == 0
     run = list_runs(tmp_path / "reports")[-1]
     (tmp_path / "loose.toml").write_text("[cases.near.tolerances.fp32]\natol = 1.0\nrtol = 0.0\n")

@@ -16,6 +16,16 @@ from conftest import PROFILES, matrix_file
 from test_sweep_five_texts_and_waits import save, trtmatrix
 
 
+def near_case(folder: Path) -> str:
+    """A Relu whose expected file is 0.3 off: it fails at the case's atol 0.1, passes at atol 1."""
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    body = save(folder, "near", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])],
+                {}, {"x": x})
+    np.savez(folder / "near_expected.npz", y=x + 0.3)
+    return body + (f'profiles = ["fp32"]\nexpected = "{folder / "near_expected.npz"}"\n'
+                   '[cases.near.tolerances.fp32]\natol = 0.1\nrtol = 0.0\n')
+
+
 def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path, cache_dir):
     """issue 41, sweep 9 B4: a Relu whose expected file is 0.3 off fails at the matrix's atol 0.1 and
     passes under loose.toml's atol 1. A run re-judged with loose.toml is passed over, said in one
@@ -23,13 +33,7 @@ def test_a_run_re_judged_with_a_tolerance_file_is_not_the_previous_run(tmp_path,
     file alone is compared with as it is; an explicit --baseline re-judged with loose.toml is used, and said so.
     Issue 41, sweep 10 C6: a run re-judged with the matrix file while it held atol 1 (edited back since) is
     passed over too: its digest, not its path, tells the content apart."""
-    x = np.array([1.0, 2.0, 3.0], np.float32)
-    body = PROFILES + save(tmp_path, "near", [helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [3])],
-                           [("y", T.FLOAT, [3])], {}, {"x": x})
-    np.savez(tmp_path / "near_expected.npz", y=x + 0.3)
-    body += (f'profiles = ["fp32"]\nexpected = "{tmp_path / "near_expected.npz"}"\n'
-             '[cases.near.tolerances.fp32]\natol = 0.1\nrtol = 0.0\n')
-    config = matrix_file(tmp_path, cache_dir, body, environments=("ort-1.32",))
+    config = matrix_file(tmp_path, cache_dir, PROFILES + near_case(tmp_path), environments=("ort-1.32",))
     loose = tmp_path / "loose.toml"
     loose.write_text("[cases.near.tolerances.fp32]\natol = 1.0\nrtol = 0.0\n")
 
