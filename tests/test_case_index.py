@@ -4,6 +4,8 @@ digest, and the file is imported again only to build a case, or once it changed.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import subprocess
 
@@ -33,7 +35,7 @@ def trtmatrix(*args):
     return subprocess.run([TRTMATRIX, *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
 
 
-def test_an_unchanged_case_file_is_imported_only_to_build_a_case(tmp_path, write_matrix):
+def test_an_unchanged_case_file_is_imported_only_to_build_a_case(tmp_path, write_matrix, cache_dir):
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "counted.py").write_text(CASE % "n")
@@ -56,6 +58,14 @@ def test_an_unchanged_case_file_is_imported_only_to_build_a_case(tmp_path, write
     (cases / "counted.py").write_text(CASE % "(n + 1)")  # changed: imported again, and its cells run again
     changed = trtmatrix("plan", "-c", str(config))
     assert imports.read_text().count("imported") == built + 1 and "\tnew" in changed.stdout
+    # issue 41, sweep 16 J25: the index's entry edited (a row dropped, the file's bytes the same) planned one
+    # row of two, silently: imported again, both planned
+    entry = cache_dir / "case-index" / f"{hashlib.sha256((cases / 'counted.py').read_bytes()).hexdigest()[:24]}.json"
+    kept = json.loads(entry.read_text())
+    kept["declared"][0]["params"]["n"] = [2]
+    entry.write_text(json.dumps(kept))
+    edited = trtmatrix("plan", "-c", str(config))
+    assert imports.read_text().count("imported") == built + 2 and len(edited.stdout.splitlines()) == 2, edited.stdout
 
 
 def test_a_host_that_writes_no_bytecode_gets_none_beside_its_packages_and_workers_start_from_trtmatrixs(

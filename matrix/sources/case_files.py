@@ -28,6 +28,7 @@ from pathlib import Path
 from ..case import CaseDef, Export
 from ..config import ConfigError
 from ..stops import Stopped, run_apart
+from ..store.hashing import hash_json
 
 IMPORT_TIMEOUT_S = 120  # importing torch and transformers takes seconds; a case file never needs minutes
 STOP_GRACE_S = 5
@@ -161,16 +162,20 @@ def indexed_cases(path: Path, index: Path) -> list[CaseDef]:
     build that imports it when called; else imported now in a child process (import_apart), and
     what it declares indexed. This process never imports a case file to plan: what a file does at
     import (ignore SIGTERM, turn warnings into errors) stays in the child."""
-    entry = index / f"{hashlib.sha256(path.read_bytes()).hexdigest()[:24]}.json"
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    entry = index / f"{digest[:24]}.json"
     try:
-        return _deferred(path, json.loads(entry.read_text()))
+        kept = json.loads(entry.read_text())
+        if kept["seal"] != hash_json([digest, kept["declared"]]):  # edited since: its rows are not the file's
+            raise ValueError("not the index trtmatrix wrote")  # (issue 41, sweep 16 J25: 16 of 24 rows gone)
+        return _deferred(path, kept["declared"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError):  # not indexed yet, or an index of another shape
         declared = import_apart(path)
     cases = _deferred(path, declared)
     try:
         index.mkdir(parents=True, exist_ok=True)
         tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(declared))
+        tmp.write_text(json.dumps({"declared": declared, "seal": hash_json([digest, declared])}))
         tmp.replace(entry)
     except OSError:  # a read-only cache: imported next time
         pass
