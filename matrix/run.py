@@ -36,8 +36,8 @@ from .executors.local import LocalExecutor
 from .executors.prepare_apart import PrepareFailed, prepare_apart
 from .executors.unit import EnvironmentUnit, PendingCell, UnitResult
 from .plan import Cell, Plan, plan_of_trials, row_words
-from .prepare import (DECIDES, INPUTS, MODEL, REFERENCE, SECOND, artifact_dir, case_meta, checked_digests, copy_facts, copy_path,
-                      file_digests, mask_array, model_for_profile, prepared, prepared_meta)
+from .prepare import (DECIDES, INPUTS, MODEL, REFERENCE, SECOND, SIDES, artifact_dir, case_meta, checked_digests,
+                      copy_facts, copy_path, file_digests, mask_array, model_for_profile, prepared, prepared_meta)
 from .reference import DISPUTED, NoReference
 from .reference.conversion import cause as conversion_cause
 from .reference.referee import judged_against_itself
@@ -125,11 +125,22 @@ def _only_where_decided(directory: Path, artifacts: Path, rules) -> bool:
     """Whether a cell failing against a user's expected file passes once the elements the step
     decides (where the model's float32 and float64 evaluations part) hold its own values: only
     then is the step the cause; a fail elsewhere is the engine's or the file's (issue 41, sweep 8 A16)."""
-    if not (artifacts / DECIDES).is_file():
+    if not (artifacts / DECIDES).is_file() or not _file_holds_the_float64_side(artifacts):
         return False
     (tol, accept, mask) = rules
     return compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
                          mask=mask_array(artifacts / INPUTS, mask), settled=artifacts / DECIDES)[0] == "pass"
+
+
+def _file_holds_the_float64_side(artifacts: Path) -> bool:
+    """Whether the user's file holds the model's float64 side of each output whose length a step
+    decides: a file holding neither side was "your file holds one side" (issue 41, sweep 15 H10)."""
+    if not (artifacts / SIDES).is_file():
+        return True
+    sides, given = typed_tensors(artifacts / SIDES), typed_tensors(artifacts / REFERENCE)
+    return all(name in given and given[name].shape == side.shape and (
+        np.allclose(given[name], side, rtol=1e-5, atol=0, equal_nan=True) if side.dtype.kind == "f" == given[name].dtype.kind
+        else np.array_equal(given[name], side)) for name, side in sides.items())
 
 
 def _against_a_step(decided: str) -> str:

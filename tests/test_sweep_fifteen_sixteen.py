@@ -167,7 +167,16 @@ def fifteen(tmp_path_factory, cache_dir):
                                                           else_branch=branch("Ceil"))],
                     [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], {"tenth": tenth, "zero": np.array(0, np.int64)},
                     {"x": np.array([0.7, 0.3, 1.9, 0.25], np.float32)}) + 'profiles = ["fp32"]\n'
-    body = PROFILES + branched + mlp + dequantized + sampled + bucket + text + nan + positions + running + nearest + length \
+    kept = []
+    for name, idx in (("nzneither", [[0, 1, 2]]), ("nzfloat64", [[3]])):  # neither side, and the float64 side
+        np.savez(folder / f"{name}_expected.npz", idx=np.array(idx, np.int64))
+        kept.append(save(folder, name, [helper.make_node("Mul", ["x", "tenth"], ["s"]),
+                                        helper.make_node("GreaterOrEqual", ["s", "thr"], ["keep"]),
+                                        helper.make_node("NonZero", ["keep"], ["idx"])],
+                         [("x", T.FLOAT, [4])], [("idx", T.INT64, [1, None])], {"tenth": tenth, "thr": np.array([0.3], np.float32)},
+                         {"x": np.array([1, 2, 3, 4], np.float32)})
+                    + f'profiles = ["fp32"]\nexpected = "{folder / f"{name}_expected.npz"}"\n')
+    body = PROFILES + "".join(kept) + branched + mlp + dequantized + sampled + bucket + text + nan + positions + running + nearest + length \
         + _tree(folder, np.array([[7.0], [2.0], [9.0]], np.float32)) \
         + save(folder, "invalid", [helper.make_node("Concat", ["x", "c"], ["y"], axis=2)], [("x", T.FLOAT, [1, 1, 3, 3])],
                [("y", T.FLOAT, [1, 1, 6, 3])], {"c": np.zeros((1, 1, 3, 2), np.float32)},
@@ -460,3 +469,13 @@ def test_a_step_in_an_if_branch_is_traced(fifteen):
     branched = cells.loc["branched/fp32/ort-1.32"]
     assert branched["status"] == "disputed" and "decided by rounding at node Floor#0 (Floor) in the then_branch of If#3" \
         in branched["reference_check"], (branched["status"], branched["reference_check"])
+
+
+def test_a_file_holding_neither_side_of_a_step_is_not_said_to_hold_one(fifteen):
+    """Sweep 15 H10: NonZero(x · 0.1f >= 0.3f) keeps [2, 3] in float32 and [3] in float64; an expected file
+    of [0, 1, 2] holds neither, yet the cause said "your expected file holds one side, a float32 engine may
+    give the other" (the step decides the output's length, so the whole output was settled)."""
+    _, cells = fifteen
+    said = "your expected file holds one side"
+    assert said not in str(cells.loc["nzneither/fp32/ort-1.32", "error"]), cells.loc["nzneither/fp32/ort-1.32", "error"]
+    assert said in str(cells.loc["nzfloat64/fp32/ort-1.32", "error"]), cells.loc["nzfloat64/fp32/ort-1.32", "error"]

@@ -50,6 +50,7 @@ SECOND = "second.npz"
 # Beside a user's expected outputs where the model's own evaluation is disputed by a step float32
 # rounding decides: the elements it decides, per output (reference/__init__.py, run.py).
 DECIDES = "decides.npz"
+SIDES = "decided_sides.npz"  # the float64 side of each output whose length a step decides (Reference.sides)
 NODE_TYPES = "node_types.json"
 
 
@@ -331,6 +332,8 @@ def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.
         save_arrays(out / SECOND, _storable(reference.second))
     if reference.decides and "reference" in meta:  # beside the user's file: a disputed cell is not judged
         save_arrays(out / DECIDES, reference.decides)
+        if reference.sides:
+            save_arrays(out / SIDES, _storable(reference.sides))
     return {"reference": reference.how, "reference_check": reference.check}
 
 

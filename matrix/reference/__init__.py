@@ -50,6 +50,9 @@ class Reference:
     # Where a disputed evaluation's float64 and float32 outputs part, element by element: the
     # elements a step (an edge, an overflow) float32 rounding decides, kept beside a user's file
     decides: dict[str, np.ndarray] = field(default_factory=dict)
+    # The float64 side of each output whose length the step decides (its mark a single True): a file
+    # holds one side only where it holds this one (issue 41, sweep 15 H10)
+    sides: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def reference_text(how: str, arrays: dict[str, np.ndarray], usual: str | None = None) -> str:
@@ -294,8 +297,10 @@ def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], ex
                                  f"({second.check['text']})")
         # sweep 7 N6: a fail against the file names the step float32 rounding decides (run.py), where
         # it fails at the elements the step decides only (sweep 8 A16)
+        decides = second.decides if "decided" in second.check else {}
         return Reference(expected, how, {**check, **({"decided": second.check["decided"]} if "decided" in second.check else {})},
-                         decides=second.decides if "decided" in second.check else {})
+                         decides=decides, sides={name: second.arrays[name] for name, mark in decides.items()
+                                                 if np.ndim(mark) == 0 and name in second.arrays})
     return Reference(expected, how, _check(EXPECTED, f"your file, beside the model's own evaluation ({second.how})"),
                      second.arrays)
 
