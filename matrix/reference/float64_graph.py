@@ -509,8 +509,11 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
         if step := next((decided[name] for name in reads if name in decided), None):
             decided.update(dict.fromkeys(node.output, step))
         elif node.op_type == "If" and (branch := _taken_branch(node, given)) is not None:
-            types = storage_types(model) if types is None else types
-            decided.update(_decided_in_branch(node, branch, given, model, types, node_label(node, order)))
+            try:  # a model shape inference refuses: its branches are not traced (its steps say why, as before)
+                types = storage_types(model) if types is None else types
+            except Exception:  # noqa: BLE001
+                pass
+            decided.update(_decided_in_branch(node, branch, given, model, types or {}, node_label(node, order)))
         elif is_step(node, outputs) and any(isinstance(value, np.ndarray) and value.dtype.kind == "f"
                                             for value in given.values()):
             types = storage_types(model) if types is None else types  # shape inference: once, and only here
