@@ -96,9 +96,10 @@ def pattern_explains(model: onnx.ModelProto, inputs: dict[str, np.ndarray], tens
         given = {name: data[name] for name in tensors if name in data.files}
     cut = onnx.ModelProto()
     cut.CopyFrom(model)
-    kept = [node for node in cut.graph.node if not set(node.output) & set(tensors)]
-    if len(given) != len(tensors) or any(name and name not in given for node in cut.graph.node if node not in kept
-                                         for name in node.output):
+    cutting = [bool(set(node.output) & set(tensors)) for node in cut.graph.node]
+    kept = [node for node, cut_out in zip(cut.graph.node, cutting) if not cut_out]
+    if len(given) != len(tensors) or any(name and name not in given for node, cut_out in zip(cut.graph.node, cutting)
+                                         if cut_out for name in node.output):
         return None
     del cut.graph.node[:]
     cut.graph.node.extend(kept)
