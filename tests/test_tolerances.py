@@ -193,9 +193,10 @@ def _a_rejudging_killed_midway_leaves_the_run_of_one_judgement(config, run_dir, 
     _kill_report_midway(config, run_dir, tight, staged=False)
     read = cli("summary", run_dir.name, "-c", str(config))
     assert _one_judgement(run_dir) == before
-    assert read.returncode == 0 and read.stderr.count("\n") == 2 and read.stderr.startswith(
+    assert read.returncode == 0 and read.stderr.count("\n") == 3 and read.stderr.startswith(
         f"note: run {run_dir.name}: a re-judging (trtmatrix report) was cut off before its files were all written: "
-        "rolled back, every file of the run is as before it\n"), read.stderr  # the other line: summary's own note
+        "rolled back, every file of the run is as before it\n"), read.stderr  # then summary's own notes: the run
+    assert f"note: run {run_dir.name} was re-judged with " in read.stderr  # as it was, re-judged (sweep 16 J16)
     _kill_report_midway(config, run_dir, tight, staged=True)
     read = cli("export", run_dir.name, "-c", str(config), "--format", "json")
     assert read.returncode == 0 and read.stderr == (
