@@ -36,21 +36,6 @@ def exact_values(array: np.ndarray) -> np.ndarray:
     return np.array([int(v) for v in array.ravel().tolist()], dtype=object).reshape(array.shape)
 
 
-def texts_differ(one: np.ndarray, other: np.ndarray) -> np.ndarray:
-    """Where two string tensors differ, flat. Texts that write numbers are the numbers they write:
-    onnxruntime's Cast to STRING prints float32 0.09 as '0.090000004', onnx.reference as '0.09', one
-    float32 (issue 41, sweep 15 H8)."""
-    a, b = one.astype(str).ravel(), other.astype(str).ravel()
-    differ = a != b
-    for i in np.flatnonzero(differ):
-        try:
-            x, y = float(a[i]), float(b[i])
-        except ValueError:
-            continue
-        differ[i] = not (x == y or np.float32(x) == np.float32(y) or (x != x and y != y))
-    return differ
-
-
 def judged_positions(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
     """Where an output of `shape` is judged (True) under the mask, or None: all of it."""
     if mask is None or len(shape) < mask.ndim or tuple(shape[:mask.ndim]) != mask.shape:
