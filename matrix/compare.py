@@ -374,3 +374,23 @@ def compare_files(outputs: Path, reference: Path, atol: float, rtol: float, acce
                      "drift_max_abs": drift_max_abs,
                      "drift_run": None if drift_index is None else drift_index + 1,
                      "outputs": json.dumps([m.to_dict() for m in per_output])}
+
+
+def judged_beside_a_step(outputs: Path, reference: Path, decides: Path, atol: float, rtol: float,
+                         check: str, accept: Acceptance | None = None, repeats: Path | None = None,
+                         mask: np.ndarray | None = None) -> tuple[str, dict]:
+    """A cell whose float64 reference a step float32 rounding decides at some elements (`decides`;
+    `check`: the reference check's words): judged at the others, where every reference agrees, so a
+    fault there is the engine's (issue 41, sweep 17 K6: one flipped element hid a real fault); where
+    it passes there, at every element against float64, and within tolerance of it either side of the
+    step passes (K7: a flip moving the output by 1e-6 against a tolerance of 1e-4); else `disputed`."""
+    verdict, judged = compare_files(outputs, reference, atol, rtol, accept, repeats, mask, settled=decides)
+    where = check.split(":")[0]
+    if verdict == "fail":
+        return verdict, {**judged, "error": f"{BESIDE_A_STEP}{where}; those elements are left out)"}
+    verdict, judged = compare_files(outputs, reference, atol, rtol, accept, repeats, mask)
+    return ("pass", {**judged, "error": None}) if verdict == "pass" else \
+        ("disputed", {**judged, "error": f"reference disputed: {check}"})
+
+
+BESIDE_A_STEP = "fails at elements no step decides ("

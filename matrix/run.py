@@ -25,7 +25,7 @@ import onnx
 import pandas as pd
 
 from . import acceptance, compare
-from .compare import compare_files, judging_error
+from .compare import compare_files, judged_beside_a_step, judging_error
 from .environments import remove_left_behind
 from .environments.definitions import EnvDef
 from .environments.gpus import gpu_missing_reason
@@ -53,8 +53,8 @@ from .sources.known_issues import KnownIssue, apply_known_issues, faults_found, 
 from .sources.pattern_notes import with_unchecked_patterns
 from .sources.onnx_suites import suite_label, typed_tensors
 from .statuses import EXPECTED_CAUSE, ORDER, STEP_CAUSE
-from .store import RUNS, SEQUENCE, matrix_digest, next_sequence, remove_dead_partials, stage_run, to_frame
-from .store.cache import ARTIFACT_LOCK, faults_memo, remove_dead_artifacts, speed_tests
+from .store import RUNS, SEQUENCE, STEP_DECIDES, matrix_digest, next_sequence, remove_dead_partials, stage_run, to_frame
+from .store.cache import ARTIFACT_LOCK, faults_memo, remove_artifact, remove_dead_artifacts, speed_tests
 from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
 from .store.held_results import holding
@@ -337,7 +337,8 @@ class MatrixRun:
                 self._record(cell, status="skipped", error=str(exc))
                 continue
             check = self._case_meta(artifacts).get("reference_check") or {}
-            if check.get("verdict") == DISPUTED:  # never judged against a value that is not checked
+            # never judged against a value that is not checked: a step's elements are judged apart (_judge)
+            if check.get("verdict") == DISPUTED and not (artifacts / STEP_DECIDES).is_file():
                 self._record(cell, status="disputed", error=f"reference disputed: {check['text']}",
                              reference=self._case_meta(artifacts).get("reference"), reference_check=check["text"])
                 continue
@@ -456,12 +457,19 @@ class MatrixRun:
         tol, accept = self.plan.tolerance(cell), self.plan.config.acceptance(cell.case, cell.profile)
         mask = self.plan.config.cases[cell.case].mask
         outputs = json.loads((directory / RESULT).read_text())[DIGESTS][OUTPUTS]
-        key = hash_json([outputs, tol.atol, tol.rtol, accept.model_dump() if accept else None, mask, _compare_code()])
+        check = self._case_meta(artifacts).get("reference_check") or {}
+        key = hash_json([outputs, tol.atol, tol.rtol, accept.model_dump() if accept else None, mask, _compare_code(),
+                         self._case_meta(artifacts).get("digests"), check])  # judged against what, checked how
         stored = stored_judgement(memo, key)
         if stored:
             return stored
-        verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
-                                        mask=mask_array(artifacts / INPUTS, mask))
+        if check.get("verdict") == DISPUTED:  # a step decides some elements (_skip_or_prepare)
+            verdict, judged = judged_beside_a_step(directory / OUTPUTS, artifacts / REFERENCE, artifacts / STEP_DECIDES,
+                                                   tol.atol, tol.rtol, check["text"], accept,
+                                                   mask=mask_array(artifacts / INPUTS, mask))
+        else:
+            verdict, judged = compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
+                                            mask=mask_array(artifacts / INPUTS, mask))
         if verdict == "fail" and (artifacts / SECOND).is_file():  # the model's own evaluation may say whose it is
             verdict, judged = self._blame_expected(directory, artifacts, verdict, judged, (tol, accept, mask))
         elif verdict == "fail" and (decided := case_meta(artifacts).get("reference_check", {}).get("decided")) \
@@ -595,14 +603,15 @@ class MatrixRun:
         artifacts, tol = self._artifacts[(cell.case, cell.params)], self.plan.tolerance(cell)
         return pattern_explains(onnx.load(str(artifacts / MODEL)), typed_tensors(artifacts / INPUTS), tensors, seen,
                                 typed_tensors(artifacts / REFERENCE), tol.atol, tol.rtol,
-                                mask_array(artifacts / INPUTS, self.plan.config.cases[cell.case].mask))
+                                mask_array(artifacts / INPUTS, self.plan.config.cases[cell.case].mask),
+                                typed_tensors(self._held[cell.cell_id] / OUTPUTS))
 
     def _observed_patterns(self, group: list[tuple[Cell, KnownIssue]]) -> list[dict]:
         """pattern_copy.observation of each (cell, entry): copies of the cells' models with the
         pattern's own outputs added, run as trials of the first cell (its environment, profile and
         tolerance) and judged like explain's; or why none was seen."""
         folder = self.cache / "investigations" / PATTERN_COPIES / self.run_id
-        seen, copies, made = [], {}, [folder]
+        seen, copies, made, trial_artifacts = [], {}, [folder], []
         for index, (cell, issue) in enumerate(group):
             artifacts, profile = self._artifacts[(cell.case, cell.params)], self.plan.profile(cell.profile)
             seen.append({"tensors": []})
@@ -620,7 +629,7 @@ class MatrixRun:
             if copies:
                 trials = plan_of_trials(self.plan, group[0][0].cell_id,
                                         models={f"{group[i][0].case}.observed{i}": files for i, files in copies.items()})
-                made += [artifact_dir(self.cache, trial.case, trial.artifact_key) for trial in trials.cells]
+                trial_artifacts += [artifact_dir(self.cache, trial.case, trial.artifact_key) for trial in trials.cells]
                 run = MatrixRun(trials, executor=self.executor, observe=False)
                 try:
                     frame = run.judge().set_index("case")
@@ -641,6 +650,8 @@ class MatrixRun:
         finally:  # the records keep the numbers; the observed copies and their trials are not kept
             for path in made:
                 shutil.rmtree(path, ignore_errors=True)
+            for path in trial_artifacts:
+                remove_artifact(self.cache, path)
         return seen
 
     def _model_files(self) -> dict[str, str]:

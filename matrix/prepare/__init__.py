@@ -24,6 +24,7 @@ from ..graph_walk import slow_in_float64
 from ..sources import CaseSpec, Params
 from ..sources.onnx_files import as_bfloat16
 from ..sources.onnx_suites import suite_label, typed_tensors
+from ..store import STEP_DECIDES
 from ..store.cache import artifacts_folder, digest_memo
 from ..store.hashing import hash_files, remembered_digests
 from ..stops import removed_at_end
@@ -334,6 +335,8 @@ def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.
         save_arrays(out / DECIDES, reference.decides)
         if reference.sides:
             save_arrays(out / SIDES, _storable(reference.sides))
+    elif reference.decides and reference.check.get("decided"):  # a step's elements; a misread node's are not
+        save_arrays(out / STEP_DECIDES, reference.decides)
     return {"reference": reference.how, "reference_check": reference.check}
 
 

@@ -14,6 +14,7 @@ misreads the node. No constant depends on the model.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 
 import ml_dtypes
@@ -195,6 +196,24 @@ def _scale(node: onnx.NodeProto, y64: np.ndarray, given: dict[str, np.ndarray]) 
     return max(_finite_max(y64), floor)
 
 
+# Ops that interpolate at coordinates an engine computes in float32 (from `sizes`, its scale 333/200
+# is a float32 too): a coordinate near 200 off by eps · 200 moves the output by that times the image's
+# slope, 1.6e-5 in a cubic Resize of a 200×200 image of values within 1 (issue 41, sweep 17 K5).
+INTERPOLATING = {"Resize", "Upsample"}
+
+
+def _coordinates(node: onnx.NodeProto, given: dict[str, np.ndarray], y64: np.ndarray, eps: float) -> float:
+    """How far an interpolation moves where its coordinates are off by a unit of rounding: eps times
+    the largest coordinate times the steepest step between neighbours (twice it: cubic weights
+    overshoot), else 0."""
+    x = given.get(node.input[0]) if node.op_type in INTERPOLATING and node.input else None
+    if x is None or x.dtype.kind != "f" or x.size == 0:
+        return 0.0
+    with np.errstate(all="ignore"):
+        slope = max((_finite_max(np.diff(x, axis=axis)) for axis in range(x.ndim) if x.shape[axis] > 1), default=0.0)
+    return 2.0 * eps * max([*x.shape, *y64.shape]) * slope
+
+
 def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64: np.ndarray, unit: tuple[float, float],
            model: onnx.ModelProto) -> float:
     eps, tiny = unit
@@ -214,7 +233,7 @@ def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64:
     # A node that holds a subgraph (If, Loop, Scan) computes all of its nodes: it rounds once per node.
     steps = max(1, subgraph_nodes(node64))
     return UNITS * steps * (eps * (_scale(node64, y64, given) + summed) + conditioning + tiny
-                            + _one_pass_variance(node64, given, y64, eps))
+                            + _one_pass_variance(node64, given, y64, eps) + _coordinates(node64, given, y64, eps))
 
 
 def _differs(y64: np.ndarray, theirs: np.ndarray) -> tuple[float, str]:
@@ -236,16 +255,17 @@ def _differs(y64: np.ndarray, theirs: np.ndarray) -> tuple[float, str]:
     return (float(np.max(np.abs(a[finite] - b[finite]))) if finite.any() else 0.0), ""
 
 
-def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
-                  theirs: dict[str, np.ndarray]) -> tuple[Parting | None, int]:
+def first_parting(model: onnx.ModelProto, inputs: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+                  decided_inside: Collection[str] = ()) -> tuple[Parting | None, int]:
     """(the first node where float64 and the referee's values part, or None; how many nodes were
-    held against each other)."""
+    held against each other). A node whose outputs a step inside it decides (`decided_inside`: an
+    If, a Loop, a Scan; body_steps.py) parts by the flip: it is not held."""
     known = {**inputs, **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **theirs}
     checked = 0
     for order, node in enumerate(model.graph.node):
         names = node_inputs(node)
         outputs = [name for name in node.output if name in theirs]
-        if not outputs or any(name not in known for name in names):
+        if not outputs or any(name not in known for name in names) or set(outputs) <= set(decided_inside):
             continue
         own_types = casts_to_string(node)
         given = {name: np.asarray(known[name]) if own_types else as_float64(np.asarray(known[name])) for name in names}

@@ -23,8 +23,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from ..graph_walk import FLOAT_TYPES, every_node, node_inputs, subgraphs
+from .body_steps import INSIDE, decided_inside
 from .ops import REPLACEMENTS
-from .steps import SELECTING, STEP_OPS, is_step, jumped
+from .steps import SELECTING, is_step, jumped
 
 # Ops whose output is a random draw, not a function of their inputs: no two evaluations share it.
 RANDOM_OPS = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
@@ -249,43 +250,9 @@ class Float64Values:
     # may still decide it (`Sign(Sub(a + 2**-26, a))`), which the referee's values tell (rounding.py).
     steps: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
     upstream: dict[str, frozenset[int]] = field(default_factory=dict)
-
-
-# What a branch must hold for a step in it to be looked for: ops that may flip (steps.py).
-MAY_STEP = {"Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Equal", "Cast", "ArgMax", "ArgMin", "NonZero", "IsInf",
-            "IsNaN", "QuantizeLinear", "TopK", "If", *STEP_OPS}
-
-
-def _taken_branch(node: onnx.NodeProto, given: dict[str, np.ndarray]) -> tuple[str, onnx.GraphProto] | None:
-    """(its name, the branch an If takes on `given`), where that branch holds an op that may flip."""
-    cond = given.get(node.input[0]) if node.input else None
-    if not isinstance(cond, np.ndarray) or cond.size != 1:
-        return None
-    name = "then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"
-    branch = next((a.g for a in node.attribute if a.name == name), None)
-    return (name, branch) if branch is not None and any(inner.op_type in MAY_STEP for inner in branch.node) else None
-
-
-def _decided_in_branch(node: onnx.NodeProto, branch: tuple[str, onnx.GraphProto], given: dict[str, np.ndarray],
-                       model: onnx.ModelProto, types: dict[str, np.dtype], label: str) -> dict[str, str]:
-    """{If output: the step in its taken branch that float32 rounding decides, 'Floor#0 (Floor) in the
-    then_branch of If#2'}: the branch evaluated node by node as a model of its own, what it reads from
-    outside declared in the types the model declares (issue 41, sweep 15 H6: Floor(x / 0.1f) inside a
-    branch failed a right engine where the same Floor outside it was disputed)."""
-    name, graph = branch
-    outer = [n for n in given if n != node.input[0] and isinstance(given[n], np.ndarray)]
-    try:
-        declared = [helper.make_tensor_value_info(n, TensorProto.STRING if given[n].dtype.kind in "USO" else
-                                                  helper.np_dtype_to_tensor_dtype(types.get(n, given[n].dtype)), None)
-                    for n in outer]
-        alone = helper.make_model(helper.make_graph(list(graph.node), name, declared, list(graph.output),
-                                                    list(graph.initializer)),
-                                  opset_imports=list(model.opset_import), ir_version=model.ir_version)
-        traced = float64_values(alone, {n: given[n] for n in outer}, keep=False)
-    except Exception:  # noqa: BLE001 - a branch that cannot stand alone: the If stays one node, as before
-        return {}
-    return {node.output[i]: f"{traced.decided[out.name]} in the {name} of {label}" for i, out in enumerate(graph.output)
-            if out.name in traced.decided and i < len(node.output)}
+    # The outputs of an If, a Loop or a Scan a step inside it decides (body_steps.py), graph outputs
+    # or not: the check does not hold such a node against the referee (their values part by the flip).
+    inside: dict[str, str] = field(default_factory=dict)
 
 
 def _jumps_in_own_types(node: onnx.NodeProto, given: dict[str, np.ndarray], produced: dict[str, np.ndarray],
@@ -508,12 +475,14 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
         before = frozenset().union(*(steps_before.get(name, ()) for name in reads))
         if step := next((decided[name] for name in reads if name in decided), None):
             decided.update(dict.fromkeys(node.output, step))
-        elif node.op_type == "If" and (branch := _taken_branch(node, given)) is not None:
-            try:  # a model shape inference refuses: its branches are not traced (its steps say why, as before)
+        elif node.op_type in INSIDE:
+            try:  # a model shape inference refuses: its subgraphs are not traced (its steps say why, as before)
                 types = storage_types(model) if types is None else types
             except Exception:  # noqa: BLE001
                 pass
-            decided.update(_decided_in_branch(node, branch, given, model, types or {}, node_label(node, order)))
+            inside = decided_inside(node, given, model, types or {}, node_label(node, order), float64_values)
+            decided.update(inside)
+            result.inside.update(inside)
         elif is_step(node, outputs) and any(isinstance(value, np.ndarray) and value.dtype.kind == "f"
                                             for value in given.values()):
             types = storage_types(model) if types is None else types  # shape inference: once, and only here

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..compare import compare_files, judging_error
+from ..compare import compare_files, judged_beside_a_step, judging_error
 from ..config import MatrixConfig
 from ..sources.known_issues import KnownIssue, apply_known_issues
 from ..sources.pattern_notes import with_unchecked_patterns
 from ..prepare import mask_array
-from ..store import cell_file, npz_problem, run_inputs, run_reference, stored_digests
+from ..store import cell_file, npz_problem, run_inputs, run_reference, run_step_decides, stored_digests
 from ..worker.files import OUTPUTS, REPEATS, file_digest
 
 JUDGED = {"pass", "fail"}
@@ -44,8 +44,10 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
     """The run's cells judged again, and what kept some from it: {a file missing or damaged: how
     many cells it concerns} (each keeps the run's verdict and tolerance, and says why in `error`)."""
     frame, problems, digests = frame.copy(), {}, stored_digests(run_dir)
-    for index, row in frame[frame["verdict"].isin(JUDGED)].iterrows():
-        key = str(row["content_key"])
+    for index, row in frame[frame["verdict"].isin(JUDGED | {"disputed"})].iterrows():
+        key, decides = str(row["content_key"]), run_step_decides(run_dir, str(row["artifact"]))
+        if row["verdict"] not in JUDGED and not decides.is_file():
+            continue  # never ran: its reference is disputed at every element
         outputs, reference = cell_file(run_dir, key, OUTPUTS), run_reference(run_dir, str(row["artifact"]))
         repeats = cell_file(run_dir, key, REPEATS)
         if row["case"] not in config.cases or row["profile"] not in config.cases[row["case"]].profiles:
@@ -57,12 +59,14 @@ def rejudge(run_dir: Path, frame: pd.DataFrame, config: MatrixConfig,
         mask = config.cases[row["case"]].mask
         changed = {"atol": atol, "rtol": rtol, "mask": mask}
         inputs = run_inputs(run_dir, str(row["artifact"]))  # where the mask is read from
-        stored = [outputs, reference, *([repeats] if repeats.is_file() else []), *([inputs] if mask else [])]
+        stored = [outputs, reference, *([repeats] if repeats.is_file() else []), *([inputs] if mask else []),
+                  *([decides] if decides.is_file() else [])]
         if not (problem := _unreadable(stored, run_dir, digests)):
             try:
-                verdict, judged = compare_files(outputs, reference, atol, rtol,
-                                                config.acceptance(row["case"], row["profile"]), repeats,
-                                                mask_array(inputs, mask))
+                rule = config.acceptance(row["case"], row["profile"])
+                verdict, judged = judged_beside_a_step(outputs, reference, decides, atol, rtol, str(row["reference_check"]),
+                                                       rule, repeats, mask_array(inputs, mask)) if decides.is_file() \
+                    else compare_files(outputs, reference, atol, rtol, rule, repeats, mask_array(inputs, mask))
                 changed.update(judged, verdict=verdict)
             except Exception as exc:  # the stored files are the run's: the matrix file's rule does not apply
                 changed.update(verdict="error", error=judging_error(exc, row.get("reference")))

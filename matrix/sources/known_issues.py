@@ -435,8 +435,9 @@ def _unchecked_because(observed: dict) -> str:
                 "comes before the pattern and the cell stays fail")
     if observed.get("off") and observed.get("explains") is False:  # sweep 16 J9
         return (f"the pattern's own output ({', '.join(observed['tensors'])}) was off on this engine (max_abs "
-                f"{observed['max_abs']:.2e}), but carried through the rest of the model in float64 it does not fail "
-                "the outputs as the cell does, so the failure is something else and the cell stays fail")
+                f"{observed['max_abs']:.2e}), but carried through the rest of the model in float64 it does not give "
+                "the cell's outputs (within its tolerance), so the failure is something else, or more than the "
+                "pattern's, and the cell stays fail")
     if "off" in observed:
         return (f"the pattern's own output ({', '.join(observed['tensors'])}) was observed right on this engine "
                 f"(max_abs {observed['max_abs']:.2e}), so the failure is something else and the cell stays fail")

@@ -35,6 +35,9 @@ from .table_check import foreign_rows, table_problem
 RUNS = "runs"
 PARQUET, JSONL, CSV, JSON, REPORT = "results.parquet", "results.jsonl", "results.csv", "results.json", "report.html"
 REFS, CELLS = "refs", "cells"
+# Where a step decides elements of a float64 reference that no expected file stands beside: those
+# elements (the others are judged: compare.judged_beside_a_step), beside the artifact and in refs/.
+STEP_DECIDES = "step-decides.npz"
 # What a run folder keeps of each cell's result folder, as cells/<key><suffix>.
 CELL_FILES = {OUTPUTS: ".npz", REPEATS: ".repeats.npz", LOG: ".log"}
 RUN_META = "run.json"
@@ -164,6 +167,8 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
         linked[tmp / REFS / f"{reference.parent.name}.npz"] = reference
         if (inputs := reference.with_name(INPUTS)).is_file():
             linked[run_inputs(tmp, reference.parent.name)] = inputs
+        if (decides := reference.with_name(STEP_DECIDES)).is_file():
+            linked[run_step_decides(tmp, reference.parent.name)] = decides
     for link, source in linked.items():
         _link_or_copy(source, link)
     write_tables(tmp, frame)
@@ -256,6 +261,11 @@ def _same_arrays(one: dict[str, np.ndarray], other: dict[str, np.ndarray]) -> bo
     return one.keys() == other.keys() and all(
         one[name].shape == other[name].shape and np.array_equal(one[name], other[name], equal_nan=one[name].dtype.kind in "fc")
         for name in one)
+
+
+def run_step_decides(run_dir: Path, artifact: str) -> Path:
+    """The elements a step decides in an artifact's float64 reference (prepare's STEP_DECIDES)."""
+    return run_dir / REFS / f"{artifact}.{STEP_DECIDES}"
 
 
 def run_inputs(run_dir: Path, artifact: str) -> Path:

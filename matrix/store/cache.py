@@ -77,6 +77,15 @@ def remove_dead_artifacts(cache_dir: Path) -> list[str]:
     return removed
 
 
+def remove_artifact(cache_dir: Path, folder: Path) -> None:
+    """An artifacts folder and what the cache remembers of it: its files' digests, the fault patterns
+    found in its models, its lock (a trial's, judged and done with: issue 41, sweep 17 K13)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for memo in [*(cache_dir / "faults").glob(f"{folder.name}.*"), *(cache_dir / "digests").glob(f"{folder.name}.*")]:
+        memo.unlink(missing_ok=True)
+    Path(cache_lock(cache_dir, ARTIFACT_LOCK + folder.name).lock_file).unlink(missing_ok=True)
+
+
 def case_index(cache_dir: Path) -> Path:
     """What each case file declared, by the file's digest (sources/case_files.indexed_cases)."""
     return cache_dir / "case-index"
