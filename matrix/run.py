@@ -406,8 +406,11 @@ class MatrixRun:
                 verdict, judged = early.result() if early else \
                     self._judge(cell, directory, artifacts, self.result_dirs[cell.cell_id])
                 fields.update(judged, status=verdict)
-                if untested := not_converted(self._copy_facts(cell, artifacts), self.plan.profile(cell.profile).precision):
-                    fields.update(status="skipped", error=untested)  # measured, but not in the profile's precision
+                made = self._copy_facts(cell, artifacts) or ({**info, "module": True} if "reduced_values" in info else None)
+                if untested := not_converted(made, self.plan.profile(cell.profile).precision):
+                    # measured, but not in the profile's precision: no number of it reads as a measurement (sweep 18 L9)
+                    fields.update({k: None for k, v in judged.items() if isinstance(v, float)}, outputs="[]",
+                                  status="skipped", error=untested)
                 elif verdict == "pass" and (itself := judged_against_itself(meta.get("reference_check"), envdef.engine,
                                                                           raw.get("engine_version"))):
                     fields.update(status="no_reference", error=itself)

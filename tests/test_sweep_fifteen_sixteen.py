@@ -223,7 +223,12 @@ def fifteen(tmp_path_factory, cache_dir):
         + _audio_front_end(folder, (rng.standard_normal((1, 1600)) * 0.1).astype(np.float32)) + _bodies(folder, tenth) \
         + save(folder, "cubic", [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="cubic")],
                [("x", T.FLOAT, [1, 3, 64, 64])], [("y", T.FLOAT, [1, 3, 107, 87])], {"sizes": np.array([1, 3, 107, 87])},
-               {"x": rng.random((1, 3, 64, 64), dtype=np.float32)}) + 'profiles = ["fp32"]\n'
+               {"x": rng.random((1, 3, 64, 64), dtype=np.float32)}) + 'profiles = ["fp32"]\n' \
+        + save(folder, "underflow", [helper.make_node("Mul", [x, k], [y]) for x, k, y in
+                                     (("x", "a", "p"), ("p", "b", "q"), ("q", "c", "r"), ("r", "d", "y"))],
+               [("x", T.FLOAT, [2])], [("y", T.FLOAT, [2])],
+               {k: np.array(v, np.float32) for k, v in (("a", 1e-30), ("b", 1e-20), ("c", 1e30), ("d", 1e20))},
+               {"x": np.array([1, 2], np.float32)}) + 'profiles = ["fp32"]\n'
 
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -247,6 +252,15 @@ def test_a_step_in_a_loops_or_a_scans_body_is_named_and_a_right_engine_never_fai
     # away from the flip (0.75): the same Loop is judged, and the engine passes
     away = cells.loc["loop_away/fp32/ort-1.32"]
     assert (away["status"], away["reference_check"].startswith("agrees")) == ("pass", True), away["reference_check"]
+
+
+def test_a_value_float32_flushes_to_zero_is_the_models_own_arithmetic(fifteen):
+    """Sweep 18 L2: x · 1e-30 · 1e-20 · 1e30 · 1e20 is 0 in float32 (1e-50 flushes) and x in float64; a
+    right engine failed by 2, and no node parted (1e-50 is within a subnormal's spacing of 0)."""
+    _, cells = fifteen
+    flushed = cells.loc["underflow/fp32/ort-1.32"]
+    assert flushed["status"] == "disputed", flushed["error"]
+    assert "falls below float32's smallest normal value (1.18e-38) at node Mul#1 (Mul)" in flushed["error"]
 
 
 def test_a_cubic_resize_to_sizes_is_bound_by_its_float32_coordinates(fifteen):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -306,3 +307,109 @@ def test_a_warm_worker_runs_cells_as_separate_processes_do_and_a_crash_leaves_th
     said = [line for log in logs.values() for line in log.splitlines() if "the fp32 module" in line]
     assert sum("loaded the fp32 module" in line for line in said) == 2
     assert sum("by an earlier cell of this worker" in line for line in said) == len(said) - 2 >= 2
+
+
+USERS_CASES = """\
+import pathlib
+
+import numpy as np
+import torch
+from torch import nn
+from matrix.case import Export, case
+
+HERE = pathlib.Path(__file__).parent
+CONFIG = {"scale": 1.0}
+
+
+class InPlace(nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x + 1
+
+
+class Scaled(nn.Module):
+    eps = 0.0
+
+    def forward(self, x):
+        return x * CONFIG["scale"] + type(self).eps
+
+
+class ReadsAtCall(nn.Module):
+    def forward(self, x):
+        return x * float(np.load(HERE / "w.npy")[0])
+
+
+class Counting(nn.Module):
+    def forward(self, i):
+        return i * 3 + 1
+
+
+class Tiny(nn.Module):
+    def forward(self, x):
+        return x * 1e-30 * 1e-20 * 1e30 * 1e20
+
+
+@case(export=Export(opset=17))
+def in_place():
+    return InPlace(), {"x": torch.tensor([1.0, 2.0, 3.0])}
+
+
+@case(export=Export(opset=17))
+def configured():
+    CONFIG["scale"] = 3.0
+    Scaled.eps = 10.0
+    return Scaled(), {"x": torch.tensor([1.0, 2.0])}
+
+
+@case(export=Export(opset=17))
+def reads_at_call():
+    return ReadsAtCall(), {"x": torch.tensor([1.0, 2.0])}
+
+
+@case(export=Export(opset=17))
+def integers():
+    return Counting(), {"i": torch.tensor([1, 2, 3])}
+
+
+@case(export=Export(opset=17))
+def tiny():
+    return Tiny(), {"x": torch.tensor([1.0, 2.0])}
+"""
+
+
+def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, cache_dir):
+    """Issue 41, sweep 18: L1, a module that doubles its input in place got the same tensor in all
+    11 inferences (FAIL 6.1e3 "drift"); L7, what the build set in the case file (a config global, a
+    class attribute) was lost where the worker imports the file afresh (FAIL 4, 10); L12, a file the
+    module's forward reads was no input of the case: changed, the stale reference was reused; L3, an
+    FP16 cell of a module with nothing floating passed; L2, x · 1e-30 · 1e-20 · 1e30 · 1e20 (0 in
+    float32, x in float64) failed every engine. L6, L10: `explain` and `precision` of a torch cell
+    said the case had no module, or raised a TypeError."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    (cases / "users.py").write_text(USERS_CASES)
+    np.save(cases / "w.npy", np.array([2.0], np.float32))
+    body = ('[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
+            + "".join(f'[cases.{name}]\nprofiles = ["fp32"]\n' for name in ("in_place", "configured", "reads_at_call", "tiny"))
+            + '[cases.integers]\nprofiles = ["fp32", "fp16"]\n')
+    config = matrix_file(tmp_path, cache_dir, body, environments=("torch-host-cpu", "ort-host"), cases_dir=cases,
+                         images_dir=_images_with_ort_host(tmp_path))
+    done = cli("run", "-c", str(config))
+    cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index(["case", "profile", "env"])
+    for case in ("in_place", "configured", "reads_at_call"):  # plain torch: [3, 5, 7], [13, 16], [2, 4]
+        assert list(cells.loc[(case, "fp32"), "status"]) == ["pass", "pass"], (case, done.stderr)
+    with np.load(cache_dir / "artifacts" / cells.loc[("configured", "fp32", "ort-host"), "artifact"] / "reference.npz") as ref:
+        assert [list(r) for r in ref.values()] == [[13.0, 16.0]]
+    assert cells.loc[("integers", "fp16", "torch-host-cpu"), "status"] == "skipped"
+    assert "nothing of it is FP16" in cells.loc[("integers", "fp16", "torch-host-cpu"), "error"]
+    assert pd.isna(cells.loc[("integers", "fp16", "torch-host-cpu"), "max_abs"])  # L9: a skip measured nothing
+    tiny = cells.loc[("tiny", "fp32", "torch-host-cpu")]
+    assert tiny["status"] == "disputed" and "falls below float32's smallest normal value" in tiny["error"], tiny["error"]
+    np.save(cases / "w.npy", np.array([5.0], np.float32))
+    again = cli("run", "-c", str(config), "--case", "reads_at_call")
+    assert "prepare reads_at_call" in again.stdout + again.stderr and again.returncode == 0, again.stderr  # [5, 10]
+    assert list(read_run(list_runs(tmp_path / "reports")[-1])["status"]) == ["pass", "pass"]
+    for command, cell in (("explain", "in_place/fp32/torch-host-cpu"), ("precision", "integers/fp16/torch-host-cpu")):
+        refused = cli(command, cell, "-c", str(config))
+        assert refused.returncode == 2 and "is a torch cell" in refused.stderr and "Traceback" not in refused.stderr, \
+            refused.stderr

@@ -216,6 +216,10 @@ def node_table(model: onnx.ModelProto, metrics: dict[str, dict], missing: dict[s
 
 def explain_cell(plan: Plan, cell_id: str, on_event: Callable[[dict], None] = lambda e: None) -> Explanation:
     cell = plan.cell(cell_id)
+    if plan.envs[cell.env].engine == "torch":  # issue 41, sweep 18 L6: it said the case had no module
+        raise ExplainError(f"{cell_id} is a torch cell: explain observes the ONNX export's tensors, and the torch "
+                           "engine runs the case's PyTorch module itself, whose layers are no ONNX nodes; explain an "
+                           "onnxruntime or TensorRT cell of the same row")
     own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event, command="explain").judge().iloc[0]
     if own["verdict"] == "disputed":  # the engine is not where to look: the evaluations' parting is
         raise ExplainError(f"{cell_id} was not judged, its reference is disputed; start there, not at the engine: "

@@ -94,6 +94,10 @@ def find_fp32_nodes(plan: Plan, cell_id: str, on_event: Callable[[dict], None] =
     profile = plan.profile(cell.profile)
     if profile.precision != "fp16":
         raise PrecisionError(f"{cell_id} is an FP32 cell: precision looks for layers to keep in FP32 in FP16 builds")
+    if plan.envs[cell.env].engine == "torch":  # issue 41, sweep 18 L10: a TypeError after three trials
+        raise PrecisionError(f"{cell_id} is a torch cell: precision searches the ONNX nodes to keep in FP32 "
+                             "(keep_fp32), which the torch engine has no use for: it runs the case's PyTorch module "
+                             "itself; search an onnxruntime or TensorRT cell of the same row")
     own = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event, command="precision").judge().iloc[0]
     if own["verdict"] != "fail":
         raise PrecisionError(f"{cell_id} is {own['verdict']}: precision searches only a failing cell"

@@ -43,7 +43,7 @@ from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
 from .kept_warnings import kept_warnings
 from .layers import input_types, node_types, resolve_nodes
-from .torch_module import save_module
+from .torch_module import changed_state, module_state, save_module
 
 MODEL, REFERENCE, META = "model.onnx", "reference.npz", "case.json"
 # The model's own evaluation beside a user's expected outputs (reference/__init__.py).
@@ -179,9 +179,14 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     try:
         phase("the case's build")
         with recording():  # the files its import and build read: a changed one prepares it again
+            getattr(case.build, "imported", lambda: None)()
+            # the case file's modules as imported: what the build changes there, the torch engine is given
+            before = module_state([name for name, loaded in list(sys.modules.items())
+                                   if Path(getattr(loaded, "__file__", None) or "/").parent == Path(case.source).parent])
             module, inputs = module_and_inputs(case.build(**params, **spec.entry.options))
     finally:  # a case that sets float64 as the default must not make every later case's FP32 cells float64
         torch.set_default_dtype(default)
+    state = changed_state(before)
     # judged as deployed: eval mode (BatchNorm's running statistics, no Dropout), said where the case
     # returned it training (issue 41, sweep 10 C3)
     trained = ["the module was in training mode: exported and judged in eval mode (BatchNorm's running "
@@ -197,7 +202,8 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     made_float32 = {f"input {name} is {str(a.dtype).removeprefix('torch.')}: the case's ONNX model takes it as float32"
                     for name, a in inputs.items() if a.is_floating_point() and a.dtype != torch.float32}  # sweep 9 B7
     save_arrays(out / INPUTS, {n: a.numpy() for n, a in zip(names, args)})
-    with kept_warnings() as said:
+    # what the module's own calls read (a weights file its forward loads) counts as its build's (sweep 18 L12)
+    with recording(), kept_warnings() as said:
         phase("its ONNX export")
         # As a plain torch.onnx.export, autograd on: under no_grad, MultiheadAttention takes its fused
         # fast path, which no exporter knows (issue 41, sweep 10 C2)
@@ -224,8 +230,8 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     onnx_outputs = [o.name for o in onnx.load(str(out / MODEL), load_external_data=False).graph.output]
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
-    with kept_warnings() as programs:  # torch.export's own (a GRU's flat weights)
-        _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent)
+    with kept_warnings() as programs, recording():  # torch.export's own warnings (a GRU's flat weights)
+        _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent, state)
     reference = {n: _as_numpy(r) for n, r in zip(onnx_outputs, ref_outputs)}
     save_arrays(out / REFERENCE, reference)
     return {
@@ -259,7 +265,8 @@ def _fresh(args: tuple) -> tuple:
     return tuple(a.clone() for a in args)
 
 
-def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path, folder: Path) -> None:
+def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path, folder: Path,
+                   state: dict) -> None:
     """The module for the torch engine, pickled as it is (torch_module.py: what its cells run), and
     torch.export's program, which only the same torch version loads, traced once per dtype (as
     `module.half()` runs it), for repro's folders. A dtype that export refuses is no failure of the
@@ -275,7 +282,7 @@ def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], o
             torch.export.save(program, str(out / PROGRAM.format(name)))
         except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
             meta["errors"][name] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-    save_module(module, out, meta, folder)
+    save_module(module, out, meta, folder, state)
     (out / PROGRAM_META).write_text(json.dumps(meta, indent=1))
 
 

@@ -12,11 +12,13 @@ environment is the interpreter that prepared it: host environments, the same tor
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import sys
 from pathlib import Path
-from types import ModuleType
+from types import FunctionType, ModuleType
 
-from ..worker.files import CASES_PACKAGE, MODULE
+from ..worker.files import CASES_PACKAGE, MODULE, MODULE_STATE
 
 
 def case_files(module, folder: Path) -> dict[str, str]:
@@ -29,7 +31,48 @@ def case_files(module, folder: Path) -> dict[str, str]:
             if file and (name.startswith(CASES_PACKAGE + ".") or folder.resolve() in Path(file).resolve().parents)}
 
 
-def save_module(module, out: Path, meta: dict, folder: Path) -> None:
+def _fingerprint(value) -> str:
+    try:
+        return hashlib.sha256(pickle.dumps(value, protocol=4)).hexdigest()
+    except Exception:  # noqa: BLE001 - what pickle cannot take, its repr stands for
+        return repr(value)
+
+
+def _state(module: ModuleType) -> dict[str, object]:
+    """{name or 'Class.attribute': value} of what a module holds at its top level, its own classes'
+    attributes too, but functions, classes and modules themselves."""
+    state = {}
+    for name, value in vars(module).items():
+        if name.startswith("__") or isinstance(value, (ModuleType, FunctionType)):
+            continue
+        if isinstance(value, type):
+            if value.__module__ == module.__name__:
+                state.update({f"{name}.{attr}": held for attr, held in vars(value).items()
+                              if not attr.startswith("__") and not callable(held)
+                              and not isinstance(held, (staticmethod, classmethod, property))})
+        else:
+            state[name] = value
+    return state
+
+
+def module_state(names: list[str]) -> dict[str, dict[str, str]]:
+    """{module: {name: fingerprint}} of the case file's modules, before its build."""
+    return {name: {key: _fingerprint(value) for key, value in _state(sys.modules[name]).items()}
+            for name in names if name in sys.modules}
+
+
+def changed_state(before: dict[str, dict[str, str]]) -> dict[str, dict[str, object]]:
+    """What the build changed at the top level of the case file's modules (a config global, a
+    class attribute): the torch engine imports them afresh, and sets these before it unpickles
+    the module, which reads them (issue 41, sweep 18 L7)."""
+    changed = {}
+    for name, was in before.items():
+        now = _state(sys.modules[name])
+        changed[name] = {key: value for key, value in now.items() if was.get(key) != _fingerprint(value)}
+    return {name: values for name, values in changed.items() if values}
+
+
+def save_module(module, out: Path, meta: dict, folder: Path, state: dict | None = None) -> None:
     """module.pt and, in `meta` (program.json), where its case files are; a module that cannot be
     pickled (a lambda as an attribute, say) is no failure of the case: its torch cells say why."""
     import torch
@@ -39,5 +82,14 @@ def save_module(module, out: Path, meta: dict, folder: Path) -> None:
     try:
         torch.save(module, str(out / MODULE))
         meta["module"] = {"file": MODULE, "case_files": case_files(module, folder)}
+        if state:  # the worker imports these modules too, to set what changed in them
+            meta["module"]["case_files"].update({name: sys.modules[name].__file__ for name in state})
+            try:
+                torch.save(state, str(out / MODULE_STATE))
+            except Exception as exc:  # noqa: BLE001 - the module alone would run without what its build set
+                changed = ", ".join(key for values in state.values() for key in values)
+                raise ValueError(f"its build changed {changed} in the case file, which the torch engine, importing the "
+                                 f"file afresh, cannot be given ({type(exc).__name__}: {exc})") from None
+            meta["module"]["state"] = MODULE_STATE
     except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
         meta["errors"]["module"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"

@@ -29,7 +29,7 @@ from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, evaluated_form, float64_values, node_label
 from .referee import referee_label, referee_values, referee_version
 from .referee_process import RefereeCrashed, RefereeKilled
-from .overflow import crossed_an_edge, on_an_edge, overflowed
+from .overflow import crossed_an_edge, on_an_edge, overflowed, underflowed
 from .rounding import decided_by_rounding
 from .steps import parted, parted_at
 
@@ -181,6 +181,22 @@ def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
     return {**_check(DISPUTED, f"{where}: {because}; {fix}", None, checked), "decided": where}
 
 
+def _underflows(found: dict[str, tuple[str, np.dtype]], names: list[str], checked: int, fix: str) -> dict | None:
+    """The disputed check naming where outputs fall below their type's smallest normal value
+    (overflow.underflowed): 0 or a subnormal of few bits in the model's own type, which every
+    engine shares, where float64 holds the value (issue 41, sweep 18 L2)."""
+    first = next((name for name in names if name in found), None)
+    if first is None:
+        return None
+    kind = found[first][1]
+    why = (f"falls below {kind}'s smallest normal value ({np.finfo(kind).tiny:.3g})",
+           f"{kind} holds 0 there (or a subnormal of a few bits) where float64 holds the value: the model's own "
+           f"arithmetic in its declared type, which every engine shares, so no reference says what the {kind} "
+           "model gives")
+    return _decided({name: where for name, (where, _) in found.items()}, names, checked,
+                    f"give inputs whose values fit {kind}, or {fix}", why)
+
+
 def _overflows(found: dict[str, tuple[str, np.dtype]], theirs: dict[str, np.ndarray], names: list[str],
                checked: int, fix: str) -> dict | None:
     """The disputed check naming where outputs leave their range (overflow.py), in the type the model
@@ -261,6 +277,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
                            "give inputs away from the step, or `expected` outputs") or \
             _overflows(overflowed(model, inputs, float64.values, theirs.values, names), theirs.values, names, checked,
                        "`expected` outputs") or \
+            _underflows(underflowed(model, inputs, float64.values, theirs.values, names), names, checked,
+                        "`expected` outputs") or \
             _decided(crossed_an_edge(model, inputs, float64.values, theirs.values, names), names, checked,
                      "give inputs away from the edge, or `expected` outputs", CROSSES_AN_EDGE):
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided,
@@ -371,6 +389,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     fix = "judge its ONNX export as an ONNX-file case with `expected` outputs"
     if decided := _decided(decided, list(torch64), 0, f"give inputs away from the step, or {fix}") or \
             _overflows(overflowed(model, inputs, torch64, theirs, list(torch64)), theirs, list(torch64), 0, fix) or \
+            _underflows(underflowed(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0, fix) or \
             _decided(crossed_an_edge(model, inputs, torch64, theirs, list(torch64)), list(torch64), 0,
                      f"give inputs away from the edge, or {fix}", CROSSES_AN_EDGE):
         return decided

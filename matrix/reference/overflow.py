@@ -2,7 +2,9 @@
 type, and what follows it may be NaN (inf / inf), where float64 holds finite values. The referee's
 float32 values at every node show where the model leaves its range; the model's arithmetic in its
 declared type does it, not an engine, so no reference says what the float32 model means there, as
-for an underflow (agreement.py parts there) or a step rounding decides (rounding.py). Its mirror, a
+for an underflow (a value below float32's smallest normal, held as 0 or as a subnormal of few bits:
+`x · 1e-30 · 1e-20 · 1e50` is 0 in float32, x in float64; issue 41, sweep 18 L2) or a step rounding
+decides (rounding.py). Its mirror, a
 domain's edge: `Sqrt(x * 0.1 - 0.3)` at 3 takes 0 in float32 and -7.45e-9 in float64 (NaN), so
 float64 holds NaN or ±inf where float32 holds another value; which side the model means, float32's
 rounding decides (issue 41, sweep 7 N14). A case file's PyTorch in float64 crosses such an edge
@@ -15,7 +17,8 @@ import onnx
 from onnx import numpy_helper
 
 from ..graph_walk import Upstream, node_inputs
-from .float64_graph import float64_nodes, node_label
+from .float64_graph import as_float64, evaluate_node, float64_node, float64_nodes, node_label
+from .steps import OWN_ROUNDING, parted
 
 # Where an op's domain ends, for its first input (Sqrt and Log below 0; Acos, Asin, Atanh beyond ±1).
 EDGES = {"Sqrt": (0.0,), "Log": (0.0,), "Pow": (0.0,), "Acos": (-1.0, 1.0), "Asin": (-1.0, 1.0),
@@ -60,6 +63,51 @@ def overflowed(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: d
         if where := _first_overflow(model, known, theirs, upstream.of([name])):
             found[name] = where
     return found
+
+
+def _flushed(float64: np.ndarray, theirs: np.ndarray) -> bool:
+    """Values below the referee's type's smallest normal (1.2e-38 in float32) that it holds as 0, or
+    as a subnormal off by more than rounding a normal value would make."""
+    if theirs.dtype.kind != "f" or float64.dtype.kind != "f" or float64.shape != theirs.shape:
+        return False
+    with np.errstate(invalid="ignore", over="ignore"):
+        small = np.isfinite(float64) & (float64 != 0) & (np.abs(float64) < np.finfo(theirs.dtype).tiny)
+        return bool(np.any(small & (np.abs(float64 - theirs) > OWN_ROUNDING * np.abs(float64))))
+
+
+def _first_underflow(model: onnx.ModelProto, known: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
+                     among: set[int]) -> tuple[str, np.dtype] | None:
+    """('Mul#1 (Mul)', float32): the first node of `among` whose float64 evaluation on the referee's
+    own inputs to it the referee's output flushes (_flushed), and that output's type."""
+    for order in sorted(among):
+        node = model.graph.node[order]
+        if any(name not in known for name in node_inputs(node)):
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                mine = evaluate_node(float64_node(node), {name: as_float64(np.asarray(known[name]))
+                                                          for name in node_inputs(node)}, model)
+        except Exception:  # noqa: BLE001 - no float64 evaluation of this node: the next one may tell
+            continue
+        for name in node.output:
+            if name in theirs and name in mine and _flushed(np.asarray(mine[name]), np.asarray(theirs[name])):
+                return f"{node_label(node, order)} ({node.op_type})", np.asarray(theirs[name]).dtype
+    return None
+
+
+def underflowed(model: onnx.ModelProto, inputs: dict[str, np.ndarray], float64: dict[str, np.ndarray],
+                theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, tuple[str, np.dtype]]:
+    """{output: (the node where the model's type flushes a value float64 holds, that type)} for the
+    outputs the referee and float64 (`float64`: the reference's outputs) part beyond rounding at, though
+    no node parts (a value of 1e-50 is 0 in float32, and 1e-50 from rounding's bound there)."""
+    apart = [name for name in names if name in float64 and name in theirs and np.asarray(theirs[name]).dtype.kind == "f"
+             and np.shape(float64[name]) == np.shape(theirs[name])
+             and parted(np.asarray(float64[name], np.float64), np.asarray(theirs[name]))]
+    if not apart:
+        return {}
+    upstream = Upstream(model.graph)
+    known = {**inputs, **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **theirs}
+    return {name: where for name in apart if (where := _first_underflow(model, known, theirs, upstream.of([name])))}
 
 
 def _off_the_edge(float64: np.ndarray, theirs: np.ndarray) -> bool:

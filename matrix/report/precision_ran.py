@@ -32,6 +32,9 @@ def not_converted(facts: dict | None, precision: str) -> str | None:
     float32 are the FP16 copy as deployed: said by precision_text, not refused."""
     if not facts or facts.get("reduced_values", 1):
         return None
+    if facts.get("module"):  # the torch engine's: the module itself, made `module.to(dtype)`
+        return (f"the module holds no floating parameter, buffer or input, so nothing of it is {precision.upper()}: "
+                "this profile's precision was not tested")
     return (f"the {precision.upper()} copy holds no {precision.upper()} value (the converter turns the float32 values "
             f"nodes compute or hold; this model has none): this profile's precision was not tested")
 

@@ -148,9 +148,13 @@ class _Deferred:
 
     loaded: dict[Path, list[CaseDef]] = {}  # a file imported once per process, however many cases it builds
 
-    def __call__(self, **kwargs):
+    def imported(self) -> None:
+        """The file imported, its case not built yet (what the build then changes in it is seen)."""
         if self.path not in self.loaded:
             self.loaded[self.path] = load_case_file(self.path)
+
+    def __call__(self, **kwargs):
+        self.imported()
         case = next((c for c in self.loaded[self.path] if c.name == self.name), None)
         if case is None:
             raise ConfigError(self.path, self.name, "no longer defines this case")

@@ -20,6 +20,9 @@ PROGRAM_META = "program.json"
 # The module itself, pickled with its weights: what the torch engine runs (prepare/torch_module.py).
 # Its classes from case files are in modules of this package, imported by path where it is loaded.
 MODULE = "module.pt"
+# What a case's build changed at the top level of its case file (a config global, a class attribute),
+# which a module pickled alone does not carry (prepare/torch_module.changed_state).
+MODULE_STATE = "module-state.pt"
 CASES_PACKAGE = "trtmatrix_cases"
 
 # result.json: {file name: file_digest} of the arrays the cell wrote, so a stored result whose files

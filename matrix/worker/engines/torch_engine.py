@@ -146,6 +146,12 @@ def _module(spec, precision, place, log):
     for old in [k for k in _modules if k[0] != path]:
         del _modules[old]
     _import_case_files(meta["module"]["case_files"])
+    if meta["module"].get("state"):  # what the case's build set in its file, which a fresh import lacks
+        state = torch.load(os.path.join(folder, meta["module"]["state"]), map_location=place, weights_only=False)
+        for name, values in state.items():
+            for key, value in values.items():
+                owner, _, attribute = key.rpartition(".")
+                setattr(getattr(sys.modules[name], owner) if owner else sys.modules[name], attribute, value)
     module = torch.load(path, map_location=place, weights_only=False)
     _modules[key] = module.to(device=place, dtype=dtype).eval()
     log("loaded the {} module onto {}".format(name, place))
@@ -223,10 +229,15 @@ def run(spec, inputs, log):
                                               ", SDPA " + sdpa if sdpa else "",
                                               ", torch.compile" if profile.get("compile") else ""))
 
+    # Each inference gets its own copy of the inputs, made outside its timing: a module that changes
+    # its input in place (`x.mul_(2)`, `nn.ReLU(inplace=True)` first) is run as a user calls it, once
+    # per input (issue 41, sweep 18 L1: the 11th inference saw x doubled ten times).
+    fresh = [[a.clone() for a in args]]
+
     def infer():
         try:
             with torch.no_grad(), _sdpa_kernel(sdpa) if sdpa else contextlib.nullcontext():
-                outputs = module(*args)
+                outputs = module(*fresh.pop())
         except RuntimeError as exc:
             if "No available kernel" in str(exc):  # the SDPA kernel asked for cannot take these inputs
                 raise Unsupported("the {} SDPA kernel cannot run this attention in {}: {}".format(
@@ -236,5 +247,14 @@ def run(spec, inputs, log):
             torch.cuda.synchronize()
         return flat_outputs(outputs)
 
-    runs, times = timed_runs(infer, lambda outputs: _to_arrays(meta["outputs"], outputs))
-    return {"runs": runs, "build_s": build_s, "infer_times_ms": times, "info": {}}
+    def kept(outputs):
+        fresh.append([a.clone() for a in args])
+        if on_cuda:
+            torch.cuda.synchronize()
+        return _to_arrays(meta["outputs"], outputs)
+
+    runs, times = timed_runs(infer, kept)
+    # In FP16 or BF16, what `module.to(dtype)` and the inputs made reduced: none, and nothing was (sweep 18 L3)
+    reduced = {"reduced_values": sum(1 for t in [*module.parameters(), *module.buffers(), *args] if t.is_floating_point())}
+    return {"runs": runs, "build_s": build_s, "infer_times_ms": times,
+            "info": reduced if profile["precision"] in ("fp16", "bf16") else {}}
