@@ -228,7 +228,13 @@ def fifteen(tmp_path_factory, cache_dir):
                                      (("x", "a", "p"), ("p", "b", "q"), ("q", "c", "r"), ("r", "d", "y"))],
                [("x", T.FLOAT, [2])], [("y", T.FLOAT, [2])],
                {k: np.array(v, np.float32) for k, v in (("a", 1e-30), ("b", 1e-20), ("c", 1e30), ("d", 1e20))},
-               {"x": np.array([1, 2], np.float32)}) + 'profiles = ["fp32"]\n'
+               {"x": np.array([1, 2], np.float32)}) + 'profiles = ["fp32"]\n' \
+        + '[profiles.keepmul]\nprecision = "fp16"\nkeep_fp32 = ["Mul"]\n[profiles.keepless]\nprecision = "fp16"\n' \
+          'keep_fp32 = ["Less"]\n' \
+        + save(folder, "unnamed", [helper.make_node("Less", ["x", "thr"], ["b"]), helper.make_node("Mul", ["x", "two"], ["y"])],
+               [("x", T.FLOAT, [3])], [("b", T.BOOL, [3]), ("y", T.FLOAT, [3])],
+               {"thr": np.array([0.50001], np.float32), "two": np.array([2], np.float32)},
+               {"x": np.array([0.5, 0.2, 0.9], np.float32)}) + 'profiles = ["keepmul", "keepless"]\n'
 
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -252,6 +258,15 @@ def test_a_step_in_a_loops_or_a_scans_body_is_named_and_a_right_engine_never_fai
     # away from the flip (0.75): the same Loop is judged, and the engine passes
     away = cells.loc["loop_away/fp32/ort-1.32"]
     assert (away["status"], away["reference_check"].startswith("agrees")) == ("pass", True), away["reference_check"]
+
+
+def test_keep_fp32_by_op_type_keeps_only_those_nodes_of_a_model_without_node_names(fifteen):
+    """Sweep 18 L22: Less(x, 0.50001) and Mul(x, 2), nodes unnamed (onnx.helper's way): 0.50001 is 0.5 in
+    FP16, so Less flips at 0.5 unless it stays FP32. keep_fp32 = ["Mul"] passed (every unnamed node shares
+    the name '', so Less was kept too), and ["Less"] "matches no layer"."""
+    _, cells = fifteen
+    assert cells.loc["unnamed/keepmul/ort-1.32", "status"] == "fail", cells.loc["unnamed/keepmul/ort-1.32", "error"]
+    assert cells.loc["unnamed/keepless/ort-1.32", "status"] == "pass", cells.loc["unnamed/keepless/ort-1.32", "error"]
 
 
 def test_a_value_float32_flushes_to_zero_is_the_models_own_arithmetic(fifteen):

@@ -349,6 +349,15 @@ class Tiny(nn.Module):
         return x * 1e-30 * 1e-20 * 1e30 * 1e20
 
 
+class Wide(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("c", torch.tensor([1.0 + 2 ** -30], dtype=torch.float64))
+
+    def forward(self, x):
+        return (x.double() * self.c - x.double()) * 2 ** 30
+
+
 @case(export=Export(opset=17))
 def in_place():
     return InPlace(), {"x": torch.tensor([1.0, 2.0, 3.0])}
@@ -374,6 +383,11 @@ def integers():
 @case(export=Export(opset=17))
 def tiny():
     return Tiny(), {"x": torch.tensor([1.0, 2.0])}
+
+
+@case(export=Export(opset=17))
+def wide():
+    return Wide(), {"x": torch.tensor([1.0, 3.0])}
 """
 
 
@@ -384,14 +398,16 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     module's forward reads was no input of the case: changed, the stale reference was reused; L3, an
     FP16 cell of a module with nothing floating passed; L2, x · 1e-30 · 1e-20 · 1e30 · 1e20 (0 in
     float32, x in float64) failed every engine. L6, L10: `explain` and `precision` of a torch cell
-    said the case had no module, or raised a TypeError."""
+    said the case had no module, or raised a TypeError. L15: a float64 buffer (1 + 2**-30) the user made
+    was made float32 (1.0) at prepare, so the reference was another model's, and the FP16 cell kept it
+    float64 where `module.half()` does not."""
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "users.py").write_text(USERS_CASES)
     np.save(cases / "w.npy", np.array([2.0], np.float32))
     body = ('[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
             + "".join(f'[cases.{name}]\nprofiles = ["fp32"]\n' for name in ("in_place", "configured", "reads_at_call", "tiny"))
-            + '[cases.integers]\nprofiles = ["fp32", "fp16"]\n')
+            + '[cases.integers]\nprofiles = ["fp32", "fp16"]\n[cases.wide]\nprofiles = ["fp32", "fp16"]\n')
     config = matrix_file(tmp_path, cache_dir, body, environments=("torch-host-cpu", "ort-host"), cases_dir=cases,
                          images_dir=_images_with_ort_host(tmp_path))
     done = cli("run", "-c", str(config))
@@ -405,6 +421,12 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     assert pd.isna(cells.loc[("integers", "fp16", "torch-host-cpu"), "max_abs"])  # L9: a skip measured nothing
     tiny = cells.loc[("tiny", "fp32", "torch-host-cpu")]
     assert tiny["status"] == "disputed" and "falls below float32's smallest normal value" in tiny["error"], tiny["error"]
+    wide_half = (torch.tensor([1.0, 3.0]).half().double() * torch.tensor([1.0 + 2 ** -30]).half().double()
+                 - torch.tensor([1.0, 3.0]).half().double()) * 2 ** 30  # `module.half()`: c is 1.0 in FP16
+    assert cells.loc[("wide", "fp32", "torch-host-cpu"), "status"] == "pass"
+    wide16 = cells.loc[("wide", "fp16", "torch-host-cpu")]
+    assert wide16["status"] == "fail" and wide16["max_abs"] == pytest.approx(float(np.max(np.abs(
+        wide_half.numpy() - np.array([1.0, 3.0]))))), wide16
     np.save(cases / "w.npy", np.array([5.0], np.float32))
     again = cli("run", "-c", str(config), "--case", "reads_at_call")
     assert "prepare reads_at_call" in again.stdout + again.stderr and again.returncode == 0, again.stderr  # [5, 10]

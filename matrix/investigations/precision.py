@@ -49,11 +49,12 @@ class PrecisionSearch:
     log: list[dict] = field(default_factory=list)
 
     def judge(self, profiles: dict[str, Profile]) -> dict[str, dict]:
-        """{profile name: {"verdict", "max_abs"}} of trials of the cell, run together."""
+        """{profile name: {"verdict", "max_abs", "error"}} of trials of the cell, run together."""
         self.trials += len(profiles)
         frame = MatrixRun(plan_of_trials(self.plan, self.cell_id, profiles=profiles), on_event=self.on_event,
                           command="precision").judge()
-        return {row["profile"]: {"verdict": row["verdict"], "max_abs": _number(row["max_abs"])}
+        return {row["profile"]: {"verdict": row["verdict"], "max_abs": _number(row["max_abs"]),
+                                 "error": row["error"] if isinstance(row["error"], str) else None}
                 for _, row in frame.iterrows()}
 
     def passes(self, candidates: list[list[str]]) -> list[bool]:
@@ -116,6 +117,11 @@ def find_fp32_nodes(plan: Plan, cell_id: str, on_event: Callable[[dict], None] =
                 "summary": said + "The cell fails in FP32 too: the problem is not FP16 precision."}
     if not search.passes([op_types])[0]:
         everything = search.log[0]
+        if everything["verdict"] not in ("pass", "fail"):  # sweep 18 L10: a TypeError on its missing max_abs
+            return {**finding, "all_kept": everything, "trials": search.trials, "tried": search.log,
+                    "summary": said + f"With every node held in FP32 inside the FP16 build the trial is "
+                               f"{everything['verdict']} ({everything.get('error') or 'no reason given'}): no "
+                               "keep_fp32 set can be searched here."}
         return {**finding, "all_kept": everything, "trials": search.trials, "tried": search.log,
                 "summary": said + f"FP16 precision is the cause, but with every node held in FP32 inside the FP16 "
                            f"build the cell still fails (max_abs {everything['max_abs']:.2g}): the tensors between the nodes "

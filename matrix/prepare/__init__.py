@@ -42,7 +42,7 @@ from .fp16_forecast import Forecast
 from .fp16_variant import write_fp16_variant
 from .graph_checks import graph_warnings
 from .kept_warnings import kept_warnings
-from .layers import input_types, node_types, resolve_nodes
+from .layers import input_types, named, node_types, resolve_nodes
 from .torch_module import changed_state, module_state, save_module
 
 MODEL, REFERENCE, META = "model.onnx", "reference.npz", "case.json"
@@ -184,6 +184,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
             before = module_state([name for name, loaded in list(sys.modules.items())
                                    if Path(getattr(loaded, "__file__", None) or "/").parent == Path(case.source).parent])
             module, inputs = module_and_inputs(case.build(**params, **spec.entry.options))
+            wide = torch.get_default_dtype() == torch.float64
     finally:  # a case that sets float64 as the default must not make every later case's FP32 cells float64
         torch.set_default_dtype(default)
     state = changed_state(before)
@@ -191,7 +192,12 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     # returned it training (issue 41, sweep 10 C3)
     trained = ["the module was in training mode: exported and judged in eval mode (BatchNorm's running "
                "statistics, Dropout off)"] if module.training else []
-    module = module.float().eval()
+    # The FP32 model is float32: a module built under a float64 default dtype is made so, FP16 weights
+    # widened; but a float64 tensor the user made on purpose is the module's own precision, kept as
+    # the user runs it (issue 41, sweep 18 L15: a float64 constant 1 + 2**-30 made 1.0 here, and the
+    # reference was another model's)
+    module = (module.float() if wide else module._apply(
+        lambda t: t.float() if t.is_floating_point() and t.dtype != torch.float64 else t)).eval()
     inputs = bound_by_name(module, inputs)
     names = list(inputs)
     # The FP32 model's inputs are float32 whatever the case made (a float64 default dtype, say),
@@ -400,7 +406,7 @@ def model_for_profile(artifacts: Path, profile: Profile, fp16_copy: bool) -> Pat
     if target is None:
         return artifacts / MODEL
     if not _copy_intact(target):
-        model = onnx.load(str(artifacts / MODEL))
+        model = named(onnx.load(str(artifacts / MODEL)))
         tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
         write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp, artifacts / MODEL)
         _write_copy_facts(model, tmp, artifacts, target)

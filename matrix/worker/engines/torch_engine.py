@@ -153,7 +153,9 @@ def _module(spec, precision, place, log):
                 owner, _, attribute = key.rpartition(".")
                 setattr(getattr(sys.modules[name], owner) if owner else sys.modules[name], attribute, value)
     module = torch.load(path, map_location=place, weights_only=False)
-    _modules[key] = module.to(device=place, dtype=dtype).eval()
+    # FP32 runs the module as prepared (float32, and any float64 tensor the user made so); FP16 and
+    # BF16 as `module.to(dtype)` makes it, float64 tensors too, as `module.half()` does
+    _modules[key] = (module.to(device=place) if dtype == torch.float32 else module.to(device=place, dtype=dtype)).eval()
     log("loaded the {} module onto {}".format(name, place))
     return _modules[key], meta
 
