@@ -485,9 +485,10 @@ class MatrixRun:
         elif verdict == "fail" and not judged.get("error") and \
                 (unsplit := (self._copy_facts(cell, artifacts) or {}).get("unsplit")):
             judged = {**judged, "error": f"{unsplit}: how much of this error the conversion makes is not known"}
-        if verdict == "fail" and not judged.get("error") and profile.precision == "fp16" and \
-                (beyond := inputs_beyond_fp16(typed_tensors(artifacts / INPUTS))):
-            judged = {**judged, "error": beyond}
+        beyond = verdict == "fail" and profile.precision == "fp16" and inputs_beyond_fp16(typed_tensors(artifacts / INPUTS))
+        if beyond and (not judged.get("error") or judged.get("inf_count") or judged.get("nan_count")):
+            # an input FP16 holds as inf is the cause before any constant's rounding (sweep 18 L24)
+            judged = {**judged, "error": beyond + (f"; {judged['error']}" if judged.get("error") else "")}
         store_judgement(memo, key, verdict, judged)
         return verdict, judged
 

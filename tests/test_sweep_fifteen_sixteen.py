@@ -234,7 +234,10 @@ def fifteen(tmp_path_factory, cache_dir):
         + save(folder, "unnamed", [helper.make_node("Less", ["x", "thr"], ["b"]), helper.make_node("Mul", ["x", "two"], ["y"])],
                [("x", T.FLOAT, [3])], [("b", T.BOOL, [3]), ("y", T.FLOAT, [3])],
                {"thr": np.array([0.50001], np.float32), "two": np.array([2], np.float32)},
-               {"x": np.array([0.5, 0.2, 0.9], np.float32)}) + 'profiles = ["keepmul", "keepless"]\n'
+               {"x": np.array([0.5, 0.2, 0.9], np.float32)}) + 'profiles = ["keepmul", "keepless"]\n' \
+        + save(folder, "loud_input", [helper.make_node("Mul", ["x", "k"], ["y"])], [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])],
+               {"k": np.array([1.0001], np.float32)}, {"x": np.array([1.0001, 70000, 3.14159], np.float32)}) \
+        + 'profiles = ["fp16"]\n'
 
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -267,6 +270,14 @@ def test_keep_fp32_by_op_type_keeps_only_those_nodes_of_a_model_without_node_nam
     _, cells = fifteen
     assert cells.loc["unnamed/keepmul/ort-1.32", "status"] == "fail", cells.loc["unnamed/keepmul/ort-1.32", "error"]
     assert cells.loc["unnamed/keepless/ort-1.32", "status"] == "pass", cells.loc["unnamed/keepless/ort-1.32", "error"]
+
+
+def test_an_fp16_input_beyond_65504_is_the_cause_before_a_constants_rounding(fifteen):
+    """Sweep 18 L24: x holds 70000, which the FP16 copy's input cast makes inf before any node runs; the
+    cause said was the constant 1.0001's rounding (7 off) and "the engine is inf from the copy"."""
+    _, cells = fifteen
+    loud = cells.loc["loud_input/fp16/ort-1.32"]
+    assert loud["status"] == "fail" and loud["error"].startswith("input 'x' holds 7e+04, beyond FP16's 65504"), loud["error"]
 
 
 def test_a_value_float32_flushes_to_zero_is_the_models_own_arithmetic(fifteen):

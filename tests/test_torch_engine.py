@@ -339,7 +339,7 @@ class ReadsAtCall(nn.Module):
         return x * float(np.load(HERE / "w.npy")[0])
 
 
-class Counting(nn.Module):
+class Tripled(nn.Module):
     def forward(self, i):
         return i * 3 + 1
 
@@ -347,6 +347,30 @@ class Counting(nn.Module):
 class Tiny(nn.Module):
     def forward(self, x):
         return x * 1e-30 * 1e-20 * 1e30 * 1e20
+
+
+class Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x):
+        self.calls += 1
+        return x * self.calls
+
+
+class Determinant(nn.Module):
+    def forward(self, x):
+        return torch.linalg.det(x)
+
+
+class Loud(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.full((4, 4), 0.25))
+
+    def forward(self, x):
+        return (x * 300) @ self.w * 300 / 1000
 
 
 class Wide(nn.Module):
@@ -377,7 +401,7 @@ def reads_at_call():
 
 @case(export=Export(opset=17))
 def integers():
-    return Counting(), {"i": torch.tensor([1, 2, 3])}
+    return Tripled(), {"i": torch.tensor([1, 2, 3])}
 
 
 @case(export=Export(opset=17))
@@ -388,6 +412,21 @@ def tiny():
 @case(export=Export(opset=17))
 def wide():
     return Wide(), {"x": torch.tensor([1.0, 3.0])}
+
+
+@case(export=Export(opset=17))
+def counting():
+    return Counting(), {"x": torch.tensor([1.0, 2.0])}
+
+
+@case(export=Export(opset=17))
+def determinant():
+    return Determinant(), {"x": torch.eye(3) * 2}
+
+
+@case(export=Export(opset=17))
+def loud():
+    return Loud(), {"x": torch.ones(2, 4)}
 """
 
 
@@ -400,19 +439,22 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     float32, x in float64) failed every engine. L6, L10: `explain` and `precision` of a torch cell
     said the case had no module, or raised a TypeError. L15: a float64 buffer (1 + 2**-30) the user made
     was made float32 (1.0) at prepare, so the reference was another model's, and the FP16 cell kept it
-    float64 where `module.half()` does not."""
+    float64 where `module.half()` does not. L21: a module counting its calls in a buffer failed by its
+    eleventh call's drift, and repro called that unwritten memory. L14: PyTorch's "not implemented for
+    'Half'" was an `error`. L11: repro filed a PyTorch bug for a module whose own values pass 65504."""
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "users.py").write_text(USERS_CASES)
     np.save(cases / "w.npy", np.array([2.0], np.float32))
     body = ('[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
             + "".join(f'[cases.{name}]\nprofiles = ["fp32"]\n' for name in ("in_place", "configured", "reads_at_call", "tiny"))
-            + '[cases.integers]\nprofiles = ["fp32", "fp16"]\n[cases.wide]\nprofiles = ["fp32", "fp16"]\n')
+            + '[cases.integers]\nprofiles = ["fp32", "fp16"]\n[cases.wide]\nprofiles = ["fp32", "fp16"]\n'
+            + '[cases.counting]\nprofiles = ["fp32"]\n[cases.determinant]\nprofiles = ["fp16"]\n[cases.loud]\nprofiles = ["fp16"]\n')
     config = matrix_file(tmp_path, cache_dir, body, environments=("torch-host-cpu", "ort-host"), cases_dir=cases,
                          images_dir=_images_with_ort_host(tmp_path))
     done = cli("run", "-c", str(config))
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index(["case", "profile", "env"])
-    for case in ("in_place", "configured", "reads_at_call"):  # plain torch: [3, 5, 7], [13, 16], [2, 4]
+    for case in ("in_place", "configured", "reads_at_call", "counting"):  # torch: [3, 5, 7], [13, 16], [2, 4], [1, 2]
         assert list(cells.loc[(case, "fp32"), "status"]) == ["pass", "pass"], (case, done.stderr)
     with np.load(cache_dir / "artifacts" / cells.loc[("configured", "fp32", "ort-host"), "artifact"] / "reference.npz") as ref:
         assert [list(r) for r in ref.values()] == [[13.0, 16.0]]
@@ -427,6 +469,12 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     wide16 = cells.loc[("wide", "fp16", "torch-host-cpu")]
     assert wide16["status"] == "fail" and wide16["max_abs"] == pytest.approx(float(np.max(np.abs(
         wide_half.numpy() - np.array([1.0, 3.0]))))), wide16
+    determinant = cells.loc[("determinant", "fp16", "torch-host-cpu")]
+    assert determinant["status"] == "unsupported" and "not implemented for 'Half'" in determinant["error"], determinant
+    assert cells.loc[("loud", "fp16", "torch-host-cpu"), "status"] == "fail"  # 300 · 300 · 4 · 0.25 = 9e4 > 65504
+    loud = cli("repro", "loud/fp16/torch-host-cpu", "-c", str(config), "-o", str(tmp_path / "loud"))
+    assert loud.returncode == 2 and "the module's own values leave FP16's range" in loud.stderr, loud.stderr
+    assert not (tmp_path / "loud" / "ISSUE.md").exists()
     np.save(cases / "w.npy", np.array([5.0], np.float32))
     again = cli("run", "-c", str(config), "--case", "reads_at_call")
     assert "prepare reads_at_call" in again.stdout + again.stderr and again.returncode == 0, again.stderr  # [5, 10]

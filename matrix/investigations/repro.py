@@ -203,6 +203,8 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
         blame = whose_fault(plan, cell_id, own, trial.result_dirs[cell_id])
         if not blame.engine:
             raise NotTheEngine(f"{cell_id}: {blame.line}; no upstream report written")
+    if own["verdict"] == "fail" and envdef.engine == "torch" and (beyond := _beyond_fp16(plan, cell, own)):
+        raise NotTheEngine(f"{cell_id}: {beyond}; no upstream report written")
     if envdef.engine == "torch":
         model = _torch_module(plan, cell, own)
     else:
@@ -252,6 +254,21 @@ def _with_subgraphs(nodes: int | None, written: onnx.ModelProto | None) -> int |
     if nodes is None or written is None:
         return nodes
     return nodes + node_count(written.graph) - len(written.graph.node)
+
+
+def _beyond_fp16(plan: Plan, cell: Cell, own: dict) -> str | None:
+    """Why a torch FP16 cell's ±inf or NaN is the module's own FP16 range, not PyTorch's fault: the
+    FP16 forecast of its export saw values beyond 65504 (issue 41, sweep 18 L11: a "verified"
+    PyTorch bug was written for a module whose values reach 8.97e4), or None."""
+    if plan.profile(cell.profile).precision != "fp16" or not (own.get("nan_count") or own.get("inf_count")):
+        return None
+    forecast = case_meta(artifact_dir(plan.path("cache_dir"), cell.case, cell.artifact_key)).get("fp16_forecast") or {}
+    risky = [f"{risk['node']} ({risk['op_type']}): {reason}" for risk in forecast.get("risky", [])
+             for reason in risk.get("reasons", []) if "FP16 max" in reason]
+    if not risky:
+        return None
+    return (f"the module's own values leave FP16's range ({risky[0]}), so every right FP16 evaluation of it gives "
+            "±inf there, as PyTorch did; run it in FP32 or BF16, or scale its values")
 
 
 def _refuse_unless_reproducible(cell_id: str, own: dict) -> None:

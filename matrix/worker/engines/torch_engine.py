@@ -35,7 +35,7 @@ import types
 
 import torch
 
-from . import Unsupported, timed_runs
+from . import Refused, Unsupported, timed_runs
 from ..files import CASES_PACKAGE, PROGRAM_META
 from ..module_outputs import flat_outputs
 
@@ -235,11 +235,19 @@ def run(spec, inputs, log):
     # its input in place (`x.mul_(2)`, `nn.ReLU(inplace=True)` first) is run as a user calls it, once
     # per input (issue 41, sweep 18 L1: the 11th inference saw x doubled ten times).
     fresh = [[a.clone() for a in args]]
+    # and the module's buffers as they were: a module that counts its calls in a buffer is judged as
+    # its first call each time, not as its eleventh (sweep 18 L21: its drift was called unwritten memory)
+    buffers = [(b, b.clone()) for b in module.buffers()]
 
     def infer():
         try:
             with torch.no_grad(), _sdpa_kernel(sdpa) if sdpa else contextlib.nullcontext():
                 outputs = module(*fresh.pop())
+        except NotImplementedError as exc:
+            if "not implemented for" in str(exc):  # `"lu_cpu" not implemented for 'Half'`: no kernel in this type
+                raise Refused("PyTorch has no kernel for it in {} on {}: {}".format(
+                    profile["precision"], place, str(exc).strip().splitlines()[0]))
+            raise
         except RuntimeError as exc:
             if "No available kernel" in str(exc):  # the SDPA kernel asked for cannot take these inputs
                 raise Unsupported("the {} SDPA kernel cannot run this attention in {}: {}".format(
@@ -251,6 +259,8 @@ def run(spec, inputs, log):
 
     def kept(outputs):
         fresh.append([a.clone() for a in args])
+        for buffer, first in buffers:
+            buffer.copy_(first)
         if on_cuda:
             torch.cuda.synchronize()
         return _to_arrays(meta["outputs"], outputs)
