@@ -6,6 +6,7 @@ tolerance tightened between nights as the regression (the same outputs pass, the
 
 import shutil
 
+from conftest import BF16, make_tiny_model, matrix_file, tiny_case
 from matrix.store import list_runs, read_run
 from test_reports_cli import CELL, KNOWN_FP16, cli, project  # noqa: F401 - the fixture
 
@@ -93,3 +94,13 @@ def test_a_baseline_that_holds_no_whole_run_is_refused_before_anything_runs(proj
     part = cli("run", "-c", str(config), "--baseline", str(other))
     assert part.returncode == 0, part.stderr
     assert f"holds 1 of this run's 2 cells; 1 are compared with nothing: {CELL}" in part.stderr
+
+
+def test_a_run_that_tests_nothing_says_so_and_strict_exits_1(tmp_path, cache_dir):
+    """Issue 41, sweep 18 L18: a matrix whose only profile onnxruntime cannot run (bf16) skipped every
+    cell and exited 0 under --strict, the CI switch, with no line saying nothing was compared."""
+    model, inputs = make_tiny_model(tmp_path)
+    config = matrix_file(tmp_path, cache_dir, BF16 + tiny_case(model, inputs, profiles=("bf16",)), environments=("ort-1.32",))
+    plain, strict = cli("run", "-c", str(config)), cli("run", "-c", str(config), "--strict")
+    assert plain.returncode == 0 and "nothing was tested: no cell of this run was compared" in plain.stderr, plain.stderr
+    assert strict.returncode == 1 and "(--strict: exit 1)" in strict.stderr, strict.stderr

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from conftest import BF16, REPO, make_tiny_model, matrix_file
-from matrix.prepare.forward_inputs import bound_by_name
+from matrix.prepare.forward_inputs import bound_by_name, module_and_inputs
 from matrix.store import list_runs, read_run
 from matrix.store.cache import result_dir
 from matrix.worker.files import RESULT
@@ -185,6 +185,9 @@ def test_the_cell_runs_the_module_itself_where_no_program_can_be_traced(tmp_path
 
     with pytest.raises(ValueError, match=r"forward\(a, b\) in the dict's order: input 'b' would be forward\(\)'s 'a'"):
         bound_by_name(Sub(), {"b": 1, "c": 2})  # a parameter's name that would land on another
+    # issue 41, sweep 18 L19: a numpy input was trtmatrix's own AttributeError
+    with pytest.raises(ValueError, match=r"returned input 'a' as a ndarray, not a torch.Tensor"):
+        module_and_inputs((Sub(), {"a": np.zeros(2), "b": torch.zeros(2)}))
 
 
 def test_an_onnx_file_case_has_no_module_for_the_torch_engine(tmp_path, cache_dir):

@@ -89,7 +89,15 @@ def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bo
     uncovered = uncovered_lines(frame) if strict else []
     for line in uncovered:
         console.print(line, soft_wrap=True)
-    return newly or bool(uncovered) or (strict and not_run) or bool(frame["status"].isin(UNJUDGED).any())
+    tested = bool(frame["status"].isin(TESTED).any())
+    if not tested:  # issue 41, sweep 18 L18: a matrix that tests nothing was a green CI job
+        console.print(escape("nothing was tested: no cell of this run was compared with a reference or built"
+                             + (" (--strict: exit 1)" if strict else "")), soft_wrap=True)
+    return newly or bool(uncovered) or (strict and (not_run or not tested)) or bool(frame["status"].isin(UNJUDGED).any())
+
+
+# Statuses of a cell that tested something: compared with its reference, or (TensorRT-RTX here) built.
+TESTED = ("pass", "fail", "xfail", "xpass", "built")
 
 
 def _say_passed_over(passed_over, earlier) -> None:

@@ -19,6 +19,12 @@ def module_and_inputs(built) -> tuple:
         raise ValueError(f"the case function returned {_kind(built)}, not (module, {{input_name: tensor}})")
     if not isinstance(built[1], Mapping):
         raise ValueError(f"the case function returned its inputs as {_kind(built[1])}, not a dict {{input_name: tensor}}")
+    import torch
+
+    # issue 41, sweep 18 L19: a numpy input raised "'numpy.ndarray' object has no attribute 'is_floating_point'"
+    if wrong := next(((name, value) for name, value in built[1].items() if not isinstance(value, torch.Tensor)), None):
+        raise ValueError(f"the case function returned input {wrong[0]!r} as {_kind(wrong[1])}, not a torch.Tensor "
+                         "(torch.from_numpy(array) makes one of a numpy array)")
     return built
 
 
