@@ -262,7 +262,7 @@ def judge_by_rule(runs: list[dict[str, np.ndarray]], reference: dict[str, np.nda
     cosine_holds = accept.cosine is None or cosines.value is None or cosines.value >= accept.cosine
     top1_holds = accept.top1 is None or agreement.value is None or agreement.value >= accept.top1
     where = agreement.where if cosine_holds and not top1_holds else cosines.where or agreement.where
-    fields = {"rule": rule, "top1": agreement.value, "worst_slice": differ[0] if differ else where}
-    if cosines.value is not None:
-        fields["cosine"] = cosines.value
+    # the rule's cosine, or none where it judged no floating output: never another output's (sweep 18 L16)
+    fields = {"rule": rule, "top1": agreement.value, "worst_slice": differ[0] if differ else where,
+              "cosine": cosines.value}
     return ("pass" if cosine_holds and top1_holds and not differ else "fail"), fields

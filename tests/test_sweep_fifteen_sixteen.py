@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pandas as pd
 import pytest
 from onnx import TensorProto as T, helper, numpy_helper
 
@@ -149,6 +150,14 @@ def _bodies(folder, tenth: np.ndarray) -> str:
         + loop("loop_if", in_if, [0.7, 0.2, 1.5]) + scan + while_in_if
 
 
+def _int_rule(folder) -> str:
+    """Sweep 18 L16: o = i + 1 (int64) judged by a cosine rule against a file one integer off."""
+    np.savez(folder / "int_rule_expected.npz", o=np.array([2, 3, 5], np.int64))
+    return save(folder, "int_rule", [helper.make_node("Add", ["i", "one"], ["o"])], [("i", T.INT64, [3])],
+                [("o", T.INT64, [3])], {"one": np.array([1], np.int64)}, {"i": np.array([1, 2, 3], np.int64)}) \
+        + f'profiles = ["fp32"]\nexpected = "{folder / "int_rule_expected.npz"}"\n[cases.int_rule.accept.fp32]\ncosine = 0.99\n'
+
+
 @pytest.fixture(scope="module")
 def fifteen(tmp_path_factory, cache_dir):
     """One `trtmatrix run` (onnxruntime 1.32) of the fifteenth sweep's reference cases."""
@@ -237,7 +246,7 @@ def fifteen(tmp_path_factory, cache_dir):
                {"x": np.array([0.5, 0.2, 0.9], np.float32)}) + 'profiles = ["keepmul", "keepless"]\n' \
         + save(folder, "loud_input", [helper.make_node("Mul", ["x", "k"], ["y"])], [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])],
                {"k": np.array([1.0001], np.float32)}, {"x": np.array([1.0001, 70000, 3.14159], np.float32)}) \
-        + 'profiles = ["fp16"]\n'
+        + 'profiles = ["fp16"]\n' + _int_rule(folder)
 
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -278,6 +287,15 @@ def test_an_fp16_input_beyond_65504_is_the_cause_before_a_constants_rounding(fif
     _, cells = fifteen
     loud = cells.loc["loud_input/fp16/ort-1.32"]
     assert loud["status"] == "fail" and loud["error"].startswith("input 'x' holds 7e+04, beyond FP16's 65504"), loud["error"]
+
+
+def test_a_cosine_rule_over_integers_alone_measures_no_cosine(fifteen):
+    """Sweep 18 L16: a cosine rule's fail line quoted "measured cosine 0.99408", taken over the integer
+    output the rule compares exactly (cos([2, 3, 4], [2, 3, 5]) is above its 0.99)."""
+    done, cells = fifteen
+    rule = cells.loc["int_rule/fp32/ort-1.32"]
+    assert rule["status"] == "fail" and pd.isna(rule["cosine"]), rule["cosine"]
+    assert "measured no cosine (no floating output)" in done.stderr and "0.99408" not in done.stderr, done.stderr
 
 
 def test_a_value_float32_flushes_to_zero_is_the_models_own_arithmetic(fifteen):
@@ -484,7 +502,8 @@ def test_a_reference_rotted_in_place_is_prepared_again(tmp_path, cache_dir):
 
 def test_summary_diff_and_history_of_a_run_rejudged_with_a_what_if_say_so(tmp_path, cache_dir):
     """Sweep 16 J14, J16: a run re-judged with a looser tolerance file (a what-if) showed as the night's
-    pass in `history`, and `summary` (release notes) and `diff` said "passes" with no word of the file."""
+    pass in `history`, and `summary` (release notes) and `diff` said "passes" with no word of the file;
+    sweep 18 L13: so did the reports folder's index.html."""
     from test_sweep_nine_regression_check import near_case
 
     config = matrix_file(tmp_path, cache_dir, PROFILES + near_case(tmp_path), environments=("ort-1.20", "ort-1.32"),
@@ -500,6 +519,9 @@ def test_summary_diff_and_history_of_a_run_rejudged_with_a_what_if_say_so(tmp_pa
         done = trtmatrix(command, "-c", str(config))
         assert done.returncode == 0 and said in done.stderr, (command, done.stdout, done.stderr)
     assert f"{run.name[:15]} (re-judged)" in trtmatrix("history", "-c", str(config)).stdout
+    # sweep 18 L13: the reports folder's front page showed the what-if's verdicts as the run's own
+    index = (tmp_path / "reports" / "index.html").read_text()
+    assert f'{run.name}</a> <span title="{said}' in index, index
 
 
 def test_an_invalid_model_is_said_invalid_not_lacking_an_expected_file(fifteen):

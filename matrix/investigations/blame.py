@@ -79,7 +79,7 @@ def whose_fault(plan: Plan, cell_id: str, record: dict, outputs_dir: Path) -> Bl
             return f"beyond atol {atol:g} + rtol {rtol:g}", "loosen the tolerance (docs/judging.md)"
         fields = judge_by_rule(runs, against, accept, atol, rtol, mask)[1]
         said = f"failing its rule {accept.text()} ({fields['worst_slice'] or 'measured'})"
-        if "cosine" in fields and np.isnan(fields["cosine"]):
+        if fields["cosine"] is not None and np.isnan(fields["cosine"]):
             return said, ("no rule holds an undefined cosine (a NaN, or an infinity the other side lacks): judge "
                           "that output element-wise (atol/rtol) or mask those elements (docs/judging.md)")
         return said, "loosen the rule (docs/judging.md)"

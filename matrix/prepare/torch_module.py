@@ -92,4 +92,5 @@ def save_module(module, out: Path, meta: dict, folder: Path, state: dict | None 
                                  f"file afresh, cannot be given ({type(exc).__name__}: {exc})") from None
             meta["module"]["state"] = MODULE_STATE
     except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
-        meta["errors"]["module"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+        # its words whole, on one line: PyTorch's "… only supported through state_dict(). See:" ends in a link
+        meta["errors"]["module"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:400]

@@ -124,7 +124,7 @@ def rule_text(row) -> str | None:
         return None
     measured = []
     if "cosine" in row["rule"]:
-        measured.append(cosine_text(row))
+        measured.append(cosine_text(row) if _number(row.get("cosine")) is not None else "no cosine (no floating output)")
     if "agreement" in row["rule"] and _number(row.get("top1")) is not None:
         measured.append(f"top-k agreement {row['top1']:.4f}")
     worst = f"; worst: {row['worst_slice']}" if isinstance(row.get("worst_slice"), str) else ""

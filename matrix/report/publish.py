@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..store import REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, write_text_atomically
+from ..store import (REPORT, DamagedRun, finish_run, left_out, list_runs, read_run, read_run_meta, rejudged_note,
+                     write_text_atomically)
 from ..store.findings import read_findings
 from ..store.outputs import write_text_output
 from ..store.swap import refuse_other_kind
@@ -108,7 +109,8 @@ def render_index(reports_dir: Path) -> None:
     summaries, history = [], []
     for run_dir in reversed(list_runs(reports_dir, warn=True)):
         try:
-            summaries.append(run_summary(run_dir))
+            summary = run_summary(run_dir)  # a what-if's verdicts are marked (issue 41, sweep 18 L13)
+            summaries.append({**summary, "rejudged": rejudged_note(summary)})
             if len(history) < HISTORY_RUNS:
                 history.append((run_dir.name, history_cells(run_dir)))
         except DamagedRun as exc:
