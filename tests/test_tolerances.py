@@ -324,3 +324,6 @@ def test_a_drifting_cell_s_floor_is_its_drift_at_the_configured_rtol(tmp_path, c
     comment = shown.stdout.split("[cases.tiny.tolerances.drift]\n")[1].splitlines()[0]
     floor = float(comment.split("noise floor ")[1].split(" ")[0])
     assert comment.endswith("(run-to-run drift)") and 1 - 1e-3 <= floor <= 1.0, comment  # 1 - rtol·|ref| at most
+    # sweep 18 L23: a drift beyond the cell's tolerance as the floor is said, not taken in silence
+    note = shown.stdout.split("[cases.tiny.tolerances.drift]\n")[1].splitlines()[1]
+    assert "tiny/drift/ort-1.32's outputs changing between inferences by 1" in note, note

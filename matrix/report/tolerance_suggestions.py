@@ -196,6 +196,13 @@ def suggest(run_dir: Path, frame: pd.DataFrame, trusted: list[str], factor: floa
                                                           _resolution(run_dir, measured, precision))
             suggestion.note = _not_computed(measured, precision)
         suggestion.atol = round_up(max(factor * suggestion.needed, suggestion.floor))
+        drifting = measured[measured["drift_max_abs"].fillna(0) > measured["atol"]]
+        if suggestion.floor_from == "run-to-run drift" and not drifting.empty:  # sweep 18 L23: atol 13000, said nowhere
+            cell = drifting.iloc[0]
+            suggestion.note = "; ".join(filter(None, [suggestion.note, (
+                f"the floor is {cell['cell_id']}'s outputs changing between inferences by {cell['drift_max_abs']:.3g}, "
+                f"beyond its atol {cell['atol']:g}: where an engine should be deterministic (a CPU), that is a finding "
+                "to look at before taking this tolerance")]))
         _accepted(factor, suggestion, lambda: Tolerance(atol=suggestion.atol, rtol=suggestion.rtol))
     return found
 
