@@ -36,9 +36,29 @@ def exact_values(array: np.ndarray) -> np.ndarray:
     return np.array([int(v) for v in array.ravel().tolist()], dtype=object).reshape(array.shape)
 
 
-def judged_positions(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
-    """Where an output of `shape` is judged (True) under the mask, or None: all of it."""
-    if mask is None or len(shape) < mask.ndim or tuple(shape[:mask.ndim]) != mask.shape:
+class OutputMask(np.ndarray):
+    """A case's mask that leaves some outputs alone though their leading dimensions are its shape:
+    those whose axes the model names otherwise (a pooled [N, 384] of hidden units under a mask
+    [N, 384] of tokens: issue 41, sweep 18 L20). `left_alone`: {output: why}."""
+
+    left_alone: dict[str, str] = {}
+
+    def __array_finalize__(self, obj) -> None:
+        self.left_alone = getattr(obj, "left_alone", {})
+
+
+def with_left_alone(mask: np.ndarray, left_alone: dict[str, str]) -> np.ndarray:
+    if not left_alone:
+        return mask
+    masked = np.asarray(mask).view(OutputMask)
+    masked.left_alone = dict(left_alone)
+    return masked
+
+
+def judged_positions(mask: np.ndarray | None, shape: tuple[int, ...], name: str | None = None) -> np.ndarray | None:
+    """Where output `name` of `shape` is judged (True) under the mask, or None: all of it."""
+    if mask is None or len(shape) < mask.ndim or tuple(shape[:mask.ndim]) != mask.shape \
+            or name in getattr(mask, "left_alone", {}):
         return None
     kept = (mask != 0).reshape(mask.shape + (1,) * (len(shape) - mask.ndim))
     return np.broadcast_to(kept, shape)
@@ -217,7 +237,7 @@ def judge_slices(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
         real_valued(name, ref)
         if accept.axis is not None and accept.axis >= ref.ndim:
             raise ValueError(f"the rule's axis {accept.axis} is not an axis of output {name!r} (shape {ref.shape})")
-        kept = judged_positions(mask, ref.shape)
+        kept = judged_positions(mask, ref.shape, name)
         if any(exact_kind(outputs[name]) for outputs in runs):
             exact[name] = _differing(runs, name, ref, kept)
             continue

@@ -179,7 +179,7 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, atol: f
     if reference.dtype.kind in "USO" or actual.dtype.kind in "USO":
         return _compare_strings(name, actual, reference)
     shape = tuple(reference.shape)
-    kept = judged_positions(mask, shape)
+    kept = judged_positions(mask, shape, name)
     left_out = 0 if kept is None else int(kept.size - kept.sum())
     if kept is not None:
         actual, reference = actual[kept], reference[kept]
@@ -243,7 +243,7 @@ class MaskJudgesNothing(ValueError):
 def _check_mask(mask: np.ndarray, reference: dict[str, np.ndarray]) -> None:
     """A mask decides what is judged: one that applies to no output, or leaves out every element
     there is, would turn "nothing judged" into a pass."""
-    kept = {name: judged_positions(mask, ref.shape) for name, ref in reference.items()}
+    kept = {name: judged_positions(mask, ref.shape, name) for name, ref in reference.items()}
     if all(k is None for k in kept.values()):
         shapes = ", ".join(f"{name} {tuple(ref.shape)}" for name, ref in reference.items())
         raise MaskJudgesNothing(f"the mask input (shape {tuple(mask.shape)}) applies to no output (an output's leading "
@@ -288,7 +288,7 @@ def compare_runs(runs: list[dict[str, np.ndarray]], reference: dict[str, np.ndar
     if missing:
         raise ValueError(f"engine returned no value for outputs {missing}")
     for name, expected in reference.items():  # a NaN output would "match" it: no pass to be had from it
-        kept = judged_positions(mask, tuple(expected.shape))  # the elements judged (sweep 15 H12: the mask's)
+        kept = judged_positions(mask, tuple(expected.shape), name)  # the elements judged (sweep 15 H12: the mask's)
         judged = expected if kept is None else expected[kept]
         if judged.size and np.issubdtype(judged.dtype, np.inexact) and np.isnan(judged).all():
             raise NothingToJudge(name)

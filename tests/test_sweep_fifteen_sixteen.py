@@ -158,6 +158,26 @@ def _int_rule(folder) -> str:
         + f'profiles = ["fp32"]\nexpected = "{folder / "int_rule_expected.npz"}"\n[cases.int_rule.accept.fp32]\ncosine = 0.99\n'
 
 
+def _pooled(folder) -> str:
+    """Sweep 18 L20: hidden = 2x [batch, sequence, 4], pooled = mean over tokens [batch, 4], 4 tokens: the
+    mask's shape [2, 4] is pooled's too; the file holds pooled 100 and 50 off at its last hidden unit."""
+    x = np.random.default_rng(0).random((2, 4, 4), dtype=np.float32)
+    attention = np.array([[1, 1, 0, 0], [1, 1, 1, 0]], np.int64)
+    pooled = (2 * x.astype(np.float64)).mean(axis=1) + np.array([[0, 0, 0, 100], [0, 0, 0, -50]])
+    np.savez(folder / "pooled_expected.npz", hidden=2 * x, pooled=pooled.astype(np.float32))
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["hidden"]),
+                               helper.make_node("ReduceMean", ["hidden"], ["pooled"], axes=[1], keepdims=0)], "pooled",
+                              [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "sequence", 4]),
+                               helper.make_tensor_value_info("attention_mask", T.INT64, ["batch", "sequence"])],
+                              [helper.make_tensor_value_info("hidden", T.FLOAT, ["batch", "sequence", 4]),
+                               helper.make_tensor_value_info("pooled", T.FLOAT, ["batch", 4])],
+                              [numpy_helper.from_array(np.array(2, np.float32), "two")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), folder / "pooled.onnx")
+    np.savez(folder / "pooled_in.npz", x=x, attention_mask=attention)
+    return (f'[cases.pooled]\nonnx = "{folder / "pooled.onnx"}"\ninputs = "{folder / "pooled_in.npz"}"\n'
+            f'expected = "{folder / "pooled_expected.npz"}"\nmask = "attention_mask"\nprofiles = ["fp32"]\n')
+
+
 @pytest.fixture(scope="module")
 def fifteen(tmp_path_factory, cache_dir):
     """One `trtmatrix run` (onnxruntime 1.32) of the fifteenth sweep's reference cases."""
@@ -246,7 +266,7 @@ def fifteen(tmp_path_factory, cache_dir):
                {"x": np.array([0.5, 0.2, 0.9], np.float32)}) + 'profiles = ["keepmul", "keepless"]\n' \
         + save(folder, "loud_input", [helper.make_node("Mul", ["x", "k"], ["y"])], [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])],
                {"k": np.array([1.0001], np.float32)}, {"x": np.array([1.0001, 70000, 3.14159], np.float32)}) \
-        + 'profiles = ["fp16"]\n' + _int_rule(folder)
+        + 'profiles = ["fp16"]\n' + _int_rule(folder) + _pooled(folder)
 
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -287,6 +307,16 @@ def test_an_fp16_input_beyond_65504_is_the_cause_before_a_constants_rounding(fif
     _, cells = fifteen
     loud = cells.loc["loud_input/fp16/ort-1.32"]
     assert loud["status"] == "fail" and loud["error"].startswith("input 'x' holds 7e+04, beyond FP16's 65504"), loud["error"]
+
+
+def test_a_mask_leaves_alone_an_output_whose_axes_the_model_names_otherwise(fifteen):
+    """Sweep 18 L20: the mask [batch, sequence] applied to pooled [batch, 4] because 4 tokens met 4 hidden
+    units; its last unit, 100 off in the file, was left out, and the cell passed."""
+    _, cells = fifteen
+    pooled = cells.loc["pooled/fp32/ort-1.32"]
+    outputs = {o["name"]: o for o in json.loads(pooled["outputs"])}
+    assert pooled["status"] == "fail" and outputs["pooled"]["max_abs"] == pytest.approx(100, rel=1e-5), outputs
+    assert (outputs["pooled"]["left_out"], outputs["hidden"]["left_out"]) == (0, 3 * 4)  # tokens still masked
 
 
 def test_a_cosine_rule_over_integers_alone_measures_no_cosine(fifteen):

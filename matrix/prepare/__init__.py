@@ -24,7 +24,8 @@ from ..graph_walk import slow_in_float64
 from ..sources import CaseSpec, Params
 from ..sources.onnx_files import as_bfloat16
 from ..sources.onnx_suites import suite_label, typed_tensors
-from ..store import STEP_DECIDES
+from ..acceptance import with_left_alone
+from ..store import STEP_DECIDES, mask_sidecar
 from ..store.cache import artifacts_folder, digest_memo
 from ..store.hashing import hash_files, remembered_digests
 from ..stops import removed_at_end
@@ -156,9 +157,14 @@ def _prepare_in(spec: CaseSpec, params: Params, tmp: Path, target: Path, phase: 
         phase("the model's float64 evaluation" + (f" ({slow})" if slow else ""))
         float64 = float64_values(model, inputs, keep=False, each=forecast.see)
         meta["fp16_forecast"] = forecast.result(model)
+    mask = None
+    if spec.entry.mask is not None:
+        if left_alone := mask_left_alone(model, spec.entry.mask):
+            mask_sidecar(tmp / INPUTS).write_text(json.dumps({"left_alone": left_alone}, indent=1))
+        mask = with_left_alone(inputs[spec.entry.mask], left_alone)
     if spec.suite is None:  # a suite's expected outputs are the spec's own test data
         phase(f"its reference check against {referee_label()}")
-        meta.update(_checked_reference(meta, model, inputs, float64, tmp, inputs.get(spec.entry.mask), unchecked))
+        meta.update(_checked_reference(meta, model, inputs, float64, tmp, mask, unchecked))
     meta["digests"] = checked_digests(tmp)
     (tmp / META).write_text(json.dumps({"case": spec.name, "params": dict(params), **meta}, indent=1))
     shutil.rmtree(target, ignore_errors=True)
@@ -365,11 +371,35 @@ def _prepare_suite_test(spec: CaseSpec, params: Params, out: Path) -> dict:
 
 
 def mask_array(inputs: Path, name: str | None) -> np.ndarray | None:
-    """The case's mask input from an inputs file (None without a mask)."""
+    """The case's mask input from an inputs file (None without a mask), with the outputs it leaves
+    alone beside it (mask_sidecar)."""
     if name is None:
         return None
     with np.load(inputs) as data:
-        return data[name]
+        mask = data[name]
+    side = mask_sidecar(inputs)
+    return with_left_alone(mask, json.loads(side.read_text())["left_alone"]) if side.is_file() else mask
+
+
+def _dims(value: onnx.ValueInfoProto) -> list:
+    return [d.dim_param or (d.dim_value if d.HasField("dim_value") else None) for d in value.type.tensor_type.shape.dim]
+
+
+def mask_left_alone(model: onnx.ModelProto, mask: str) -> dict[str, str]:
+    """{output: why} of the outputs whose leading axes the model names otherwise than the mask's
+    (`sentence_embedding` [batch, 384] under `attention_mask` [batch, sequence]): padded to 384
+    tokens, their leading dimensions are the mask's shape, and they are no tokens (issue 41,
+    sweep 18 L20). A model that declares fixed sizes alone tells nothing: the shape decides."""
+    given = next((value for value in model.graph.input if value.name == mask), None)
+    if given is None or not given.type.tensor_type.HasField("shape"):
+        return {}
+    axes, left = _dims(given), {}
+    for output in model.graph.output:
+        named = _dims(output) if output.type.tensor_type.HasField("shape") else []
+        other = next((i for i, (a, b) in enumerate(zip(axes, named)) if a is not None and b is not None and a != b), None)
+        if len(named) >= len(axes) and other is not None:
+            left[output.name] = f"the model names its axis {other} {named[other]!r}, the mask's {axes[other]!r}"
+    return left
 
 
 def case_meta(artifacts: Path) -> dict:

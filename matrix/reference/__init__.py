@@ -148,9 +148,9 @@ CROSSES_AN_EDGE = ("leaves its domain in float64", "float64 holds NaN or ±inf t
                    "holds another value, so no reference says which side the model means")
 
 
-def _judged(array: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    """The elements of an output the case's mask keeps (acceptance.judged_positions)."""
-    kept = judged_positions(mask, array.shape)
+def _judged(array: np.ndarray, mask: np.ndarray | None, name: str) -> np.ndarray:
+    """The elements of output `name` the case's mask keeps (acceptance.judged_positions)."""
+    kept = judged_positions(mask, array.shape, name)
     return array if kept is None else array[kept]
 
 
@@ -160,10 +160,11 @@ def _parting(decided: dict[str, str], reference: dict[str, np.ndarray], theirs: 
     elements the mask keeps: a flipped step an output reaches but does not hang on (`Where(g, x, x)`,
     a hinge at its joint), or whose flip only padding holds, decides nothing judged (issue 41, sweep
     7 N3, N13)."""
-    def parts(one: np.ndarray, other: np.ndarray) -> bool:
-        return parted(one, other) if one.shape != other.shape else parted(_judged(one, mask), _judged(other, mask))
-    return {name: step for name, step in decided.items()
-            if name not in theirs or name not in reference or parts(np.asarray(reference[name]), np.asarray(theirs[name]))}
+    def parts(one: np.ndarray, other: np.ndarray, name: str) -> bool:
+        return parted(one, other) if one.shape != other.shape else \
+            parted(_judged(one, mask, name), _judged(other, mask, name))
+    return {name: step for name, step in decided.items() if name not in theirs or name not in reference
+            or parts(np.asarray(reference[name]), np.asarray(theirs[name]), name)}
 
 
 def _decided(decided: dict[str, str], names: list[str], checked: int, fix: str,
@@ -372,7 +373,7 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
             return _check(DISPUTED, f"PyTorch in float64 gives {name!r} shape {list(mine.shape)}, its ONNX export "
                                     f"{list(onnx64.shape)}")
         # sweep 8 A14: only the elements the case's mask keeps can part
-        mine, onnx64, their = (_judged(np.asarray(a), mask) for a in (mine, onnx64, theirs.get(name, onnx64)))
+        mine, onnx64, their = (_judged(np.asarray(a), mask, name) for a in (mine, onnx64, theirs.get(name, onnx64)))
         if lone := _nan_against_a_number(mine, onnx64, model, inputs, name):  # sweep 8 A15: a lone NaN
             return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: {lone}")
         if apart := _torch_parts_from_export(mine, onnx64, their):

@@ -167,6 +167,8 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
         linked[tmp / REFS / f"{reference.parent.name}.npz"] = reference
         if (inputs := reference.with_name(INPUTS)).is_file():
             linked[run_inputs(tmp, reference.parent.name)] = inputs
+            if mask_sidecar(inputs).is_file():
+                linked[mask_sidecar(run_inputs(tmp, reference.parent.name))] = mask_sidecar(inputs)
         if (decides := reference.with_name(STEP_DECIDES)).is_file():
             linked[run_step_decides(tmp, reference.parent.name)] = decides
     for link, source in linked.items():
@@ -266,6 +268,12 @@ def _same_arrays(one: dict[str, np.ndarray], other: dict[str, np.ndarray]) -> bo
 def run_step_decides(run_dir: Path, artifact: str) -> Path:
     """The elements a step decides in an artifact's float64 reference (prepare's STEP_DECIDES)."""
     return run_dir / REFS / f"{artifact}.{STEP_DECIDES}"
+
+
+def mask_sidecar(inputs: Path) -> Path:
+    """Beside an inputs file (an artifact's, a run folder's refs/<artifact>.inputs.npz): the outputs
+    the mask leaves alone, where there are any (prepare.mask_left_alone)."""
+    return inputs.with_suffix(".mask.json")
 
 
 def run_inputs(run_dir: Path, artifact: str) -> Path:
