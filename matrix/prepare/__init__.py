@@ -436,7 +436,8 @@ def model_for_profile(artifacts: Path, profile: Profile, fp16_copy: bool) -> Pat
     if target is None:
         return artifacts / MODEL
     if not _copy_intact(target):
-        model = named(onnx.load(str(artifacts / MODEL)))
+        model = onnx.load(str(artifacts / MODEL))
+        model = named(model) if profile.keep_fp32 else model
         tmp = target.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")  # environments run in threads
         write_fp16_variant(model, resolve_nodes(model, profile.keep_fp32), tmp, artifacts / MODEL)
         _write_copy_facts(model, tmp, artifacts, target)

@@ -10,16 +10,14 @@ __all__ = ["NoMatch", "named", "resolve_nodes", "node_types"]
 
 
 def named(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with a name of its own for each unnamed node of its main graph ('Less_0': its op type
-    and order): keep_fp32 selects nodes by name for the FP16 converter, and every unnamed node shared
-    the name '' (issue 41, sweep 18 L22: keeping Mul kept an unnamed Less too, and Less matched nothing)."""
+    """The model with each unnamed node of its main graph named as trtmatrix labels it ('Less#0': its
+    op type and order): keep_fp32 selects nodes by name for the FP16 converter, and every unnamed node
+    shared the name '' (issue 41, sweep 18 L22: keeping Mul kept an unnamed Less too, and Less
+    matched nothing)."""
     taken = {node.name for node in model.graph.node}
     for order, node in enumerate(model.graph.node):
-        if not node.name:
-            node.name = next(name for name in (f"{node.op_type}_{order}", *(f"{node.op_type}_{order}_{n}" for n in
-                                                                             range(1, len(taken) + 2)))
-                             if name not in taken)
-            taken.add(node.name)
+        if not node.name and f"{node.op_type}#{order}" not in taken:
+            node.name = f"{node.op_type}#{order}"
     return model
 
 
