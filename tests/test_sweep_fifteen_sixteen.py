@@ -146,7 +146,24 @@ def _bodies(folder, tenth: np.ndarray) -> str:
                        [("a0", T.FLOAT, [])], [("y", T.FLOAT, [])],
                        {"yes": np.array(True), "tenth": np.array(0.1, np.float32), "limit": np.array(0.3, np.float32)},
                        {"a0": np.array(0, np.float32)}) + 'profiles = ["fp32"]\n'
+    def counting_loop(name: str, trips: int, scale: float) -> str:
+        """acc += 0.1f `trips` times; each iteration's Floor(acc / 0.1f) · scale as a scan output."""
+        body = helper.make_graph([helper.make_node("Add", ["acc_in", "tenth"], ["acc_out"]),
+                                  helper.make_node("Div", ["acc_out", "tenth"], ["q"]), helper.make_node("Floor", ["q"], ["f"]),
+                                  helper.make_node("Mul", ["f", "scale"], ["step"]), helper.make_node("Identity", ["c_in"], ["c_out"])],
+                                 "count", [v("i", T.INT64, []), v("c_in", T.BOOL, []), v("acc_in", T.FLOAT, [])],
+                                 [v("c_out", T.BOOL, []), v("acc_out", T.FLOAT, []), v("step", T.FLOAT, [])])
+        return save(folder, name, [helper.make_node("Loop", ["n", "", "a0"], ["acc", "steps"], body=body)],
+                    [("a0", T.FLOAT, [])], [("acc", T.FLOAT, []), ("steps", T.FLOAT, [trips])],
+                    {"n": np.array(trips, np.int64), "tenth": np.array(0.1, np.float32), "scale": np.array(scale, np.float32)},
+                    {"a0": np.array(0, np.float32)}) + 'profiles = ["fp32"]\n'
     return loop("loop_floor", floor, [0.7, 0.2, 1.5]) + loop("loop_away", floor, [0.75, 0.2, 1.25]) \
+        + save(folder, "long_sum", [helper.make_node("Loop", ["n", "", "a0"], ["acc"], body=helper.make_graph(
+            [helper.make_node("Add", ["acc_in", "tenth"], ["acc_out"]), helper.make_node("Identity", ["c_in"], ["c_out"])],
+            "sum", [v("i", T.INT64, []), v("c_in", T.BOOL, []), v("acc_in", T.FLOAT, [])],
+            [v("c_out", T.BOOL, []), v("acc_out", T.FLOAT, [])]))], [("a0", T.FLOAT, [])], [("acc", T.FLOAT, [])],
+               {"n": np.array(800, np.int64), "tenth": np.array(0.1, np.float32)}, {"a0": np.array(0, np.float32)}) \
+        + 'profiles = ["fp32"]\n' + counting_loop("late_flip", 30, 1.0) + counting_loop("late_tiny", 30, 1e-7) \
         + loop("loop_if", in_if, [0.7, 0.2, 1.5]) + scan + while_in_if
 
 
@@ -344,6 +361,25 @@ def test_a_cubic_resize_to_sizes_is_bound_by_its_float32_coordinates(fifteen):
     _, cells = fifteen
     cubic = cells.loc["cubic/fp32/ort-1.32"]
     assert (cubic["status"], cubic["reference_check"].startswith("agrees")) == ("pass", True), cubic["reference_check"]
+
+
+def test_a_loops_float32_state_is_rounding_not_a_misread_node(fifteen):
+    """Sweep 19 M1: acc += 0.1f 800 times is 0.00065 from float64, float32's own accumulation; the Loop's
+    bound knew one iteration, and the cell was a parting. M2: Floor(acc / 0.1f) flips where the float32
+    sum has drifted (each iteration's float64 state held in float32 does not flip): a parting that named no
+    step; scaled by 1e-7, within tolerance, it is a pass."""
+    _, cells = fifteen
+    acc32, acc64, first = np.float32(0), 0.0, None  # numpy's own float32 and float64 runs of the body
+    for iteration in range(1, 31):
+        acc32, acc64 = np.float32(acc32 + np.float32(0.1)), acc64 + float(np.float32(0.1))
+        if first is None and np.floor(acc32 / np.float32(0.1)) != np.floor(acc64 / float(np.float32(0.1))):
+            first = iteration
+    long_sum = cells.loc["long_sum/fp32/ort-1.32"]
+    assert long_sum["status"] == "pass" and long_sum["reference_check"].startswith("agrees"), long_sum["reference_check"]
+    late = cells.loc["late_flip/fp32/ort-1.32"]
+    assert late["status"] == "disputed" and \
+        f"at node Floor#2 (Floor) in the body of Loop#0 (its iteration {first})" in late["error"], (first, late["error"])
+    assert cells.loc["late_tiny/fp32/ort-1.32", "status"] == "pass", cells.loc["late_tiny/fp32/ort-1.32", "error"]
 
 
 def test_kernels_whose_rounding_is_of_their_range_are_judged(fifteen):

@@ -91,8 +91,8 @@ def _gate(reports_dir: Path, run_dir: Path, frame, baseline, strict: bool) -> bo
         console.print(line, soft_wrap=True)
     tested = bool(frame["status"].isin(TESTED).any())
     if not tested:  # issue 41, sweep 18 L18: a matrix that tests nothing was a green CI job
-        console.print(escape("nothing was tested: no cell of this run was compared with a reference or built"
-                             + (" (--strict: exit 1)" if strict else "")), soft_wrap=True)
+        console.print(escape("nothing was tested: no cell of this run got a verdict (pass, fail, xfail, xpass) or "
+                             "was built" + (" (--strict: exit 1)" if strict else "")), soft_wrap=True)
     return newly or bool(uncovered) or (strict and (not_run or not tested)) or bool(frame["status"].isin(UNJUDGED).any())
 
 

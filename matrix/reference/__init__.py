@@ -29,6 +29,7 @@ from .agreement import end_to_end_bound, first_parting, outputs_parting
 from .float64_graph import RANDOM_OPS, Float64Values, evaluated_form, float64_values, node_label
 from .referee import referee_label, referee_values, referee_version
 from .referee_process import RefereeCrashed, RefereeKilled
+from .loop_steps import step_in_loop
 from .overflow import crossed_an_edge, on_an_edge, overflowed, underflowed
 from .rounding import decided_by_rounding
 from .steps import parted, parted_at
@@ -269,10 +270,13 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
     parting, checked = first_parting(model, inputs, theirs.values, float64.inside)
     if not checked:  # no node's value could be held against the referee's: the outputs a step does not decide are
         parting = outputs_parting(float64.values, theirs.values, [name for name in names if name not in float64.decided])
-    if parting:
-        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)",
-                         _check(DISPUTED, parting.text(theirs.label), parting, checked),
-                         decides=_decides(float64.values, theirs.values, names))
+    if parting:  # a Loop parts where its carried float32 state flips a step in its body: name the step
+        in_loop = step_in_loop(model, inputs, theirs.values, parting)
+        return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", in_loop and _decided(
+            _parting(in_loop.decided, float64.values, theirs.values, mask), names, checked,
+            "give inputs away from the step, or `expected` outputs", in_loop.why)
+            or _check(DISPUTED, parting.text(theirs.label), parting, checked),
+            decides=_decides(float64.values, theirs.values, names))
     if decided := _decided(_parting(decided_by_rounding(model, inputs, float64, theirs.values), float64.values,
                                     theirs.values, mask), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \

@@ -214,6 +214,20 @@ def _coordinates(node: onnx.NodeProto, given: dict[str, np.ndarray], y64: np.nda
     return 2.0 * eps * max([*x.shape, *y64.shape]) * slope
 
 
+def _iterations(node: onnx.NodeProto, given: dict[str, np.ndarray]) -> int:
+    """How many times a Loop (its trip count) or a Scan (its first scanned input's length) runs its
+    body; 1 for any other node, or a while-loop with no trip count."""
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "Loop" and node.input and node.input[0] in given and given[node.input[0]].size == 1:
+        trips = float(given[node.input[0]].reshape(-1)[0])
+        return int(min(trips, 1e7)) if np.isfinite(trips) and trips >= 1 else 1
+    if node.op_type == "Scan" and "num_scan_inputs" in attributes:
+        first = given.get(node.input[len(node.input) - attributes["num_scan_inputs"]])
+        axis = (attributes.get("scan_input_axes") or [0])[0]
+        return max(1, first.shape[axis]) if first is not None and first.ndim > axis else 1
+    return 1
+
+
 def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64: np.ndarray, unit: tuple[float, float],
            model: onnx.ModelProto) -> float:
     eps, tiny = unit
@@ -230,8 +244,9 @@ def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64:
             summed = np.sqrt(_terms(node64, given, y64, opset)) * _finite_max(evaluate_node(node64, absolute, model)[name])
         except Exception:  # noqa: BLE001 - an op that refuses |inputs| (a mask): its result's scale stands
             summed = 0.0
-    # A node that holds a subgraph (If, Loop, Scan) computes all of its nodes: it rounds once per node.
-    steps = max(1, subgraph_nodes(node64))
+    # A node that holds a subgraph (If, Loop, Scan) computes all of its nodes: it rounds once per node,
+    # and once per iteration (issue 41, sweep 19 M1: 800 additions of 0.1f part by 800 roundings).
+    steps = max(1, subgraph_nodes(node64)) * _iterations(node64, given)
     return UNITS * steps * (eps * (_scale(node64, y64, given) + summed) + conditioning + tiny
                             + _one_pass_variance(node64, given, y64, eps) + _coordinates(node64, given, y64, eps))
 
