@@ -15,6 +15,7 @@ import torch
 
 from conftest import BF16, REPO, make_tiny_model, matrix_file
 from matrix.prepare.forward_inputs import bound_by_name, module_and_inputs
+from matrix.prepare.torch_module import export_program
 from matrix.store import list_runs, read_run
 from matrix.store.cache import result_dir
 from matrix.worker.files import RESULT
@@ -164,7 +165,7 @@ def test_the_cell_runs_the_module_itself_where_no_program_can_be_traced(tmp_path
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index(["case", "env"])
     gate = cells.loc[("sign_gate", "torch-host-cpu")]
     program = json.loads((cache_dir / "artifacts" / gate["artifact"] / "program.json").read_text())
-    assert "fp32" in program["errors"], program  # torch.export could not trace it: the old engine's error
+    assert not list((cache_dir / "artifacts" / gate["artifact"]).glob("program-*.pt2"))  # traced for repro alone
     assert gate["status"] == "pass" and gate["max_abs"] < 1e-5, gate["error"]
     log = (list_runs(tmp_path / "reports")[-1] / "cells" / f"{gate['content_key'][:24]}.log").read_text()
     assert "loaded the fp32 module onto cpu" in log
@@ -478,6 +479,13 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     loud = cli("repro", "loud/fp16/torch-host-cpu", "-c", str(config), "-o", str(tmp_path / "loud"))
     assert loud.returncode == 2 and "the module's own values leave FP16's range" in loud.stderr, loud.stderr
     assert not (tmp_path / "loud" / "ISSUE.md").exists()
+    rounded = cli("repro", "wide/fp16/torch-host-cpu", "-c", str(config), "-o", str(tmp_path / "wide"))
+    assert rounded.returncode == 2 and "the module's own FP16 values fail it" in rounded.stderr, rounded.stderr
+    # repro's program.pt2, traced when asked for (no longer at every prepare): it runs, and gives the module's outputs
+    artifacts = cache_dir / "artifacts" / cells.loc[("configured", "fp32", "torch-host-cpu"), "artifact"]
+    program = torch.export.load(str(export_program(artifacts, "fp32")))
+    with np.load(artifacts / "inputs.npz") as given:
+        assert program.module()(torch.from_numpy(given["x"])).tolist() == [13.0, 16.0]
     np.save(cases / "w.npy", np.array([5.0], np.float32))
     again = cli("run", "-c", str(config), "--case", "reads_at_call")
     assert "prepare reads_at_call" in again.stdout + again.stderr and again.returncode == 0, again.stderr  # [5, 10]

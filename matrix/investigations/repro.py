@@ -20,6 +20,7 @@ filled in), verified before it is written.
 
 from __future__ import annotations
 
+import copy
 import glob
 import os
 import re
@@ -34,14 +35,17 @@ import onnx
 from ..environments.definitions import EnvDef
 from ..environments.scripts import ScriptRun, run_script
 from ..environments.staging import stage_worker
+from ..compare import compare_runs
 from ..plan import Cell, Plan, plan_of_trials
 from ..prepare import INPUTS, MODEL, REFERENCE, artifact_dir, case_meta, copy_facts, model_for_profile
+from ..prepare.torch_module import export_program
 from ..reference.float64_graph import float64_values
 from ..run import MatrixRun
 from ..statuses import STEP_CAUSE
 from ..stops import alive
 from ..store.locks import cache_lock, held_for
-from ..worker.files import PROGRAM, PROGRAM_META, save_arrays
+from ..worker.files import OUTPUTS, PROGRAM_META, save_arrays
+from ..worker.module_outputs import flat_outputs
 from .blame import Blame, whose_fault
 from .explain import ExplainError, explain_cell
 from .issue_text import node_count
@@ -199,11 +203,13 @@ def make_repro(plan: Plan, cell_id: str, folder: Path, run_dir: Path | None,
     trial = MatrixRun(plan_of_trials(plan, cell_id), on_event=on_event, command="repro")
     own = trial.judge().iloc[0].to_dict()
     _refuse_unless_reproducible(cell_id, own)
-    if own["verdict"] == "fail" and envdef.engine != "torch":
+    reduced = plan.profile(cell.profile).precision in ("fp16", "bf16")
+    if own["verdict"] == "fail" and (envdef.engine != "torch" or not reduced):  # a torch FP32 cell: its export in float32
         blame = whose_fault(plan, cell_id, own, trial.result_dirs[cell_id])
         if not blame.engine:
             raise NotTheEngine(f"{cell_id}: {blame.line}; no upstream report written")
-    if own["verdict"] == "fail" and envdef.engine == "torch" and (beyond := _beyond_fp16(plan, cell, own)):
+    if own["verdict"] == "fail" and envdef.engine == "torch" and reduced and \
+            (beyond := _beyond_fp16(plan, cell, own) or _module_values(plan, cell, own, trial.result_dirs[cell_id])):
         raise NotTheEngine(f"{cell_id}: {beyond}; no upstream report written")
     if envdef.engine == "torch":
         model = _torch_module(plan, cell, own)
@@ -269,6 +275,40 @@ def _beyond_fp16(plan: Plan, cell: Cell, own: dict) -> str | None:
         return None
     return (f"the module's own values leave FP16's range ({risky[0]}), so every right FP16 evaluation of it gives "
             "±inf there, as PyTorch did; run it in FP32 or BF16, or scale its values")
+
+
+def _module_values(plan: Plan, cell: Cell, own: dict, outputs_dir: Path) -> str | None:
+    """Why a torch FP16 or BF16 cell's failure is its module's own values in that precision: the
+    module with its weights, buffers and inputs rounded to it, computed in float64, gives what PyTorch
+    gave (within the cell's tolerance), so every right evaluation in that precision fails alike (issue
+    41, sweep 18 L11: a constant 1 + 2**-30 is 1.0 in FP16), or None."""
+    import torch
+
+    from ..worker.engines.torch_engine import DTYPES, load_module
+
+    artifacts = artifact_dir(plan.path("cache_dir"), cell.case, cell.artifact_key)
+    precision = plan.profile(cell.profile).precision
+    module, meta = load_module(str(artifacts / INPUTS), precision, "cpu")
+    with np.load(artifacts / INPUTS) as data:
+        args = [torch.from_numpy(data[name]) for name in meta["inputs"]]
+    args = [a.to(DTYPES[precision]).double() if a.is_floating_point() else a for a in args]
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)  # what the module makes itself is float64 too
+    try:
+        with torch.no_grad():
+            exact = flat_outputs(copy.deepcopy(module).double()(*args))
+    except Exception:  # noqa: BLE001 - a module that cannot run in float64 this way: no finding
+        return None
+    finally:
+        torch.set_default_dtype(default)
+    held = {name: value.detach().cpu().numpy() for name, value in zip(meta["outputs"], exact)}
+    with np.load(outputs_dir / OUTPUTS) as data:
+        ran = dict(data)
+    if compare_runs([ran], held, float(own["atol"]), float(own["rtol"]))[0] != "pass":
+        return None
+    return (f"the module's own {precision.upper()} values fail it: with its weights, buffers and inputs rounded to "
+            f"{precision.upper()} and computed exactly, it gives what PyTorch gave (within the cell's tolerance), so "
+            f"every right {precision.upper()} evaluation fails alike; run it in FP32, or loosen the tolerance")
 
 
 def _refuse_unless_reproducible(cell_id: str, own: dict) -> None:
@@ -409,8 +449,11 @@ def _torch_module(plan: Plan, cell: Cell, own: dict) -> Model:
     if not (artifacts / PROGRAM_META).is_file():
         raise ReproError(f"{cell.case} has no PyTorch module (an ONNX-file or suite case): nothing for torch to run")
     precision = plan.profile(cell.profile).precision
-    traced = {"tf32": "fp32"}.get(precision, precision)
-    return Model({"program.pt2": artifacts / PROGRAM.format(traced), "inputs.npz": artifacts / INPUTS,
+    try:
+        program = export_program(artifacts, {"tf32": "fp32"}.get(precision, precision))
+    except ValueError as exc:
+        raise ReproError(f"{cell.case}: {exc}") from None
+    return Model({"program.pt2": program, "inputs.npz": artifacts / INPUTS,
                   "expected.npz": artifacts / REFERENCE}, None, None, False, [], own,
                  ["the case's PyTorch module as torch.export saved it (program.pt2): a torch cell runs the module, "
                   "not an ONNX model, so nothing is reduced"], case_meta(artifacts).get("reference", "float64"))

@@ -29,7 +29,7 @@ from ..store import STEP_DECIDES, mask_sidecar
 from ..store.cache import artifacts_folder, digest_memo
 from ..store.hashing import hash_files, remembered_digests
 from ..stops import removed_at_end
-from ..worker.files import INPUTS, PROGRAM, PROGRAM_META, file_digest, save_arrays
+from ..worker.files import INPUTS, PROGRAM_META, file_digest, save_arrays
 from ..worker.module_outputs import flat_outputs
 from ..worker.values import as_text, save_values
 from ..reference.conversion import changed_constants, copy_float64, reduced_values
@@ -243,7 +243,7 @@ def _prepare_torch(spec: CaseSpec, params: dict, out: Path, phase: Callable[[str
     if len(onnx_outputs) != len(ref_outputs):
         raise ValueError(f"ONNX model has {len(onnx_outputs)} outputs, the module returned {len(ref_outputs)}")
     with kept_warnings() as programs, recording():  # torch.export's own warnings (a GRU's flat weights)
-        _save_programs(module, args, names, onnx_outputs, out, Path(case.source).parent, state)
+        _save_programs(module, names, onnx_outputs, out, Path(case.source).parent, state)
     reference = {n: _as_numpy(r) for n, r in zip(onnx_outputs, ref_outputs)}
     save_arrays(out / REFERENCE, reference)
     return {
@@ -277,23 +277,15 @@ def _fresh(args: tuple) -> tuple:
     return tuple(a.clone() for a in args)
 
 
-def _save_programs(module, args: tuple, inputs: list[str], outputs: list[str], out: Path, folder: Path,
-                   state: dict) -> None:
+def _save_programs(module, inputs: list[str], outputs: list[str], out: Path, folder: Path, state: dict) -> None:
     """The module for the torch engine, pickled as it is (torch_module.py: what its cells run), and
-    torch.export's program, which only the same torch version loads, traced once per dtype (as
-    `module.half()` runs it), for repro's folders. A dtype that export refuses is no failure of the
-    case (its ONNX cells still run)."""
+    what its cells and repro need to know of it (PROGRAM_META). torch.export's program, which repro
+    ships, is traced when a repro asks for it (torch_module.export_program): traced here for every
+    dtype, it cost each prepare a second and more, for a folder few cells ever get."""
     import torch
 
     # Names as in the ONNX export: the inputs file and the reference use them.
     meta = {"torch": torch.__version__, "inputs": inputs, "outputs": outputs, "errors": {}}
-    for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16), ("bf16", torch.bfloat16)):
-        typed_args = tuple(a.to(dtype) if a.is_floating_point() else a for a in _fresh(args))
-        try:
-            program = torch.export.export(copy.deepcopy(module).to(dtype), typed_args)
-            torch.export.save(program, str(out / PROGRAM.format(name)))
-        except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
-            meta["errors"][name] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
     save_module(module, out, meta, folder, state)
     (out / PROGRAM_META).write_text(json.dumps(meta, indent=1))
 

@@ -1,5 +1,6 @@
 """The case's PyTorch module for the torch engine, saved as it is: pickled with its weights, so that
-a torch cell runs what a user runs, the module itself on the cell's device and in its dtype (issue 43).
+a torch cell runs what a user runs, the module itself on the cell's device and in its dtype (issue 43);
+and, for repro, torch.export's program of it, traced when asked for.
 
 A program made by torch.export on the CPU is the CPU's program: tracing fixes strides and code paths
 (`.contiguous().view(...)` on a tensor that was contiguous on the CPU is traced as a bare view), so
@@ -13,12 +14,13 @@ environment is the interpreter that prepared it: host environments, the same tor
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 import sys
 from pathlib import Path
 from types import FunctionType, ModuleType
 
-from ..worker.files import CASES_PACKAGE, MODULE, MODULE_STATE
+from ..worker.files import CASES_PACKAGE, INPUTS, MODULE, MODULE_STATE, PROGRAM
 
 
 def case_files(module, folder: Path) -> dict[str, str]:
@@ -94,3 +96,31 @@ def save_module(module, out: Path, meta: dict, folder: Path, state: dict | None 
     except Exception as exc:  # noqa: BLE001 - recorded for the torch engine's cells
         # its words whole, on one line: PyTorch's "… only supported through state_dict(). See:" ends in a link
         meta["errors"]["module"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:400]
+
+
+def export_program(artifacts: Path, precision: str) -> Path:
+    """torch.export's program of an artifact's module in `precision` (fp32, fp16, bf16), as the torch
+    engine loads and casts it, traced on the stored inputs and kept beside it: repro's program.pt2,
+    which only the same torch version loads. ValueError, in one line, where torch.export refuses it."""
+    import numpy as np
+    import torch
+
+    from ..worker.engines.torch_engine import DTYPES, load_module
+
+    target = artifacts / PROGRAM.format(precision)
+    if target.is_file():
+        return target
+    module, meta = load_module(str(artifacts / INPUTS), precision, "cpu")
+    with np.load(artifacts / INPUTS) as data:
+        args = [torch.from_numpy(data[name]) for name in meta["inputs"]]
+    args = tuple(a.to(DTYPES[precision]) if a.is_floating_point() else a for a in args)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        torch.export.save(torch.export.export(module, args), str(tmp))
+    except Exception as exc:  # noqa: BLE001 - torch.export's own words
+        tmp.unlink(missing_ok=True)
+        raise ValueError(f"torch.export cannot trace the module in {precision} ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:300]}): a torch cell runs the module itself, which repro "
+                         "cannot ship as a program") from None
+    tmp.replace(target)
+    return target

@@ -160,6 +160,12 @@ def _module(spec, precision, place, log):
     return _modules[key], meta
 
 
+def load_module(inputs, precision, place):
+    """(the module of the artifact whose inputs file is `inputs`, in `precision` on `place`; what
+    PROGRAM_META says of it), as a torch cell loads it: what repro traces a program of."""
+    return _module({"inputs": inputs}, precision, place, lambda line: None)
+
+
 def _sdpa_kernel(backend):
     """A fresh context per inference (sdpa_kernel is a one-shot context manager)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
