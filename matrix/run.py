@@ -608,7 +608,8 @@ class MatrixRun:
         return pattern_explains(onnx.load(str(artifacts / MODEL)), typed_tensors(artifacts / INPUTS), tensors, seen,
                                 typed_tensors(artifacts / REFERENCE), tol.atol, tol.rtol,
                                 mask_array(artifacts / INPUTS, self.plan.config.cases[cell.case].mask),
-                                typed_tensors(self._held[cell.cell_id] / OUTPUTS))
+                                typed_tensors(self._held[cell.cell_id] / OUTPUTS),
+                                typed_tensors(artifacts / STEP_DECIDES) if (artifacts / STEP_DECIDES).is_file() else None)
 
     def _observed_patterns(self, group: list[tuple[Cell, KnownIssue]]) -> list[dict]:
         """pattern_copy.observation of each (cell, entry): copies of the cells' models with the

@@ -314,12 +314,15 @@ def test_a_warm_worker_runs_cells_as_separate_processes_do_and_a_crash_leaves_th
 
 
 USERS_CASES = """\
+import os
 import pathlib
 
 import numpy as np
 import torch
 from torch import nn
 from matrix.case import Export, case
+
+from _helper import OFFSET  # a module beside the case file, as docs/cases.md shows it
 
 HERE = pathlib.Path(__file__).parent
 CONFIG = {"scale": 1.0}
@@ -335,7 +338,7 @@ class Scaled(nn.Module):
     eps = 0.0
 
     def forward(self, x):
-        return x * CONFIG["scale"] + type(self).eps
+        return x * CONFIG["scale"] * float(os.environ["USERS_SCALE"]) + type(self).eps + OFFSET
 
 
 class ReadsAtCall(nn.Module):
@@ -357,10 +360,13 @@ class Counting(nn.Module):
     def __init__(self):
         super().__init__()
         self.register_buffer("calls", torch.zeros(1))
+        self.w = nn.Parameter(torch.ones(1))
 
     def forward(self, x):
         self.calls += 1
-        return x * self.calls
+        with torch.no_grad():
+            self.w.add_(1)  # a parameter the module changes itself
+        return x * self.calls * self.w
 
 
 class Determinant(nn.Module):
@@ -395,6 +401,7 @@ def in_place():
 def configured():
     CONFIG["scale"] = 3.0
     Scaled.eps = 10.0
+    os.environ["USERS_SCALE"] = "0.5"
     return Scaled(), {"x": torch.tensor([1.0, 2.0])}
 
 
@@ -444,11 +451,13 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     said the case had no module, or raised a TypeError. L15: a float64 buffer (1 + 2**-30) the user made
     was made float32 (1.0) at prepare, so the reference was another model's, and the FP16 cell kept it
     float64 where `module.half()` does not. L21: a module counting its calls in a buffer failed by its
-    eleventh call's drift, and repro called that unwritten memory. L14: PyTorch's "not implemented for
+    eleventh call's drift, and repro called that unwritten memory (sweep 19 M8: a parameter, too; M7: an
+    environment variable the build set was lost too; M9: `from _helper import …` beside it did not import). L14: PyTorch's "not implemented for
     'Half'" was an `error`. L11: repro filed a PyTorch bug for a module whose own values pass 65504."""
     cases = tmp_path / "cases"
     cases.mkdir()
     (cases / "users.py").write_text(USERS_CASES)
+    (cases / "_helper.py").write_text("OFFSET = 100.0\n")
     np.save(cases / "w.npy", np.array([2.0], np.float32))
     body = ('[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
             + "".join(f'[cases.{name}]\nprofiles = ["fp32"]\n' for name in ("in_place", "configured", "reads_at_call", "tiny"))
@@ -458,10 +467,11 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
                          images_dir=_images_with_ort_host(tmp_path))
     done = cli("run", "-c", str(config))
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index(["case", "profile", "env"])
-    for case in ("in_place", "configured", "reads_at_call", "counting"):  # torch: [3, 5, 7], [13, 16], [2, 4], [1, 2]
+    # plain torch: [3, 5, 7]; [1, 2] · 3 · 0.5 + 10 + 100; [2, 4]; counting: each call as the first one
+    for case in ("in_place", "configured", "reads_at_call", "counting"):
         assert list(cells.loc[(case, "fp32"), "status"]) == ["pass", "pass"], (case, done.stderr)
     with np.load(cache_dir / "artifacts" / cells.loc[("configured", "fp32", "ort-host"), "artifact"] / "reference.npz") as ref:
-        assert [list(r) for r in ref.values()] == [[13.0, 16.0]]
+        assert [list(r) for r in ref.values()] == [[111.5, 113.0]]
     assert cells.loc[("integers", "fp16", "torch-host-cpu"), "status"] == "skipped"
     assert "nothing of it is FP16" in cells.loc[("integers", "fp16", "torch-host-cpu"), "error"]
     assert pd.isna(cells.loc[("integers", "fp16", "torch-host-cpu"), "max_abs"])  # L9: a skip measured nothing
@@ -485,7 +495,7 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     artifacts = cache_dir / "artifacts" / cells.loc[("configured", "fp32", "torch-host-cpu"), "artifact"]
     program = torch.export.load(str(export_program(artifacts, "fp32")))
     with np.load(artifacts / "inputs.npz") as given:
-        assert program.module()(torch.from_numpy(given["x"])).tolist() == [13.0, 16.0]
+        assert program.module()(torch.from_numpy(given["x"])).tolist() == [111.5, 113.0]
     np.save(cases / "w.npy", np.array([5.0], np.float32))
     again = cli("run", "-c", str(config), "--case", "reads_at_call")
     assert "prepare reads_at_call" in again.stdout + again.stderr and again.returncode == 0, again.stderr  # [5, 10]

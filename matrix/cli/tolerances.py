@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from .common import CasesOpt, RunArg, RunsConfigOpt, _check_output, _fail, _matrix_file, _run_dir, _write_output, app
+from .runs import _say_rejudged
 
 
 tolerances_app = typer.Typer(no_args_is_help=True, help="Tolerances from measurements.")
@@ -48,6 +49,8 @@ def tolerances_suggest(
     except ValueError as exc:
         _fail(str(exc))
     text = to_toml(found, run_dir.name, trusted, factor)
+    if note := _say_rejudged(run_dir):  # its verdicts and tolerances are a what-if's (issue 41, sweep 19 M12)
+        text = f"# {note}\n{text}"
     if output is None:
         typer.echo(text)
         return

@@ -25,7 +25,7 @@ from ..sources import CaseSpec, Params
 from ..sources.onnx_files import as_bfloat16
 from ..sources.onnx_suites import suite_label, typed_tensors
 from ..acceptance import with_left_alone
-from ..store import STEP_DECIDES, mask_sidecar
+from ..store import STEP_DECIDES, STEP_SIDE, mask_sidecar
 from ..store.cache import artifacts_folder, digest_memo
 from ..store.hashing import hash_files, remembered_digests
 from ..stops import removed_at_end
@@ -348,6 +348,7 @@ def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.
             save_arrays(out / SIDES, _storable(reference.sides))
     elif reference.decides and reference.check.get("decided"):  # a step's elements; a misread node's are not
         save_arrays(out / STEP_DECIDES, reference.decides)
+        save_arrays(out / STEP_SIDE, _storable(reference.float32_side))
     return {"reference": reference.how, "reference_check": reference.check}
 
 

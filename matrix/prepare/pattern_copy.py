@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 import pandas as pd
 
-from ..compare import compare_runs
+from ..compare import compare_runs, settle
 from ..reference.float64_graph import float64_values
 from ..sources.fault_patterns import FaultPattern, producer_of
 from ..worker.files import save_arrays
@@ -87,14 +87,15 @@ def observation(row: pd.Series, tensors: list[str], inputs: list[str], changed: 
 
 def pattern_explains(model: onnx.ModelProto, inputs: dict[str, np.ndarray], tensors: list[str], seen: Path,
                      reference: dict[str, np.ndarray], atol: float, rtol: float, mask: np.ndarray | None,
-                     cell: dict[str, np.ndarray]) -> bool | None:
+                     cell: dict[str, np.ndarray], decided: dict[str, np.ndarray] | None = None) -> bool | None:
     """Whether the pattern's own outputs as the engine gave them (`seen`, the observed copy's outputs),
     carried through the rest of the model in float64, fail as the cell failed: they fail the
     reference, and the cell's outputs are within tolerance of them; None where that cannot be
     evaluated. An error of the pattern below the tolerance can grow past it after (a MaxPool's 1.3e-5
     times 1000: issue 41, sweep 16 J8), one beyond it can be dropped after (a Where that takes none
     of its wrong elements: J9), and a cell can fail by far more than the pattern makes (its 0.56
-    beside another fault's 44: sweep 17 K9)."""
+    beside another fault's 44: sweep 17 K9). `decided`: the elements a step float32 rounding decides
+    (prepare's STEP_DECIDES), where the cell may hold the other side: left out (sweep 19 M10)."""
     with np.load(seen) as data:
         given = {name: data[name] for name in tensors if name in data.files}
     cut = onnx.ModelProto()
@@ -110,7 +111,7 @@ def pattern_explains(model: onnx.ModelProto, inputs: dict[str, np.ndarray], tens
         carried = float64_values(cut, {**inputs, **given}, keep=False).values
         carried = {name: carried[name] for name in reference}
         fails = compare_runs([carried], reference, atol, rtol, mask)[0] == "fail"
-        return fails and compare_runs([cell], carried, atol, rtol, mask)[0] == "pass"
+        return fails and compare_runs([cell], settle(carried, cell, decided or {}), atol, rtol, mask)[0] == "pass"
     except Exception:  # noqa: BLE001 - a node that needs what was cut: the observation alone decides
         return None
 

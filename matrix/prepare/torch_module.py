@@ -57,20 +57,27 @@ def _state(module: ModuleType) -> dict[str, object]:
     return state
 
 
+# The process's environment variables, beside the modules' state (a build that sets one its module reads).
+ENVIRON = "os.environ"
+
+
 def module_state(names: list[str]) -> dict[str, dict[str, str]]:
-    """{module: {name: fingerprint}} of the case file's modules, before its build."""
-    return {name: {key: _fingerprint(value) for key, value in _state(sys.modules[name]).items()}
-            for name in names if name in sys.modules}
+    """{module: {name: fingerprint}} of the case file's modules, and the environment variables, before
+    its build."""
+    return {ENVIRON: dict(os.environ), **{name: {key: _fingerprint(value) for key, value in _state(sys.modules[name]).items()}
+                                         for name in names if name in sys.modules}}
 
 
 def changed_state(before: dict[str, dict[str, str]]) -> dict[str, dict[str, object]]:
     """What the build changed at the top level of the case file's modules (a config global, a
-    class attribute): the torch engine imports them afresh, and sets these before it unpickles
-    the module, which reads them (issue 41, sweep 18 L7)."""
-    changed = {}
+    class attribute) and in the environment variables: the torch engine imports the modules afresh
+    in a process of its own, and sets these before it unpickles the module, which reads them (issue
+    41, sweep 18 L7; sweep 19 M7: `os.environ["SCALE"] = "5"`)."""
+    changed = {ENVIRON: {key: value for key, value in os.environ.items() if before[ENVIRON].get(key) != value}}
     for name, was in before.items():
-        now = _state(sys.modules[name])
-        changed[name] = {key: value for key, value in now.items() if was.get(key) != _fingerprint(value)}
+        if name != ENVIRON:
+            now = _state(sys.modules[name])
+            changed[name] = {key: value for key, value in now.items() if was.get(key) != _fingerprint(value)}
     return {name: values for name, values in changed.items() if values}
 
 
@@ -85,7 +92,7 @@ def save_module(module, out: Path, meta: dict, folder: Path, state: dict | None 
         torch.save(module, str(out / MODULE))
         meta["module"] = {"file": MODULE, "case_files": case_files(module, folder)}
         if state:  # the worker imports these modules too, to set what changed in them
-            meta["module"]["case_files"].update({name: sys.modules[name].__file__ for name in state})
+            meta["module"]["case_files"].update({name: sys.modules[name].__file__ for name in state if name != ENVIRON})
             try:
                 torch.save(state, str(out / MODULE_STATE))
             except Exception as exc:  # noqa: BLE001 - the module alone would run without what its build set

@@ -53,6 +53,9 @@ class Reference:
     # The float64 side of each output whose length the step decides (its mark a single True): a file
     # holds one side only where it holds this one (issue 41, sweep 15 H10)
     sides: dict[str, np.ndarray] = field(default_factory=dict)
+    # The referee's float32 side of the outputs a step decides (decides), where no file stands beside:
+    # an engine beyond both sides of the step fails (issue 41, sweep 19 M5)
+    float32_side: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def reference_text(how: str, arrays: dict[str, np.ndarray], usual: str | None = None) -> str:
@@ -230,6 +233,10 @@ def _decides(float64: dict[str, np.ndarray], theirs: dict[str, np.ndarray], name
             for name in names if name in float64 and name in theirs}
 
 
+def _float32_side(theirs: dict[str, np.ndarray], names: list[str]) -> dict[str, np.ndarray]:
+    return {name: np.asarray(theirs[name]) for name in names if name in theirs}
+
+
 def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names: list[str],
                    float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
     """An ONNX file without expected outputs: float64 (`float64`: its pass, where made already),
@@ -276,7 +283,7 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
             _parting(in_loop.decided, float64.values, theirs.values, mask), names, checked,
             "give inputs away from the step, or `expected` outputs", in_loop.why)
             or _check(DISPUTED, parting.text(theirs.label), parting, checked),
-            decides=_decides(float64.values, theirs.values, names))
+            decides=_decides(float64.values, theirs.values, names), float32_side=_float32_side(theirs.values, names))
     if decided := _decided(_parting(decided_by_rounding(model, inputs, float64, theirs.values), float64.values,
                                     theirs.values, mask), names, checked,
                            "give inputs away from the step, or `expected` outputs") or \
@@ -287,7 +294,7 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
             _decided(crossed_an_edge(model, inputs, float64.values, theirs.values, names), names, checked,
                      "give inputs away from the edge, or `expected` outputs", CROSSES_AN_EDGE):
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided,
-                         decides=_decides(float64.values, theirs.values, names))
+                         decides=_decides(float64.values, theirs.values, names), float32_side=_float32_side(theirs.values, names))
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
                f"{_first_missing(float64.missing, model)}")

@@ -111,6 +111,8 @@ def discover_cases(cases_dir: Path, wanted: set[str], index: Path | None = None)
 
 def load_case_file(path: Path) -> list[CaseDef]:
     module_name = f"trtmatrix_cases.{path.stem}"
+    if str(path.resolve().parent) not in sys.path:  # `from _model import Net` beside it (issue 41, sweep 19 M9)
+        sys.path.append(str(path.resolve().parent))
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module

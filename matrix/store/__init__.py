@@ -38,6 +38,7 @@ REFS, CELLS = "refs", "cells"
 # Where a step decides elements of a float64 reference that no expected file stands beside: those
 # elements (the others are judged: compare.judged_beside_a_step), beside the artifact and in refs/.
 STEP_DECIDES = "step-decides.npz"
+STEP_SIDE = "step-side.npz"  # and the referee's float32 side of those outputs
 # What a run folder keeps of each cell's result folder, as cells/<key><suffix>.
 CELL_FILES = {OUTPUTS: ".npz", REPEATS: ".repeats.npz", LOG: ".log"}
 RUN_META = "run.json"
@@ -171,6 +172,8 @@ def _write_run_files(tmp: Path, meta: dict, frame: pd.DataFrame, result_dirs: di
                 linked[mask_sidecar(run_inputs(tmp, reference.parent.name))] = mask_sidecar(inputs)
         if (decides := reference.with_name(STEP_DECIDES)).is_file():
             linked[run_step_decides(tmp, reference.parent.name)] = decides
+            if (side := reference.with_name(STEP_SIDE)).is_file():
+                linked[run_step_side(tmp, reference.parent.name)] = side
     for link, source in linked.items():
         _link_or_copy(source, link)
     write_tables(tmp, frame)
@@ -268,6 +271,11 @@ def _same_arrays(one: dict[str, np.ndarray], other: dict[str, np.ndarray]) -> bo
 def run_step_decides(run_dir: Path, artifact: str) -> Path:
     """The elements a step decides in an artifact's float64 reference (prepare's STEP_DECIDES)."""
     return run_dir / REFS / f"{artifact}.{STEP_DECIDES}"
+
+
+def run_step_side(run_dir: Path, artifact: str) -> Path:
+    """The referee's float32 side of those outputs (prepare's STEP_SIDE)."""
+    return run_dir / REFS / f"{artifact}.{STEP_SIDE}"
 
 
 def mask_sidecar(inputs: Path) -> Path:

@@ -41,6 +41,8 @@ from ..module_outputs import flat_outputs
 
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 CUDA_ONLY_SDPA = ("flash", "efficient", "cudnn")
+STATE_COPY_BYTES = 256 << 20
+ENVIRON = "os.environ"  # prepare/torch_module.py's name for the build's environment variables
 # What reset() puts back: PyTorch's own defaults, as this process found them.
 TF32_DEFAULTS = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
 _modules = {}  # (module file, its mtime, device, dtype) -> module: one artifact's, loaded once per worker
@@ -117,7 +119,7 @@ def _import_case_files(files):
     package.__path__ = getattr(package, "__path__", [])
     for name, path in files.items():
         folder = os.path.dirname(path)
-        if not name.startswith(CASES_PACKAGE + ".") and folder not in sys.path:
+        if folder not in sys.path:  # what they import from beside them (`from _model import Net`)
             sys.path.append(folder)
         if name in sys.modules:
             continue
@@ -148,6 +150,7 @@ def _module(spec, precision, place, log):
     _import_case_files(meta["module"]["case_files"])
     if meta["module"].get("state"):  # what the case's build set in its file, which a fresh import lacks
         state = torch.load(os.path.join(folder, meta["module"]["state"]), map_location=place, weights_only=False)
+        os.environ.update(state.pop(ENVIRON, {}))
         for name, values in state.items():
             for key, value in values.items():
                 owner, _, attribute = key.rpartition(".")
@@ -241,9 +244,13 @@ def run(spec, inputs, log):
     # its input in place (`x.mul_(2)`, `nn.ReLU(inplace=True)` first) is run as a user calls it, once
     # per input (issue 41, sweep 18 L1: the 11th inference saw x doubled ten times).
     fresh = [[a.clone() for a in args]]
-    # and the module's buffers as they were: a module that counts its calls in a buffer is judged as
-    # its first call each time, not as its eleventh (sweep 18 L21: its drift was called unwritten memory)
-    buffers = [(b, b.clone()) for b in module.buffers()]
+    # and the module's buffers and parameters as they were: a module that counts its calls in a buffer
+    # (or adds to a parameter under no_grad) is judged as its first call each time, not as its eleventh
+    # (sweep 18 L21: its drift was called unwritten memory; sweep 19 M8)
+    # (the parameters where they are small enough to hold twice: STATE_COPY_BYTES)
+    params = list(module.parameters())
+    small = sum(p.numel() * p.element_size() for p in params) <= STATE_COPY_BYTES
+    buffers = [(b, b.detach().clone()) for b in [*module.buffers(), *(params if small else [])]]
 
     def infer():
         try:
@@ -265,8 +272,9 @@ def run(spec, inputs, log):
 
     def kept(outputs):
         fresh.append([a.clone() for a in args])
-        for buffer, first in buffers:
-            buffer.copy_(first)
+        with torch.no_grad():
+            for buffer, first in buffers:
+                buffer.copy_(first)
         if on_cuda:
             torch.cuda.synchronize()
         return _to_arrays(meta["outputs"], outputs)
