@@ -411,7 +411,7 @@ def _nearer_sides(outputs: Path, reference: Path, decides: Path, side: Path) -> 
             value = ref[name]
             if name in marks.files and name in other.files and name in own.files:
                 mark, alt, mine = marks[name], other[name], own[name]
-                if mark.ndim == 0:
+                if mark.ndim == 0 and value.ndim:  # a step decided its length: all of it
                     value = alt if mark and mine.shape == alt.shape != value.shape else value
                 elif mine.shape == alt.shape == value.shape == mark.shape:
                     with np.errstate(invalid="ignore"):

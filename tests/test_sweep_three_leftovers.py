@@ -74,7 +74,7 @@ def test_models_with_nothing_to_judge_say_so_in_trtmatrix_s_words_alone(tmp_path
     np.savez(tmp_path / "root.npz", x=x)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert torch_reference_check(root, {"x": x}, {"y": np.full(3, np.nan)})["verdict"] == "agreed"
+        assert torch_reference_check(root, {"x": x}, {"y": np.full(3, np.nan)}).check["verdict"] == "agreed"
     _, reshape_case = save("reshape", [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")],
                            [("x", TensorProto.FLOAT, [4]), ("shape", TensorProto.INT64, [1])], ["n"])
     np.savez(tmp_path / "reshape.npz", x=np.ones(4, np.float32), shape=np.array([5]))

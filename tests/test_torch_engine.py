@@ -438,6 +438,20 @@ def determinant():
 @case(export=Export(opset=17))
 def loud():
     return Loud(), {"x": torch.ones(2, 4)}
+
+
+class FloorSteps(nn.Module):
+    def forward(self, x):
+        acc, outs = torch.zeros_like(x), []
+        for _ in range(30):
+            acc = acc + 0.1
+            outs.append(torch.floor(acc / 0.1) * 1e-7)
+        return torch.stack(outs)
+
+
+@case(export=Export(opset=17))
+def floor_steps():
+    return FloorSteps(), {"x": torch.zeros(1)}
 """
 
 
@@ -452,7 +466,8 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     was made float32 (1.0) at prepare, so the reference was another model's, and the FP16 cell kept it
     float64 where `module.half()` does not. L21: a module counting its calls in a buffer failed by its
     eleventh call's drift, and repro called that unwritten memory (sweep 19 M8: a parameter, too; M7: an
-    environment variable the build set was lost too; M9: `from _helper import …` beside it did not import). L14: PyTorch's "not implemented for
+    environment variable the build set was lost too; M9: `from _helper import …` beside it did not import;
+    M11: a flip of 1e-7 between PyTorch's and its export's float64, within tolerance, was never judged). L14: PyTorch's "not implemented for
     'Half'" was an `error`. L11: repro filed a PyTorch bug for a module whose own values pass 65504."""
     cases = tmp_path / "cases"
     cases.mkdir()
@@ -462,13 +477,15 @@ def test_a_torch_cell_runs_what_the_user_built_as_the_user_calls_it(tmp_path, ca
     body = ('[profiles.fp32]\nprecision = "fp32"\n[profiles.fp16]\nprecision = "fp16"\n'
             + "".join(f'[cases.{name}]\nprofiles = ["fp32"]\n' for name in ("in_place", "configured", "reads_at_call", "tiny"))
             + '[cases.integers]\nprofiles = ["fp32", "fp16"]\n[cases.wide]\nprofiles = ["fp32", "fp16"]\n'
-            + '[cases.counting]\nprofiles = ["fp32"]\n[cases.determinant]\nprofiles = ["fp16"]\n[cases.loud]\nprofiles = ["fp16"]\n')
+            + '[cases.counting]\nprofiles = ["fp32"]\n[cases.determinant]\nprofiles = ["fp16"]\n[cases.loud]\nprofiles = ["fp16"]\n'
+            + '[cases.floor_steps]\nprofiles = ["fp32"]\n')
     config = matrix_file(tmp_path, cache_dir, body, environments=("torch-host-cpu", "ort-host"), cases_dir=cases,
                          images_dir=_images_with_ort_host(tmp_path))
     done = cli("run", "-c", str(config))
     cells = read_run(list_runs(tmp_path / "reports")[-1]).set_index(["case", "profile", "env"])
     # plain torch: [3, 5, 7]; [1, 2] · 3 · 0.5 + 10 + 100; [2, 4]; counting: each call as the first one
-    for case in ("in_place", "configured", "reads_at_call", "counting"):
+    # sweep 19 M11: Python's 0.1 and the export's 0.1f put Floor on either side by 1e-7, within tolerance
+    for case in ("in_place", "configured", "reads_at_call", "counting", "floor_steps"):
         assert list(cells.loc[(case, "fp32"), "status"]) == ["pass", "pass"], (case, done.stderr)
     with np.load(cache_dir / "artifacts" / cells.loc[("configured", "fp32", "ort-host"), "artifact"] / "reference.npz") as ref:
         assert [list(r) for r in ref.values()] == [[111.5, 113.0]]

@@ -33,7 +33,7 @@ from ..worker.files import INPUTS, PROGRAM_META, file_digest, save_arrays
 from ..worker.module_outputs import flat_outputs
 from ..worker.values import as_text, save_values
 from ..reference.conversion import changed_constants, copy_float64, reduced_values
-from ..reference import expected_reference, onnx_reference, reference_text, torch_reference_check
+from ..reference import Reference, expected_reference, onnx_reference, reference_text, torch_reference_check
 from ..reference.float64_graph import Float64Values, float64_values
 from ..reference.referee import referee_label
 from .files_read import changed_since, files_read, recording
@@ -333,7 +333,9 @@ def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.
     `unchecked` says why not); an ONNX file's float64 evaluation made and checked against the
     referee. `mask`: the case's, whose left-out elements no rounding-decided step disputes."""
     if meta["kind"] == "torch":
-        return {"reference_check": torch_reference_check(model, inputs, typed_tensors(out / REFERENCE), float64, mask)}
+        reference = torch_reference_check(model, inputs, typed_tensors(out / REFERENCE), float64, mask)
+        _keep_step_sides(reference, out)
+        return {"reference_check": reference.check}
     if "reference" in meta:  # the user's expected outputs
         reference = expected_reference(model, inputs, typed_tensors(out / REFERENCE), meta["reference"], float64, mask,
                                        unchecked)
@@ -346,10 +348,18 @@ def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.
         save_arrays(out / DECIDES, reference.decides)
         if reference.sides:
             save_arrays(out / SIDES, _storable(reference.sides))
-    elif reference.decides and reference.check.get("decided"):  # a step's elements; a misread node's are not
+    else:
+        _keep_step_sides(reference, out)
+    return {"reference": reference.how, "reference_check": reference.check}
+
+
+def _keep_step_sides(reference: Reference, out: Path) -> None:
+    """The elements a step decides and the other side of them, where no file stands beside the
+    reference: the cell is judged at the others (compare.judged_beside_a_step). A misread node's
+    parting has no such elements: its cells are not judged."""
+    if reference.decides and reference.check.get("decided"):
         save_arrays(out / STEP_DECIDES, reference.decides)
         save_arrays(out / STEP_SIDE, _storable(reference.float32_side))
-    return {"reference": reference.how, "reference_check": reference.check}
 
 
 def _prepare_suite_test(spec: CaseSpec, params: Params, out: Path) -> dict:

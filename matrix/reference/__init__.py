@@ -294,7 +294,8 @@ def onnx_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], names:
             _decided(crossed_an_edge(model, inputs, float64.values, theirs.values, names), names, checked,
                      "give inputs away from the edge, or `expected` outputs", CROSSES_AN_EDGE):
         return Reference(arrays, "onnx.reference, every floating type made float64 (disputed)", decided,
-                         decides=_decides(float64.values, theirs.values, names), float32_side=_float32_side(theirs.values, names))
+                         decides=_decides(float64.values, theirs.values, names),
+                         float32_side=_float32_side(theirs.values, names))
     if lacking:
         how = (f"{theirs.label} for {', '.join(lacking)}: no float64 evaluation for "
                f"{_first_missing(float64.missing, model)}")
@@ -366,9 +367,13 @@ def _nan_against_a_number(mine: np.ndarray, onnx64: np.ndarray, model: onnx.Mode
 
 
 def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray],
-                          float64: Float64Values | None = None, mask: np.ndarray | None = None) -> dict:
-    """PyTorch's float64 outputs held against the exported ONNX model evaluated in float64, within
-    what float32 rounding explains (the referee's distance from the latter)."""
+                          float64: Float64Values | None = None, mask: np.ndarray | None = None) -> Reference:
+    """PyTorch's float64 outputs (the reference's arrays) held against the exported ONNX model
+    evaluated in float64, within what float32 rounding explains (the referee's distance from the
+    latter). Where they part though the referee agrees with the export at every node (the export's
+    float32 constants, 0.1f for PyTorch's 0.1, put a step on its other side), the elements they part
+    at and the export's side are kept (`decides`, `float32_side`): the cell is judged as beside a
+    step (issue 41, sweep 19 M11: a flip of 1e-7 against a tolerance of 1e-5 was never judged)."""
     model = evaluated_form(model)
     _refuse_random(model, inputs, " of the case's ONNX export")
     float64 = float64 or float64_values(model, inputs, keep=False)
@@ -376,6 +381,16 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
         theirs = referee_values(model, inputs).values
     except Exception:  # noqa: BLE001 - the bound then rests on float32's units alone
         theirs = {}
+    check = _torch_check(model, inputs, torch64, float64, theirs, mask)
+    if not check.get("decided"):
+        return Reference(torch64, "", check)
+    # where PyTorch's float64 and the referee's float32 part: a step's, a range's elements
+    names = [name for name in torch64 if name in theirs]
+    return Reference(torch64, "", check, decides=_decides(torch64, theirs, names), float32_side=_float32_side(theirs, names))
+
+
+def _torch_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray], torch64: dict[str, np.ndarray],
+                 float64: Float64Values, theirs: dict[str, np.ndarray], mask: np.ndarray | None) -> dict:
     checked = [name for name in torch64 if name in float64.values and
                (np.asarray(torch64[name]).dtype.kind == "f" or exact_kind(np.asarray(torch64[name])))]
     for name in checked:
@@ -390,8 +405,16 @@ def torch_reference_check(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
         if apart := _torch_parts_from_export(mine, onnx64, their):
             parting, count = first_parting(model, inputs, theirs) if theirs else (None, 0)
             where = f"; {parting.text(referee_label())}" if parting else ""
-            return _check(DISPUTED, f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: {apart}{where}",
-                          parting, count)
+            said = f"PyTorch in float64 and its ONNX export in float64 part at {name!r}: {apart}{where}"
+            names = list(torch64)
+            fix = "judge its ONNX export as an ONNX-file case with `expected` outputs"
+            # float32's range, which every engine shares, before any reading of the module (sweep 19 M11's x · 1e-50)
+            if ranged := theirs and (
+                    _overflows(overflowed(model, inputs, float64.values, theirs, names), theirs, names, 0, fix)
+                    or _underflows(underflowed(model, inputs, float64.values, theirs, names), names, 0, fix)):
+                return ranged
+            # the referee agrees with the export node by node: their float64 readings of one module part
+            return {**_check(DISPUTED, said, parting, count), **({} if parting or not theirs else {"decided": said})}
     decided = decided_by_rounding(model, inputs, float64, theirs)
     if decided.keys() - float64.decided.keys() and first_parting(model, inputs, theirs)[0]:
         decided = float64.decided  # the referee parts from float64 at a node: its flipped step is no rounding

@@ -182,7 +182,8 @@ def _finite_max(array: np.ndarray) -> float:
 
 def _scale(node: onnx.NodeProto, y64: np.ndarray, given: dict[str, np.ndarray]) -> float:
     """The magnitude a node's rounding is a fraction of: its output's, or its range's (WITHIN_ONE,
-    ALPHA_SCALED), or its input's (INPUT_SCALED)."""
+    ALPHA_SCALED), or its input's (INPUT_SCALED), or, for a node holding a subgraph, what it reads
+    (issue 41, sweep 19 M15: a body's cancellation of 1 + 2**-26 parted from an output of 1.5e-8)."""
     attributes = {a.name: a.f for a in node.attribute if a.type == onnx.AttributeProto.FLOAT}
     if node.op_type in WITHIN_ONE:
         floor = 1.0
@@ -191,6 +192,8 @@ def _scale(node: onnx.NodeProto, y64: np.ndarray, given: dict[str, np.ndarray]) 
         floor = abs(attributes.get("alpha", alpha) * (attributes.get("gamma", gamma) if gamma else 1.0))
     elif node.op_type in INPUT_SCALED and node.input and node.input[0] in given:
         floor = _finite_max(given[node.input[0]]) if given[node.input[0]].dtype.kind == "f" else 0.0
+    elif node.op_type in ("If", "Loop", "Scan"):  # its body rounds values of what it reads: (1 + e) - 1 is 0 or e
+        floor = max((_finite_max(value) for value in given.values() if value.dtype.kind == "f"), default=0.0)
     else:
         floor = 0.0
     return max(_finite_max(y64), floor)

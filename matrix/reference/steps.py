@@ -18,7 +18,8 @@ import onnx
 # 0.8f's other side in float64, another pixel, another leaf). Only their own flips are looked for:
 # held against the referee's, their floats would part by everything upstream's rounding (float64_graph
 # keeps them out of the steps held against the referee).
-SELECTING = {"Resize", "Upsample", "TreeEnsemble", "TreeEnsembleRegressor", "TreeEnsembleClassifier", "Binarizer"}
+SELECTING = {"Resize", "Upsample", "TreeEnsemble", "TreeEnsembleRegressor", "TreeEnsembleClassifier", "Binarizer",
+             "GridSample", "RoiAlign"}  # a nearest pixel, an adaptive sampling count: ceil(2.0000000298) (sweep 19 M14)
 STEP_OPS = {"Floor", "Ceil", "Round", "Sign", "Hardmax", "TopK", "Mod", "Range", "Unique", "Shrink", "ThresholdedRelu",
             *SELECTING}
 # Those whose float outputs are whole numbers (a step's levels): held exactly. Other float outputs

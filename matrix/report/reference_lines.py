@@ -51,7 +51,10 @@ def reference_lines(frame: pd.DataFrame) -> list[str]:
             word = "no reference" if (unjudged["status"] == "no_reference").all() else "reference disputed"
             to_do = CASE_FILE_TO_DO if _first(cells, "reference").startswith("PyTorch") else TO_DO
             said = any(words in why for words in ("expected", "fix the inputs", "raise timeout_s"))  # in the cause already
-            lines.append(f"{len(unjudged)} cell{'s' * (len(unjudged) != 1)} of case {case} not judged, {word}: {why}"
+            # a cell beside a step ran, and passed where no step decides (sweep 19 M18): judged there only
+            ran = unjudged["max_abs"].notna().all() if "max_abs" in unjudged else False
+            judged = "judged only where no step decides" if ran else "not judged"
+            lines.append(f"{len(unjudged)} cell{'s' * (len(unjudged) != 1)} of case {case} {judged}, {word}: {why}"
                          + ("" if said else f"; {to_do}"))
         blamed = cells[_blamed(cells)]
         if len(blamed):
