@@ -53,7 +53,7 @@ from .sources.known_issues import KnownIssue, apply_known_issues, faults_found, 
 from .sources.pattern_notes import with_unchecked_patterns
 from .sources.onnx_suites import suite_label, typed_tensors
 from .statuses import EXPECTED_CAUSE, ORDER, STEP_CAUSE
-from .store import RUNS, SEQUENCE, STEP_DECIDES, matrix_digest, next_sequence, remove_dead_partials, stage_run, to_frame
+from .store import RUNS, SEQUENCE, STEP_DECIDES, STEP_SIDE, matrix_digest, next_sequence, remove_dead_partials, stage_run, to_frame
 from .store.cache import ARTIFACT_LOCK, faults_memo, remove_artifact, remove_dead_artifacts, speed_tests
 from .store.cache_tag import tag_cache
 from .store.hashing import hash_files, hash_json, remembered
@@ -125,11 +125,34 @@ def _only_where_decided(directory: Path, artifacts: Path, rules) -> bool:
     """Whether a cell failing against a user's expected file passes once the elements the step
     decides (where the model's float32 and float64 evaluations part) hold its own values: only
     then is the step the cause; a fail elsewhere is the engine's or the file's (issue 41, sweep 8 A16)."""
-    if not (artifacts / DECIDES).is_file() or not _file_holds_the_float64_side(artifacts):
-        return False
     (tol, accept, mask) = rules
+    if not (artifacts / DECIDES).is_file() or not _file_holds_the_float64_side(artifacts) \
+            or not _on_a_side(directory, artifacts, tol):
+        return False
     return compare_files(directory / OUTPUTS, artifacts / REFERENCE, tol.atol, tol.rtol, accept,
                          mask=mask_array(artifacts / INPUTS, mask), settled=artifacts / DECIDES)[0] == "pass"
+
+
+def _on_a_side(directory: Path, artifacts: Path, tol) -> bool:
+    """Whether the user's file and the engine's outputs each hold, at every element a step decides,
+    one of its sides (the model's float64 evaluation, the referee's float32), within the tolerance:
+    100 where the step gives 6 or 7 is the file's fault, 17 the engine's (issue 41, sweep 19 M16)."""
+    if not (artifacts / STEP_SIDE).is_file() or not (artifacts / SIDES).is_file():
+        return True
+    marks, wide, narrow = (typed_tensors(artifacts / name) for name in (DECIDES, SIDES, STEP_SIDE))
+    held = [typed_tensors(artifacts / REFERENCE), typed_tensors(directory / OUTPUTS)]
+    for name, mark in marks.items():
+        sides = [side[name] for side in (wide, narrow) if name in side]
+        if mark.ndim == 0 or not all(s.shape == mark.shape and s.dtype.kind in "fiub" for s in sides):
+            continue
+        for values in (v[name] for v in held if name in v and v[name].shape == mark.shape):
+            with np.errstate(invalid="ignore"):
+                near = np.zeros(mark.shape, bool)
+                for side in sides:
+                    near |= np.abs(values.astype(np.float64) - side) <= tol.atol + tol.rtol * np.abs(side.astype(np.float64))
+            if np.any(mark & ~near):
+                return False
+    return True
 
 
 def _file_holds_the_float64_side(artifacts: Path) -> bool:
@@ -137,7 +160,9 @@ def _file_holds_the_float64_side(artifacts: Path) -> bool:
     decides: a file holding neither side was "your file holds one side" (issue 41, sweep 15 H10)."""
     if not (artifacts / SIDES).is_file():
         return True
-    sides, given = typed_tensors(artifacts / SIDES), typed_tensors(artifacts / REFERENCE)
+    marks = typed_tensors(artifacts / DECIDES)
+    sides = {name: side for name, side in typed_tensors(artifacts / SIDES).items() if np.ndim(marks.get(name, True)) == 0}
+    given = typed_tensors(artifacts / REFERENCE)
     return all(name in given and given[name].shape == side.shape and (
         np.allclose(given[name], side, rtol=1e-5, atol=0, equal_nan=True) if side.dtype.kind == "f" == given[name].dtype.kind
         else np.array_equal(given[name], side)) for name, side in sides.items())

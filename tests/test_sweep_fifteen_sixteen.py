@@ -208,6 +208,15 @@ def _pooled(folder) -> str:
             f'expected = "{folder / "pooled_expected.npz"}"\nmask = "attention_mask"\nprofiles = ["fp32"]\n')
 
 
+def _third(folder) -> str:
+    """Sweep 19 M16: y = Floor(x / 0.1f) at 0.7 (6 in float64, 7 in float32), an expected file of 100 there."""
+    np.savez(folder / "third_expected.npz", y=np.array([100, 2, 3], np.float32))
+    return save(folder, "third", [helper.make_node("Div", ["x", "tenth"], ["q"]), helper.make_node("Floor", ["q"], ["y"])],
+                [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])], {"tenth": np.array([0.1], np.float32)},
+                {"x": np.array([0.7, 0.25, 0.33], np.float32)}) \
+        + f'profiles = ["fp32"]\nexpected = "{folder / "third_expected.npz"}"\n'
+
+
 @pytest.fixture(scope="module")
 def fifteen(tmp_path_factory, cache_dir):
     """One `trtmatrix run` (onnxruntime 1.32) of the fifteenth sweep's reference cases."""
@@ -296,7 +305,7 @@ def fifteen(tmp_path_factory, cache_dir):
                {"x": np.array([0.5, 0.2, 0.9], np.float32)}) + 'profiles = ["keepmul", "keepless"]\n' \
         + save(folder, "loud_input", [helper.make_node("Mul", ["x", "k"], ["y"])], [("x", T.FLOAT, [3])], [("y", T.FLOAT, [3])],
                {"k": np.array([1.0001], np.float32)}, {"x": np.array([1.0001, 70000, 3.14159], np.float32)}) \
-        + 'profiles = ["fp16"]\n' + _int_rule(folder) + _pooled(folder)
+        + 'profiles = ["fp16"]\n' + _int_rule(folder) + _pooled(folder) + _third(folder)
 
     config = matrix_file(folder, cache_dir, body, environments=("ort-1.32",), cases_dir=folder)
     done = trtmatrix("run", "-c", str(config))
@@ -347,6 +356,13 @@ def test_a_mask_leaves_alone_an_output_whose_axes_the_model_names_otherwise(fift
     outputs = {o["name"]: o for o in json.loads(pooled["outputs"])}
     assert pooled["status"] == "fail" and outputs["pooled"]["max_abs"] == pytest.approx(100, rel=1e-5), outputs
     assert (outputs["pooled"]["left_out"], outputs["hidden"]["left_out"]) == (0, 3 * 4)  # tokens still masked
+
+
+def test_an_expected_file_on_neither_side_of_a_step_is_not_said_to_hold_one(fifteen):
+    """Sweep 19 M16: the file's 100, where the step gives 6 or 7, was "your expected file holds one side"."""
+    _, cells = fifteen
+    third = cells.loc["third/fp32/ort-1.32"]
+    assert third["status"] == "fail" and "holds one side" not in str(third["error"]), third["error"]
 
 
 def test_a_cosine_rule_over_integers_alone_measures_no_cosine(fifteen):

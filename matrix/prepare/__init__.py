@@ -52,7 +52,7 @@ SECOND = "second.npz"
 # Beside a user's expected outputs where the model's own evaluation is disputed by a step float32
 # rounding decides: the elements it decides, per output (reference/__init__.py, run.py).
 DECIDES = "decides.npz"
-SIDES = "decided_sides.npz"  # the float64 side of each output whose length a step decides (Reference.sides)
+SIDES = "decided_sides.npz"  # the float64 side of each output a step decides (Reference.sides)
 NODE_TYPES = "node_types.json"
 
 
@@ -348,6 +348,8 @@ def _checked_reference(meta: dict, model: onnx.ModelProto, inputs: dict[str, np.
         save_arrays(out / DECIDES, reference.decides)
         if reference.sides:
             save_arrays(out / SIDES, _storable(reference.sides))
+        if reference.float32_side:  # the step's other side: a file or an engine on neither is no step's doing
+            save_arrays(out / STEP_SIDE, _storable(reference.float32_side))
     else:
         _keep_step_sides(reference, out)
     return {"reference": reference.how, "reference_check": reference.check}

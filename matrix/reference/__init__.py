@@ -50,8 +50,9 @@ class Reference:
     # Where a disputed evaluation's float64 and float32 outputs part, element by element: the
     # elements a step (an edge, an overflow) float32 rounding decides, kept beside a user's file
     decides: dict[str, np.ndarray] = field(default_factory=dict)
-    # The float64 side of each output whose length the step decides (its mark a single True): a file
-    # holds one side only where it holds this one (issue 41, sweep 15 H10)
+    # The float64 side of each output the step decides: a file holds one side only where, for an
+    # output whose length it decides (its mark a single True), it holds this one (issue 41, sweep 15
+    # H10), and elsewhere this one or float32_side
     sides: dict[str, np.ndarray] = field(default_factory=dict)
     # The referee's float32 side of the outputs a step decides (decides), where no file stands beside:
     # an engine beyond both sides of the step fails (issue 41, sweep 19 M5)
@@ -326,8 +327,8 @@ def expected_reference(model: onnx.ModelProto, inputs: dict[str, np.ndarray], ex
         # it fails at the elements the step decides only (sweep 8 A16)
         decides = second.decides if "decided" in second.check else {}
         return Reference(expected, how, {**check, **({"decided": second.check["decided"]} if "decided" in second.check else {})},
-                         decides=decides, sides={name: second.arrays[name] for name, mark in decides.items()
-                                                 if np.ndim(mark) == 0 and name in second.arrays})
+                         decides=decides, sides={name: second.arrays[name] for name in decides if name in second.arrays},
+                         float32_side=second.float32_side if decides else {})
     return Reference(expected, how, _check(EXPECTED, f"your file, beside the model's own evaluation ({second.how})"),
                      second.arrays)
 
