@@ -170,6 +170,14 @@ def _bodies(folder, tenth: np.ndarray) -> str:
             [v("c_out", T.BOOL, []), v("v", T.FLOAT, [1])]))], [("x", T.FLOAT, [1])], [("vs", T.FLOAT, [2, 1])],
                {"two": np.array(2, np.int64), "one": np.ones(1, np.float32), "tiny": np.array([2.0 ** -26], np.float32)},
                {"x": np.zeros(1, np.float32)}) + 'profiles = ["fp32"]\n' \
+        + save(folder, "sign_outer", [helper.make_node("Add", ["one", "tiny"], ["up"]), helper.make_node("Sub", ["up", "one"], ["v"]),
+                                      helper.make_node("Loop", ["two", ""], ["ys"], body=helper.make_graph(
+                                          [helper.make_node("Sign", ["v"], ["s"]), helper.make_node("Add", ["s", "x"], ["y"]),
+                                           helper.make_node("Identity", ["c_in"], ["c_out"])], "signs",
+                                          [v("i", T.INT64, []), v("c_in", T.BOOL, [])], [v("c_out", T.BOOL, []), v("y", T.FLOAT, [1])]))],
+               [("x", T.FLOAT, [1])], [("ys", T.FLOAT, [2, 1])],
+               {"two": np.array(2, np.int64), "one": np.ones(1, np.float32), "tiny": np.array([2.0 ** -26], np.float32)},
+               {"x": np.zeros(1, np.float32)}) + 'profiles = ["fp32"]\n' \
         + save(folder, "grid_nearest", [helper.make_node("Mul", ["s", "tenth"], ["gx"]),
                                         helper.make_node("Concat", ["gx", "zero"], ["g2"], axis=0),
                                         helper.make_node("Reshape", ["g2", "gshape"], ["grid"]),
@@ -413,11 +421,15 @@ def test_a_loops_float32_state_is_rounding_not_a_misread_node(fifteen):
 
 def test_a_bodys_cancellation_is_rounding_and_a_nearest_pixel_is_a_step(fifteen):
     """Sweep 19 M15: (1 + 2**-26) - 1 in a Loop's body is 0 in float32 and 1.5e-8 in float64: a parting,
-    the Loop's bound taken from its output (1.5e-8), not from what its body reads (1). M14: GridSample
+    the Loop's bound taken from its output (1.5e-8), not from what its body reads (1); M13: a Sign in the
+    body of what float32 rounded to 0 outside failed every engine by 1. M14: GridSample
     picks pixel 2 in float32 (5 · 0.1f is 0.5) and 3 in float64: every engine failed by 10."""
     _, cells = fifteen
     cancel = cells.loc["loop_cancel/fp32/ort-1.32"]
     assert cancel["status"] == "pass" and cancel["reference_check"].startswith("agrees"), cancel["reference_check"]
+    # M13: Sign(v) in a Loop's body, v = (1 + 2**-26) - 1 made outside it: 0 in float32, 1 in float64
+    outer = cells.loc["sign_outer/fp32/ort-1.32"]
+    assert outer["status"] == "disputed" and "decided by rounding at node Loop#2 (Loop)" in outer["error"], outer["error"]
     nearest = cells.loc["grid_nearest/fp32/ort-1.32"]
     assert nearest["status"] == "disputed" and "decided by rounding at node GridSample#3 (GridSample)" in nearest["error"], \
         nearest["error"]

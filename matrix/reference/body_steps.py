@@ -37,6 +37,13 @@ def _may_step(graph: onnx.GraphProto | None) -> bool:
     return graph is not None and any(inner.op_type in MAY_STEP for inner in graph.node)
 
 
+def holds_a_step(node: onnx.NodeProto) -> bool:
+    """Whether an If, a Loop or a Scan holds an op that may flip: where none flips on its float64
+    inputs, one may still on what float32 rounded before it (`Sign(v)` in a body, v = (1 + 2**-26) - 1
+    outside: issue 41, sweep 19 M13), which the referee's outputs of the node tell (rounding.py)."""
+    return node.op_type in INSIDE and any(_may_step(a.g) for a in node.attribute if a.HasField("g"))
+
+
 def _alone(graph: onnx.GraphProto, formal: dict[str, np.ndarray], outer: dict[str, np.ndarray],
            model: onnx.ModelProto, types: dict[str, np.dtype]) -> onnx.ModelProto:
     """The subgraph as a model of its own: its own inputs (fed `formal`) and what it reads from

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from ..graph_walk import FLOAT_TYPES, every_node, node_inputs, subgraphs
-from .body_steps import INSIDE, decided_inside
+from .body_steps import INSIDE, decided_inside, holds_a_step
 from .ops import REPLACEMENTS
 from .steps import SELECTING, is_step, jumped
 
@@ -483,6 +483,9 @@ def float64_values(model: onnx.ModelProto, inputs: dict[str, np.ndarray], keep: 
             inside = decided_inside(node, given, model, types or {}, node_label(node, order), float64_values)
             decided.update(inside)
             result.inside.update(inside)
+            if not inside and holds_a_step(node):  # a step in it may hang on what float32 rounded outside (M13)
+                result.steps[order] = outputs
+                before |= {order}
         elif is_step(node, outputs) and any(isinstance(value, np.ndarray) and value.dtype.kind == "f"
                                             for value in given.values()):
             types = storage_types(model) if types is None else types  # shape inference: once, and only here

@@ -29,7 +29,8 @@ WHOLE_FLOAT_OUTPUTS = {"Floor", "Ceil", "Round", "Sign", "Hardmax"}
 PIECEWISE = {"Shrink", "ThresholdedRelu"}
 # Integers that say nothing of their input's values (its shape), and nodes that hold a graph (an
 # If, a Loop: what they hold is checked node by node there).
-NO_STEP = {"Shape", "Size", "If", "Loop", "Scan"}
+HOLDING = {"If", "Loop", "Scan"}  # a step inside one flips its outputs beyond rounding (body_steps.holds_a_step)
+NO_STEP = {"Shape", "Size", *HOLDING}
 # How far apart two values of one output are still the same side of any jump: a few float32 units of
 # the output's largest value, or, for a smaller element, a part in 1e5 of its own (an error float32
 # rounding rarely reaches; issue 41, sweep 15 H7: 0.007 against 0.006 beside a 3000 was "rounding"),
@@ -67,6 +68,20 @@ def parted_at(one: np.ndarray, other: np.ndarray) -> np.ndarray:
         return np.where(finite, (apart > ROUNDING * scale) | own, ~same)
 
 
+HOLDING_JUMP = 1e-3
+
+
+def _leaped(one: np.ndarray, other: np.ndarray) -> bool:
+    if one.dtype.kind != "f" or other.dtype.kind != "f":
+        return not np.array_equal(one, other)
+    a, b = one.astype(np.float64), other.astype(np.float64)
+    finite = np.isfinite(a) & np.isfinite(b)
+    scale = float(np.max(np.abs(np.concatenate([a[finite], b[finite]])), initial=0.0))
+    with np.errstate(invalid="ignore"):
+        return bool(np.any(np.abs(a[finite] - b[finite]) > HOLDING_JUMP * scale)) or \
+            not np.array_equal(np.isnan(a), np.isnan(b))
+
+
 def jumped(node: onnx.NodeProto, one: np.ndarray, other: np.ndarray, divisor: np.ndarray | None = None) -> bool:
     """Whether two values of a step's output are on different sides of a jump: another shape,
     integers or levels that differ, (Shrink, ThresholdedRelu) values apart beyond rounding, or (Mod)
@@ -76,6 +91,8 @@ def jumped(node: onnx.NodeProto, one: np.ndarray, other: np.ndarray, divisor: np
         return True
     if one.dtype.kind != "f" or node.op_type in WHOLE_FLOAT_OUTPUTS:
         return not np.array_equal(one, other, equal_nan=one.dtype.kind == "f")
+    if node.op_type in HOLDING:  # a flip inside: a jump of a part in 1e3 of the outputs' largest, far beyond
+        return _leaped(one, other)  # the rounding a network in a branch accumulates (silero VAD's If)
     if node.op_type in PIECEWISE or node.op_type in SELECTING:
         return parted(one, other)
     if node.op_type == "Mod" and divisor is not None:
