@@ -414,9 +414,10 @@ def _nearer_sides(outputs: Path, reference: Path, decides: Path, side: Path) -> 
                 if mark.ndim == 0 and value.ndim:  # a step decided its length: all of it
                     value = alt if mark and mine.shape == alt.shape != value.shape else value
                 elif mine.shape == alt.shape == value.shape == mark.shape:
-                    with np.errstate(invalid="ignore"):
-                        closer = (mine == alt) if value.dtype.kind not in "fc" else \
-                            np.abs(mine.astype(np.float64) - alt) < np.abs(mine.astype(np.float64) - value)
+                    with np.errstate(invalid="ignore"):  # ±inf and NaN: the side that holds them as the engine does
+                        closer = (mine == alt) if value.dtype.kind not in "fc" else (mine == alt) | (
+                            np.isnan(mine) & np.isnan(alt)) | (np.abs(mine.astype(np.float64) - alt) < np.abs(
+                                mine.astype(np.float64) - value))
                     value = np.where(mark & closer, alt.astype(value.dtype), value)
             nearer[name] = value
     memory = io.BytesIO()

@@ -1219,11 +1219,12 @@ def test_a_case_files_model_in_a_module_beside_it_is_part_of_its_key(tmp_path, w
     assert "a case file takes no `expected` outputs: judge its ONNX export" in done.stderr
     # third sweep, 12: a nested tuple is three outputs, as the export has them ("the module returned 2")
     assert cells.loc["nested", "status"] == "pass", cells.loc["nested", "error"]
-    # issue 41, sweep 5, minor notes (15): torch.export's warnings (a GRU's "… were assigned during
-    # export") were printed raw during prepare, with a "next(self.gen)" line: kept in case.json now
+    # issue 41, sweep 5, minor notes (15): the exporters' warnings (a GRU's) were printed raw during prepare,
+    # with a "next(self.gen)" line: kept in case.json now (torch.export, which warned "… were assigned during
+    # export", runs at repro's request alone since; the ONNX export's own about the GRU's batch size stays)
     assert "Warning" not in done.stderr and "next(self.gen)" not in done.stderr, done.stderr
     warned = json.loads((cache_dir / "artifacts" / cells.loc["gru", "artifact"] / "case.json").read_text())
-    assert any("were assigned during export" in said for said in warned["export_warnings"]), warned["export_warnings"]
+    assert any("batch size" in said for said in warned["export_warnings"]), warned["export_warnings"]
     # issue 41, sweep 6 #4: a dict (or a ModelOutput-like mapping) returned is its values in order, as
     # the export flattens it ("ONNX model has 2 outputs, the module returned 1"), in prepare and the torch engine
     for name in ("mapping", "dynamo_dict"):
