@@ -363,7 +363,7 @@ def test_ctrl_c_while_trtmatrix_imports_is_not_lost(tmp_path, tiny_model):
 def test_ci_prints_the_slowest_tests():
     """A CI run that fails on a loaded machine shows where its time went."""
     pytest_line = next(line for line in (REPO / ".ci" / "run").read_text().splitlines() if "-m pytest" in line)
-    assert "--durations=15" in pytest_line.split()
+    assert "--durations=40" in pytest_line.split()
 
 
 def test_a_run_with_its_stdout_or_stderr_closed_ends_well(tmp_path, tiny_model):
