@@ -25,6 +25,7 @@ from onnx import numpy_helper
 from ..graph_walk import every_node, node_inputs, subgraphs
 from .float64_graph import as_float64, casts_to_string, evaluate_node, float64_node, node_label
 from .ops import ignored_by_onnx_reference
+from .steps import HOLDING, parted
 
 # A few units of rounding: an op's kernel (exp, erf, tanh) may be off by more than half a unit.
 UNITS = 8.0
@@ -182,8 +183,7 @@ def _finite_max(array: np.ndarray) -> float:
 
 def _scale(node: onnx.NodeProto, y64: np.ndarray, given: dict[str, np.ndarray]) -> float:
     """The magnitude a node's rounding is a fraction of: its output's, or its range's (WITHIN_ONE,
-    ALPHA_SCALED), or its input's (INPUT_SCALED), or, for a node holding a subgraph, what it reads
-    (issue 41, sweep 19 M15: a body's cancellation of 1 + 2**-26 parted from an output of 1.5e-8)."""
+    ALPHA_SCALED), or its input's (INPUT_SCALED)."""
     attributes = {a.name: a.f for a in node.attribute if a.type == onnx.AttributeProto.FLOAT}
     if node.op_type in WITHIN_ONE:
         floor = 1.0
@@ -192,8 +192,6 @@ def _scale(node: onnx.NodeProto, y64: np.ndarray, given: dict[str, np.ndarray]) 
         floor = abs(attributes.get("alpha", alpha) * (attributes.get("gamma", gamma) if gamma else 1.0))
     elif node.op_type in INPUT_SCALED and node.input and node.input[0] in given:
         floor = _finite_max(given[node.input[0]]) if given[node.input[0]].dtype.kind == "f" else 0.0
-    elif node.op_type in ("If", "Loop", "Scan"):  # its body rounds values of what it reads: (1 + e) - 1 is 0 or e
-        floor = max((_finite_max(value) for value in given.values() if value.dtype.kind == "f"), default=0.0)
     else:
         floor = 0.0
     return max(_finite_max(y64), floor)
@@ -217,20 +215,6 @@ def _coordinates(node: onnx.NodeProto, given: dict[str, np.ndarray], y64: np.nda
     return 2.0 * eps * max([*x.shape, *y64.shape]) * slope
 
 
-def _iterations(node: onnx.NodeProto, given: dict[str, np.ndarray]) -> int:
-    """How many times a Loop (its trip count) or a Scan (its first scanned input's length) runs its
-    body; 1 for any other node, or a while-loop with no trip count."""
-    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    if node.op_type == "Loop" and node.input and node.input[0] in given and given[node.input[0]].size == 1:
-        trips = float(given[node.input[0]].reshape(-1)[0])
-        return int(min(trips, 1e7)) if np.isfinite(trips) and trips >= 1 else 1
-    if node.op_type == "Scan" and "num_scan_inputs" in attributes:
-        first = given.get(node.input[len(node.input) - attributes["num_scan_inputs"]])
-        axis = (attributes.get("scan_input_axes") or [0])[0]
-        return max(1, first.shape[axis]) if first is not None and first.ndim > axis else 1
-    return 1
-
-
 def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64: np.ndarray, unit: tuple[float, float],
            model: onnx.ModelProto) -> float:
     eps, tiny = unit
@@ -238,7 +222,10 @@ def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64:
     rng = np.random.default_rng(0)
     moved = {k: v * (1 + eps * rng.choice([-1.0, 1.0], size=v.shape)) if k in floats else v for k, v in given.items()}
     with np.errstate(all="ignore"):
-        conditioning = _finite_max(evaluate_node(node64, moved, model)[name] - y64)
+        shifted = evaluate_node(node64, moved, model)[name]
+    # a node holding a step whose output parts when its inputs move by a unit: a flip, no conditioning
+    # (issue 41, sweep 20 N8: a Loop's Floor flipping somewhere in 1500 iterations "explained" a parting of 1)
+    conditioning = 0.0 if node64.op_type in HOLDING and parted(shifted, y64) else _finite_max(shifted - y64)
     summed = 0.0
     if node64.op_type in SUMMING:
         absolute = {k: np.abs(v) if k in floats else v for k, v in given.items()}
@@ -247,9 +234,9 @@ def _bound(node64: onnx.NodeProto, given: dict[str, np.ndarray], name: str, y64:
             summed = np.sqrt(_terms(node64, given, y64, opset)) * _finite_max(evaluate_node(node64, absolute, model)[name])
         except Exception:  # noqa: BLE001 - an op that refuses |inputs| (a mask): its result's scale stands
             summed = 0.0
-    # A node that holds a subgraph (If, Loop, Scan) computes all of its nodes: it rounds once per node,
-    # and once per iteration (issue 41, sweep 19 M1: 800 additions of 0.1f part by 800 roundings).
-    steps = max(1, subgraph_nodes(node64)) * _iterations(node64, given)
+    # A node that holds a subgraph (If, Loop, Scan) computes all of its nodes: it rounds once per node.
+    # What its iterations accumulate is its own float32 arithmetic, told apart where it parts (loop_steps).
+    steps = max(1, subgraph_nodes(node64))
     return UNITS * steps * (eps * (_scale(node64, y64, given) + summed) + conditioning + tiny
                             + _one_pass_variance(node64, given, y64, eps) + _coordinates(node64, given, y64, eps))
 

@@ -87,15 +87,15 @@ def _reached(model: onnx.ModelProto, order: int) -> list[str]:
 
 def step_in_loop(model: onnx.ModelProto, inputs: dict[str, np.ndarray], theirs: dict[str, np.ndarray],
                  parting: Parting) -> LoopStep | None:
-    """The step in the body of the Loop where the check parted that float32 rounding decides, or None
-    (not a Loop, a misread node, nothing traced or flipped)."""
-    if parting.op_type != "Loop":
+    """Where the check parted at an If, a Loop or a Scan: the step in a Loop's body that float32
+    rounding decides, or, where the node computed in the model's own types gives what the referee
+    gives, that own float32 arithmetic (a sum over 800 iterations, a cancellation or an underflow
+    in a body: issue 41, sweep 19 M1, M15; sweep 20 N3, N8); None where it does not (a misread node)."""
+    if parting.op_type not in ("If", "Loop", "Scan"):
         return None
     order = next(order for order, node in enumerate(model.graph.node) if node_label(node, order) == parting.node)
     node = model.graph.node[order]
-    loop, traced = _traced(node, _element_types(model, order))
-    if not traced:
-        return None
+    loop, traced = _traced(node, _element_types(model, order)) if node.op_type == "Loop" else (node, {})
     known = {**inputs, **{t.name: numpy_helper.to_array(t) for t in model.graph.initializer}, **theirs}
     own = {name: np.asarray(known[name]) for name in node_inputs(node)}
     try:
@@ -110,7 +110,7 @@ def step_in_loop(model: onnx.ModelProto, inputs: dict[str, np.ndarray], theirs: 
              for iteration in range(min(len(wide[row]), len(narrow[row])))
              if jumped(inner, wide[row][iteration], narrow[row][iteration])]
     if not flips:
-        return None
+        return LoopStep(dict.fromkeys(_reached(model, order), f"{parting.node} ({node.op_type})"), OWN_ARITHMETIC)
     iteration, body_order, inner = min(flips, key=lambda flip: flip[:2])
     row = next(iter(traced))  # one row per iteration: how many times each evaluation ran the body
     label = f"{node_label(inner, body_order)} ({inner.op_type}) in the body of {parting.node} (its iteration {iteration + 1})"
@@ -120,3 +120,8 @@ def step_in_loop(model: onnx.ModelProto, inputs: dict[str, np.ndarray], theirs: 
                f"state carried from iteration to iteration, or an iteration past those traced one by one){times}, so no "
                "reference says which the model means")
     return LoopStep(dict.fromkeys(_reached(model, order), label), ("is decided by rounding", because))
+
+
+OWN_ARITHMETIC = ("is its own float32 arithmetic", "the node computed in the model's own types gives what the referee "
+                  "gives and float64 does not (a sum rounding over its iterations, a cancellation, a value flushed to "
+                  "0 or past float32's range in its body), so float64 is one reading of the model and float32 another")

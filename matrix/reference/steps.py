@@ -72,6 +72,8 @@ HOLDING_JUMP = 1e-3
 
 
 def _leaped(one: np.ndarray, other: np.ndarray) -> bool:
+    """Whether two values of one output part by more than a part in 1e3 of their largest (or in
+    NaN's places, or exactly for integers): a flip, not what rounding moves a value by."""
     if one.dtype.kind != "f" or other.dtype.kind != "f":
         return not np.array_equal(one, other)
     a, b = one.astype(np.float64), other.astype(np.float64)
